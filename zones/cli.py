@@ -23,7 +23,9 @@ def _cpus(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(c) for c in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated CPU list, e.g. 1 or 0,1, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated CPU list, e.g. 1 or 0,1, got {text!r}"
+        ) from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--listen", type=_listen, action="append",
                        help="ADDRESS@PORT to listen on, repeatable (default: 127.0.0.1@53)")
     start.add_argument("--udp-workers", type=int, default=1, help="UDP worker threads (default: %(default)s)")
-    start.add_argument("--cpus", type=_cpus, help="pin all knotd threads to these CPUs, e.g. 1 (default: knotd's own)")
+    start.add_argument("--cpus", type=_cpus,
+                       help="pin all knotd threads to these CPUs, e.g. 1 (default: knotd's own placement)")
     start.add_argument("--netns", help="network namespace to run knotd in (default: the current one)")
     start.add_argument("--domain", default=DEFAULT_DOMAIN, help="zone apex (default: %(default)s)")
     start.add_argument("--subnet", default=DEFAULT_SUBNET,
