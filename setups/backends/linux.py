@@ -1,0 +1,47 @@
+"""Plain Linux networking with the paper's iproute2 / sysctl / iptables lines: interfaces, static routes,
+packet forwarding (the baseline DUTs) and the stateful NAT44 of the MAP-T CE's `napt` namespace."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+
+from xlatbench.setups.steps import Cmd, Step
+from xlatbench.setups.topology import Forwarding, Interface, Item, Nat44, Route
+
+
+def render_item(item: Item) -> list[Step]:
+    """Steps for one non-translator item, spelled as in the paper."""
+    if isinstance(item, Interface):
+        steps: list[Step] = [Cmd(("ip", "link", "set", item.name, "up"))]
+        steps += [Cmd(("ip", "address", "add", address, "dev", item.name)) for address in item.addresses]
+        return steps
+    if isinstance(item, Route):
+        return [Cmd(("ip", "route", "add", item.destination, "via", item.via))]
+    if isinstance(item, Forwarding):
+        steps = []
+        if item.ipv4:
+            steps.append(Cmd(("sysctl", "-w", "net.ipv4.conf.all.forwarding=1")))
+        if item.ipv6:
+            steps.append(Cmd(("sysctl", "-w", "net.ipv6.conf.all.forwarding=1")))
+        return steps
+    if isinstance(item, Nat44):
+        target = item.to_address
+        if item.ports is not None:
+            target += f":{item.ports[0]}-{item.ports[1]}"
+        return [Cmd(("iptables", "-t", "nat", "-A", "POSTROUTING", "-s", item.source, "-o", item.out_interface,
+                     "-p", item.protocol, "-j", "SNAT", "--to-source", target))]
+    raise TypeError(f"linux backend cannot render {type(item).__name__}")
+
+
+def describe() -> dict[str, object]:
+    """Kernel release and the netfilter front end: in-kernel forwarding and NAT44 are the kernel's."""
+    return {"implementation": "linux", "version": platform.release(), "nat44": _iptables_version()}
+
+
+def _iptables_version() -> str:
+    try:
+        out = subprocess.run(["iptables", "--version"], capture_output=True, text=True, check=False).stdout
+    except FileNotFoundError:
+        return "iptables not installed"
+    return out.strip()

@@ -1,0 +1,163 @@
+"""tayga (user-space stateless NAT64 over a TUN device) in every translator role of the testbeds.
+
+CLAT, CE and BR are SIIT with explicit address mappings (EAM); the PLAT is tayga's dynamic pool followed
+by a stateful NAT44 (nftables SNAT) to the PLAT's public address, which puts on the wire what Jool's
+`pool4 add ADDR --udp 0-65535` does. tayga maps whole addresses: it does not check MAP-T port sets, and
+a BR serves only the CEs listed in the topology (one per IPv4 address).
+
+tayga 0.9.2 refuses private and TEST-NET IPv4 addresses behind the well-known prefix 64:ff9b::/96
+(RFC 6052 3.1), exactly the paper's addresses. The "patched" variant is Debian's tayga rebuilt with our
+tools/patches/tayga-wkpf-strict.patch, which adds `wkpf-strict no`; the "stock" variant is Debian's
+binary, usable only with a network-specific prefix (e.g. 2001:db8:64::/96).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import shutil
+import subprocess
+from pathlib import Path
+
+from xlatbench.paths import build_dir
+from xlatbench.setups.backends import RenderContext
+from xlatbench.setups.steps import Cmd, Daemon, Step, WriteFile
+from xlatbench.setups.topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
+
+TUN = "nat64"
+# tayga's own addresses (sources of the ICMP errors it sends); outside every prefix of the testbeds.
+# 192.0.0.0/29 is the IPv4 service continuity prefix of RFC 7335.
+LOCAL_ADDRESSES = {"dut1": ("192.0.0.1", "2001:db8:ff::1"), "dut2": ("192.0.0.2", "2001:db8:ff::2")}
+# The PLAT's IPv6 clients get addresses from this pool before the NAT44 (our choice: shared
+# address space of RFC 6598, never on the wire).
+PLAT_DYNAMIC_POOL = "100.64.0.0/24"
+STOCK_BINARY = "/usr/sbin/tayga"
+VARIANTS = ("patched", "stock")
+
+
+def patched_binary() -> Path:
+    """Where tools/build-tayga puts the patched tayga."""
+    return build_dir() / "tayga" / "tayga"
+
+
+def is_well_known(prefix: str | None) -> bool:
+    return prefix is not None and ipaddress.IPv6Network(prefix).subnet_of(ipaddress.IPv6Network("64:ff9b::/96"))
+
+
+class TaygaBackend:
+    name = "tayga"
+    roles = frozenset({"clat", "plat", "ce", "br"})
+
+    def __init__(self, variant: str = "patched") -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown tayga variant {variant!r}: choose patched or stock")
+        self.variant = variant
+
+    @property
+    def binary(self) -> str:
+        return str(patched_binary()) if self.variant == "patched" else STOCK_BINARY
+
+    def files(self, host: str, ctx: RenderContext) -> dict[str, str]:
+        base = f"{ctx.rundir}/{host}-tayga"
+        return {"conf": f"{base}.conf", "data": f"{base}.d", "pid": f"{base}.pid", "log": f"{base}.log"}
+
+    def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]:
+        files = self.files(host.name, ctx)
+        v4_local, v6_local = LOCAL_ADDRESSES.get(host.name, LOCAL_ADDRESSES["dut1"])
+        prefix = role.pool6 if isinstance(role, Clat | Plat) else role.dmr
+        if self.variant == "stock" and is_well_known(prefix):
+            raise ValueError("stock tayga 0.9.2 drops the paper's TEST-NET/private addresses inside "
+                             "64:ff9b::/96: use --tayga patched (built by tools/install-deps) or a "
+                             "network-specific prefix such as --nat64-prefix 2001:db8:64::/96")
+        conf = [f"tun-device {TUN}", f"ipv4-addr {v4_local}", f"ipv6-addr {v6_local}", f"prefix {prefix}"]
+        if self.variant == "patched":
+            conf.append("wkpf-strict no")
+        routes: list[tuple[str, ...]] = []
+        nat: list[Step] = []
+        if isinstance(role, Clat):
+            conf += [f"map {v4} {v6}" for v4, v6 in role.eam]
+            routes += [("ip", "route", "add", "default", "dev", TUN)]
+            routes += [("ip", "-6", "route", "add", f"{v6}/128", "dev", TUN) for _, v6 in role.eam]
+        elif isinstance(role, Plat):
+            conf += [f"dynamic-pool {PLAT_DYNAMIC_POOL}", f"data-dir {files['data']}"]
+            routes += [("ip", "-6", "route", "add", prefix, "dev", TUN),
+                       ("ip", "route", "add", PLAT_DYNAMIC_POOL, "dev", TUN)]
+            nat = self._plat_nat(role, ctx)
+        elif isinstance(role, MapCeRole):
+            ce = role.ce
+            conf.append(f"map {ce.ipv4_address} {ce.map_address}")
+            routes += [("ip", "route", "add", "default", "dev", TUN),
+                       ("ip", "-6", "route", "add", f"{ce.map_address}/128", "dev", TUN)]
+        elif isinstance(role, MapBrRole):
+            ces = role.served_ces()
+            addresses = [ce.ipv4_address for ce in ces]
+            if len(set(addresses)) != len(addresses):
+                raise ValueError("a tayga BR maps whole IPv4 addresses: it can serve only one CE per IPv4 "
+                                 f"address, got {addresses}")
+            conf += [f"map {ce.ipv4_address} {ce.map_address}" for ce in ces]
+            routes += [("ip", "-6", "route", "add", prefix, "dev", TUN)]
+            routes += [("ip", "route", "add", fmr.ipv4_prefix, "dev", TUN) for fmr in role.fmrs]
+        else:
+            raise TypeError(f"tayga backend cannot render {type(role).__name__}")
+        steps: list[Step] = [WriteFile(files["conf"], "\n".join(conf) + "\n")]
+        if isinstance(role, Plat):
+            steps.append(Cmd(("mkdir", "-p", files["data"])))
+        steps += [Cmd((self.binary, "--config", files["conf"], "--mktun")),
+                  Cmd(("ip", "link", "set", TUN, "up"))]
+        steps += [Cmd(r) for r in routes]
+        steps += nat
+        steps.append(Daemon((self.binary, "--config", files["conf"], "--nodetach"), files["pid"], files["log"]))
+        return steps
+
+    def _plat_nat(self, role: Plat, ctx: RenderContext) -> list[Step]:
+        table = f"{ctx.prefix}_plat"
+        return [
+            Cmd(("nft", "add", "table", "ip", table)),
+            Cmd(("nft", "add", "chain", "ip", table, "postrouting",
+                 "{ type nat hook postrouting priority srcnat; }")),
+            Cmd(("nft", "add", "rule", "ip", table, "postrouting", "oifname", role.ipv4_interface,
+                 "ip", "saddr", PLAT_DYNAMIC_POOL, "counter", "snat", "to", role.pool4)),
+        ]
+
+    def unavailable(self) -> str | None:
+        path = Path(self.binary)
+        if not path.is_file():
+            if self.variant == "patched":
+                return (f"patched tayga not built at {path}: run tools/install-deps (it calls "
+                        "tools/build-tayga), or use --tayga stock with --nat64-prefix 2001:db8:64::/96")
+            return f"tayga not installed at {path}: apt-get install tayga"
+        return None
+
+    def describe(self, role: Translator) -> dict[str, object]:
+        info: dict[str, object] = {
+            "implementation": "tayga",
+            "variant": self.variant,
+            "binary": self.binary,
+            "version": tayga_version(self.variant),
+            "prefix": role.pool6 if isinstance(role, Clat | Plat) else role.dmr,
+        }
+        if self.variant == "patched":
+            info["patch"] = "tools/patches/tayga-wkpf-strict.patch (wkpf-strict no)"
+        if isinstance(role, Plat):
+            info["nat44"] = f"nftables SNAT {PLAT_DYNAMIC_POOL} -> {role.pool4} (kernel)"
+        if isinstance(role, MapCeRole | MapBrRole):
+            info["limitations"] = "EAM per CE address; MAP-T port sets are not checked by tayga"
+        path = Path(self.binary)
+        if path.is_file():
+            info["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return info
+
+
+def tayga_version(variant: str) -> str:
+    """Debian package version of the source (patched) or of the installed binary (stock)."""
+    if variant == "patched":
+        stamp = patched_binary().with_name("VERSION")
+        try:
+            return stamp.read_text().strip()
+        except FileNotFoundError:
+            return "unknown (build/tayga/VERSION missing)"
+    if shutil.which("dpkg-query") is None:
+        return "unknown"
+    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "tayga"], capture_output=True, text=True,
+                         check=False)
+    return f"{out.stdout.strip()} (Debian)" if out.returncode == 0 else "unknown"

@@ -1,0 +1,199 @@
+"""The testbeds as data: hosts, links, addresses, routes and translator parameters.
+
+A host's `items` are its configuration in the order the paper lists it; a backend turns each item into
+commands. Three kinds of item exist: plain network configuration (Interface, Route, Forwarding, Nat44)
+that Linux does itself, and translator roles (Clat, Plat, MapCe, MapBr) that a chosen backend renders.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from xlatbench.setups.mapt import Bmr, MapCe, map_ce
+
+
+@dataclass(frozen=True)
+class Interface:
+    """An interface brought up with its addresses (CIDR notation, e.g. 192.168.0.1/24)."""
+
+    name: str
+    addresses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Route:
+    """A static route: destination prefix (or "default") via a next-hop address."""
+
+    destination: str
+    via: str
+
+    @property
+    def family(self) -> int:
+        return ipaddress.ip_address(self.via).version
+
+
+@dataclass(frozen=True)
+class Forwarding:
+    """Packet forwarding switched on for IPv4 and/or IPv6 (net.ipv*.conf.all.forwarding)."""
+
+    ipv4: bool = True
+    ipv6: bool = False
+
+
+@dataclass(frozen=True)
+class Nat44:
+    """A stateful source NAT44 (the `napt` part of a MAP-T CE): `source` leaving `out_interface` gets
+    `to_address`, its source port mapped into `ports` (inclusive range; None keeps ports when free)."""
+
+    source: str
+    out_interface: str
+    to_address: str
+    ports: tuple[int, int] | None = None
+    protocol: str = "udp"
+
+
+@dataclass(frozen=True)
+class Clat:
+    """464XLAT customer-side translator (stateless SIIT): `pool6` prefix for IPv4 destinations,
+    EAM entries (IPv4 address, IPv6 address) for the clients. Faces IPv4 on `ipv4_interface`."""
+
+    pool6: str
+    eam: tuple[tuple[str, str], ...]
+    ipv4_interface: str
+    ipv6_interface: str
+
+
+@dataclass(frozen=True)
+class Plat:
+    """464XLAT provider-side translator (stateful NAT64): `pool6` prefix, `pool4` address with its UDP port
+    range (inclusive)."""
+
+    pool6: str
+    pool4: str
+    udp_ports: tuple[int, int]
+    ipv4_interface: str
+    ipv6_interface: str
+
+
+@dataclass(frozen=True)
+class MapCeRole:
+    """MAP-T CE translator: DMR prefix, the CE's end-user IPv6 prefix, its BMR; `instance` is Jool's name."""
+
+    instance: str
+    dmr: str
+    end_user_prefix: str
+    bmr: Bmr
+    ipv4_interface: str
+    ipv6_interface: str
+
+    @property
+    def ce(self) -> MapCe:
+        return map_ce(self.bmr, self.end_user_prefix)
+
+
+@dataclass(frozen=True)
+class MapBrRole:
+    """MAP-T BR translator: DMR prefix and forwarding mapping rules (FMR).
+
+    `served_end_user_prefixes` lists the CEs of this testbed: only a translator that cannot apply an FMR
+    algorithmically (tayga, one explicit mapping per CE) needs it.
+    """
+
+    instance: str
+    dmr: str
+    fmrs: tuple[Bmr, ...]
+    served_end_user_prefixes: tuple[str, ...]
+    ipv4_interface: str
+    ipv6_interface: str
+
+    def served_ces(self) -> list[MapCe]:
+        return [map_ce(fmr, eup) for eup in self.served_end_user_prefixes
+                for fmr in self.fmrs if ipaddress.IPv6Network(eup).subnet_of(ipaddress.IPv6Network(
+                    fmr.ipv6_prefix))]
+
+
+Translator = Clat | Plat | MapCeRole | MapBrRole
+Item = Interface | Route | Forwarding | Nat44 | Translator
+
+TRANSLATOR_ROLES = {Clat: "clat", Plat: "plat", MapCeRole: "ce", MapBrRole: "br"}
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host of the testbed. `parent` names the host a sub-host lives in as a network namespace
+    (the CE's `napt`); `items` is its configuration in the paper's order."""
+
+    name: str
+    items: tuple[Item, ...]
+    parent: str | None = None
+
+    @property
+    def interfaces(self) -> list[Interface]:
+        return [i for i in self.items if isinstance(i, Interface)]
+
+    @property
+    def translator(self) -> Translator | None:
+        found = [i for i in self.items if isinstance(i, Clat | Plat | MapCeRole | MapBrRole)]
+        return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    interface: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """A point-to-point link. `internal` links join a host and its sub-host (a veth on one machine)."""
+
+    name: str
+    a: Endpoint
+    b: Endpoint
+    internal: bool = False
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    description: str
+    hosts: tuple[Host, ...]
+    links: tuple[Link, ...]
+    client_address: str
+    server_address: str
+    nat64_prefix: str | None = None
+    inner_link: str = "dut1-dut2"
+    notes: tuple[str, ...] = field(default=())
+
+    def host(self, name: str) -> Host:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(f"topology {self.name} has no host {name!r}")
+
+    def link(self, name: str) -> Link:
+        for link in self.links:
+            if link.name == name:
+                return link
+        raise KeyError(f"topology {self.name} has no link {name!r}")
+
+    def children(self, parent: str) -> list[Host]:
+        return [h for h in self.hosts if h.parent == parent]
+
+    def translators(self) -> dict[str, Translator]:
+        """Host name -> translator role it runs."""
+        return {h.name: t for h in self.hosts if (t := h.translator) is not None}
+
+    def max_flows(self) -> int | None:
+        """Distinct flows the chain can carry (the MAP-T CE's port-set size); None if not limited."""
+        sizes = [t.ce.port_count for t in self.translators().values() if isinstance(t, MapCeRole)]
+        return min(sizes) if sizes else None
+
+
+def embed_ipv4(prefix: str, address: str) -> str:
+    """RFC 6052 IPv4-embedded IPv6 address for a /96 prefix (the only length the testbeds use)."""
+    net = ipaddress.IPv6Network(prefix)
+    if net.prefixlen != 96:
+        raise ValueError(f"only /96 translation prefixes are supported, got {prefix}")
+    return str(ipaddress.IPv6Address(int(net.network_address) | int(ipaddress.IPv4Address(address))))
