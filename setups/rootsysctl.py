@@ -1,0 +1,111 @@
+"""Root-namespace sysctls the emulation needs, changed under a lease and restored by the last holder.
+
+Child namespaces read net.core.rmem_* / wmem_* from the root namespace, so bigger socket buffers for
+the tester and Knot mean changing the machine's values. Several chains (other prefixes, other
+developers' tests) may be up at once: the first holder records the original values, every holder
+keeps a lease file, and the last one to release restores the originals. A lease whose namespaces are
+all gone (its run was killed) no longer holds anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+LEASE_ROOT = Path("/run/xlatbench/sysctl")
+
+
+def _path(key: str) -> Path:
+    return Path("/proc/sys") / key.replace(".", "/")
+
+
+def read(key: str) -> str:
+    return _path(key).read_text().strip()
+
+
+def write(key: str, value: str) -> None:
+    _path(key).write_text(f"{value}\n")
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _existing_netns() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def _live_leases(root: Path) -> dict[str, dict]:
+    leases = {}
+    existing = _existing_netns()
+    for path in sorted((root / "leases").glob("*.json")):
+        try:
+            lease = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        netns = lease.get("netns") or []
+        if netns and not existing.intersection(netns):
+            path.unlink(missing_ok=True)  # its chain is gone: a killed run left it
+            continue
+        leases[path.stem] = lease
+    return leases
+
+
+def acquire(holder: str, wanted: dict[str, int], netns: list[str], root: Path = LEASE_ROOT) -> dict[str, object]:
+    """Raise each sysctl to at least `wanted` for `holder`; return what was done (original, now)."""
+    with _locked(root):
+        originals_file = root / "original.json"
+        originals = json.loads(originals_file.read_text()) if originals_file.exists() else {}
+        # Originals left by holders that died stay valid: the current values may be theirs.
+        report: dict[str, object] = {}
+        for key, value in wanted.items():
+            current = read(key)
+            originals.setdefault(key, current)
+            if int(current) < value:
+                write(key, str(value))
+            report[key] = {"original": originals[key], "now": read(key)}
+        originals_file.write_text(json.dumps(originals, indent=1))
+        (root / "leases").mkdir(exist_ok=True)
+        (root / "leases" / f"{holder}.json").write_text(json.dumps({"wanted": wanted, "netns": netns}))
+        return report
+
+
+def release(holder: str, root: Path = LEASE_ROOT) -> dict[str, str]:
+    """Drop `holder`'s lease; if no live lease remains, restore the originals. Returns what was restored."""
+    if not root.exists():
+        return {}
+    with _locked(root):
+        (root / "leases" / f"{holder}.json").unlink(missing_ok=True)
+        if _live_leases(root):
+            return {}
+        originals_file = root / "original.json"
+        if not originals_file.exists():
+            return {}
+        originals = json.loads(originals_file.read_text())
+        for key, value in originals.items():
+            write(key, value)
+        originals_file.unlink()
+        return originals
+
+
+def held_by(holder: str, root: Path = LEASE_ROOT) -> bool:
+    return (root / "leases" / f"{holder}.json").exists()
+
+
+def pending_restore(root: Path = LEASE_ROOT) -> dict[str, str]:
+    """Originals still waiting to be restored (empty when nothing is changed)."""
+    path = root / "original.json"
+    return json.loads(path.read_text()) if path.exists() else {}
