@@ -1,0 +1,93 @@
+"""The chain the measurement code drives (docs/ARCHITECTURE.md), and its emulated implementation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+from xlatbench.setups import counters as counters_mod
+from xlatbench.setups.emulation import Emulation, EmulationConfig, attach, down
+from xlatbench.setups.placement import set_dut_cpus
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Chain(Protocol):
+    topology: str                      # "baseline" | "464xlat" | "mapt"
+    server_address: str                # "203.0.113.56"
+    client_address: str                # "192.168.0.4"
+    max_flows: int | None              # distinct tester flows the chain carries (MAP-T port set); None: no limit
+
+    def describe(self) -> dict: ...
+    def client_argv(self, argv: list[str]) -> list[str]: ...
+    def set_dut_cpus(self, cpus: list[int]) -> dict: ...
+    def dut_cpu_times(self) -> dict[str, float]: ...
+    def counters(self) -> dict[str, dict[str, int]]: ...
+
+
+class EmulatedChain:
+    """A chain in namespaces. Use `EmulatedChain.up(config)` (a context manager that takes it down) or
+    `EmulatedChain.attach(prefix)` for one another process brought up."""
+
+    def __init__(self, emulation: Emulation) -> None:
+        self.emulation = emulation
+        self.topology = emulation.topology.name
+        self.server_address = emulation.topology.server_address
+        self.client_address = emulation.topology.client_address
+        self.max_flows = emulation.topology.max_flows()
+
+    @classmethod
+    def up(cls, config: EmulationConfig) -> EmulatedChain:
+        emulation = Emulation(config)
+        emulation.up()
+        return cls(emulation)
+
+    @classmethod
+    def attach(cls, prefix: str = "xb") -> EmulatedChain:
+        return cls(attach(prefix))
+
+    def __enter__(self) -> EmulatedChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def down(self) -> dict[str, object]:
+        return down(self.emulation.prefix)
+
+    @property
+    def prefix(self) -> str:
+        return self.emulation.prefix
+
+    def describe(self) -> dict:
+        info = self.emulation.describe()
+        info["dut_cpu_times_cover"] = ("user-space translator processes only (tayga); in-kernel forwarding "
+                                       "and NAT44 run in softirq and show in /proc/stat")
+        return info
+
+    def client_argv(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.emulation.netns_of["client"], *argv]
+
+    def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
+        return set_dut_cpus(self.emulation, cpus, per_dut)
+
+    def dut_cpu_times(self) -> dict[str, float]:
+        """CPU-seconds (user + system) used so far by each DUT's user-space translator processes."""
+        times = {}
+        for host, pids in self.emulation.translator_pids().items():
+            if pids:
+                times[host] = sum(_cpu_seconds(pid) for pid in pids)
+        return times
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        return counters_mod.collect(self.emulation.netns_of)
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    # utime and stime are fields 14 and 15 of stat(5), i.e. 12 and 13 after the command name.
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS

@@ -1,0 +1,91 @@
+"""Known-answer faults injected with nftables on the DUT1-DUT2 link (this kernel has no netem).
+
+Queries are the UDP datagrams to port 53 that DUT1 forwards onto the link; replies are those from port 53
+that DUT2 forwards onto it. Each fault lives in a table `<prefix>_fault` of the DUT's namespace, with a
+counter, so a test can compare what the tester saw with what the rule did.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+from dataclasses import dataclass
+
+from xlatbench.setups.emulation import Emulation
+
+
+@dataclass(frozen=True)
+class Fault:
+    """kind: "random-loss" (drop each query with probability permyriad/10000), "nth-loss" (drop query
+    0, n, 2n, ...: exactly one in n), "dup-replies" (duplicate reply 0, n, 2n, ... toward DUT1)."""
+
+    kind: str
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("random-loss", "nth-loss", "dup-replies"):
+            raise ValueError(f"unknown fault {self.kind!r}")
+        if self.n < 1 or (self.kind == "random-loss" and self.n > 10000):
+            raise ValueError(f"fault parameter {self.n} out of range")
+
+
+def _table(emulation: Emulation) -> str:
+    return f"{emulation.prefix}_fault"
+
+
+def inject(emulation: Emulation, fault: Fault) -> dict[str, str]:
+    """Install `fault`; returns where (namespace) and the rule text."""
+    link = emulation.topology.link(emulation.topology.inner_link)
+    dut1, dut2 = link.a, link.b
+    peer = emulation.topology.host(dut1.host)
+    dut1_address = next(a for i in peer.interfaces if i.name == dut1.interface for a in i.addresses)
+    address = ipaddress.ip_interface(dut1_address).ip
+    family = "ip" if address.version == 4 else "ip6"
+    if fault.kind == "dup-replies":
+        host, oif = dut2.host, dut2.interface
+        match = "udp sport 53"
+        action = f"numgen inc mod {fault.n} == 0 counter dup to {address} device \"{oif}\""
+    else:
+        host, oif = dut1.host, dut1.interface
+        match = "udp dport 53"
+        test = (f"numgen random mod 10000 < {fault.n}" if fault.kind == "random-loss"
+                else f"numgen inc mod {fault.n} == 0")
+        action = f"{test} counter drop"
+    rule = f"oifname \"{oif}\" {match} {action}"
+    script = (f"table {family} {_table(emulation)} {{\n"
+              f"  chain forward_faults {{\n    type filter hook forward priority 0; policy accept;\n"
+              f"    {rule}\n  }}\n}}\n")
+    netns = emulation.netns_of[host]
+    done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", "-"], input=script, text=True,
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{netns}: nft refused the fault rule: {done.stderr.strip()}")
+    return {"netns": netns, "family": family, "rule": rule}
+
+
+def clear(emulation: Emulation) -> None:
+    """Remove every fault table (idempotent)."""
+    for host in ("dut1", "dut2"):
+        netns = emulation.netns_of.get(host)
+        if netns:
+            for family in ("ip", "ip6"):
+                subprocess.run(["ip", "netns", "exec", netns, "nft", "delete", "table", family, _table(emulation)],
+                               capture_output=True, check=False)
+
+
+def fault_counters(emulation: Emulation) -> dict[str, int]:
+    """Packets each fault rule acted on, by namespace."""
+    counts = {}
+    for host in ("dut1", "dut2"):
+        netns = emulation.netns_of[host]
+        for family in ("ip", "ip6"):
+            done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-j", "list", "table", family,
+                                   _table(emulation)], capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                continue
+            for entry in json.loads(done.stdout)["nftables"]:
+                for expr in entry.get("rule", {}).get("expr", []):
+                    if "counter" in expr:
+                        counts[netns] = counts.get(netns, 0) + expr["counter"]["packets"]
+    return counts
