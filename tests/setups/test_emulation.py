@@ -1,0 +1,68 @@
+"""Each topology in namespaces: up -> check passes -> a 10 s trial at 2 000 queries/s has loss 0 -> down
+leaves nothing. Needs root."""
+
+from __future__ import annotations
+
+import pytest
+
+from xlatbench.setups import leftovers, rootsysctl
+from xlatbench.setups.check import check
+from xlatbench.setups.emulation import CPUSET_ROOT, down, existing_namespaces
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+RATE_QPS = 2000
+DURATION_S = 10
+
+
+@pytest.mark.parametrize("topology", ["baseline", "464xlat", "mapt"])
+def test_up_check_trial_down(topology, chain_factory, trial, prefix):
+    rmem_before = rootsysctl.read("net.core.rmem_default")
+    chain = chain_factory(topology)
+    info = chain.describe()
+    assert info["topology"] == topology and info["phase"] == "up"
+    assert len(existing_namespaces(prefix)) == len(chain.emulation.topology.hosts)
+    if topology != "baseline":
+        for role in info["translators"].values():
+            assert role["implementation"] == "tayga" and role["variant"] == "patched"
+            assert role["prefix"] == "64:ff9b::/96"
+
+    verdict = check(chain.emulation)
+    assert verdict["ok"], verdict["failures"]
+
+    result = trial(chain, RATE_QPS, DURATION_S, threads=1, ports_per_thread=10)
+    totals = result["totals"]
+    assert result["verdict"]["status"] == "ok", result["verdict"]
+    assert totals["sent"] == RATE_QPS * DURATION_S
+    assert totals["valid"] == totals["sent"], f"{topology}: lost {totals['sent'] - totals['valid']} queries"
+
+    removed = down(prefix)
+    assert set(removed["namespaces"]) == {f"{prefix}-{h.name}" for h in chain.emulation.topology.hosts}
+    assert leftovers(prefix) == []
+    assert not list(CPUSET_ROOT.glob(f"{prefix}-*"))
+    if not rootsysctl.pending_restore():   # no other chain holds the root sysctls
+        assert rootsysctl.read("net.core.rmem_default") == rmem_before
+
+
+def test_down_is_idempotent(prefix):
+    first = down(prefix)
+    second = down(prefix)
+    assert second["namespaces"] == [] and second["processes"] == []
+    assert first["namespaces"] == []
+    assert leftovers(prefix) == []
+
+
+def test_dut_cpus_are_applied_and_recorded(chain_factory, prefix):
+    chain = chain_factory("464xlat")
+    applied = chain.set_dut_cpus([1])
+    for dut in ("dut1", "dut2"):
+        cpuset = applied[dut]["cpuset"]
+        assert cpuset["cpus"] == "1"
+        for pid in cpuset["pids"]:
+            assert (CPUSET_ROOT / f"{prefix}-{dut}" / "cgroup.procs").read_text().split().count(str(pid)) == 1
+        assert set(applied[dut]["rps_cpus"].values()) == {"2"}
+    assert chain.describe()["placement"] == applied
+    times = chain.dut_cpu_times()
+    assert set(times) == {"dut1", "dut2"} and all(t >= 0 for t in times.values())
+    counters = chain.counters()
+    assert "dut1:nat64" in counters and "server:udp" in counters
