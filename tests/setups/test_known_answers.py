@@ -1,0 +1,87 @@
+"""Known answers injected with nftables on the DUT1-DUT2 link; the tester must measure them.
+
+- random loss of 1 % of the queries: the measured loss lies in the 99 % binomial interval of 1 %
+  for the number of queries sent, and equals what the nft rule counted;
+- every 100th query dropped: measured loss exactly 1 % (+- one query);
+- every 10th reply duplicated: the tester counts a tenth of the replies as duplicates, valid unchanged.
+Needs root and the tester.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from xlatbench.setups.faults import Fault, fault_counters, inject
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+RATE_QPS = 2000
+DURATION_S = 10
+
+
+def binomial_interval(n: int, p: float, confidence: float = 0.99) -> tuple[int, int]:
+    """Smallest [lo, hi] of counts holding at least `confidence` of Binomial(n, p), equal tails."""
+    tail = (1 - confidence) / 2
+    log_pmf = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+               + k * math.log(p) + (n - k) * math.log1p(-p) for k in range(n + 1)]
+    cdf, lo = 0.0, 0
+    for k, lp in enumerate(log_pmf):
+        cdf += math.exp(lp)
+        if cdf > tail:
+            lo = k
+            break
+    cdf, hi = 0.0, n
+    for k in range(n, -1, -1):
+        cdf += math.exp(log_pmf[k])
+        if cdf > tail:
+            hi = k
+            break
+    return lo, hi
+
+
+def test_binomial_interval_matches_normal_approximation():
+    lo, hi = binomial_interval(20000, 0.01)
+    sigma = math.sqrt(20000 * 0.01 * 0.99)
+    assert abs(lo - (200 - 2.576 * sigma)) <= 3 and abs(hi - (200 + 2.576 * sigma)) <= 3
+
+
+@pytest.mark.parametrize("topology", ["baseline", "464xlat"])
+def test_random_one_percent_query_loss(topology, chain_factory, trial):
+    chain = chain_factory(topology)
+    inject(chain.emulation, Fault("random-loss", 100))
+    result = trial(chain, RATE_QPS, DURATION_S)
+    sent, valid = result["totals"]["sent"], result["totals"]["valid"]
+    lost = sent - valid
+    lo, hi = binomial_interval(sent, 0.01)
+    dropped = sum(fault_counters(chain.emulation).values())
+    print(f"{topology}: random 1 % loss: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+          f"nft dropped {dropped}, 99 % interval [{lo}, {hi}]")
+    assert lo <= lost <= hi
+    assert lost == dropped, "every lost query is one the rule dropped"
+
+
+def test_every_100th_query_dropped(chain_factory, trial):
+    chain = chain_factory("mapt")
+    inject(chain.emulation, Fault("nth-loss", 100))
+    result = trial(chain, RATE_QPS, DURATION_S)
+    sent, valid = result["totals"]["sent"], result["totals"]["valid"]
+    lost = sent - valid
+    print(f"mapt: every 100th query dropped: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+          f"loss_ratio {result['loss_ratio']}")
+    assert abs(lost - sent / 100) <= 1
+    assert abs(result["loss_ratio"] - 0.01) <= 1 / sent
+
+
+def test_every_10th_reply_duplicated(chain_factory, trial):
+    chain = chain_factory("464xlat")
+    inject(chain.emulation, Fault("dup-replies", 10))
+    result = trial(chain, RATE_QPS, DURATION_S)
+    totals = result["totals"]
+    duplicated = sum(fault_counters(chain.emulation).values())
+    print(f"464xlat: every 10th reply duplicated: sent {totals['sent']}, valid {totals['valid']}, "
+          f"duplicate {totals['duplicate']}, nft duplicated {duplicated}")
+    assert totals["valid"] == totals["sent"]
+    assert abs(totals["duplicate"] - totals["valid"] / 10) <= 1
+    assert totals["duplicate"] == duplicated
