@@ -6,5 +6,18 @@ from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationErro
 from xlatbench.setups.mapt import Bmr, MapCe, flows_fit, map_ce
 from xlatbench.setups.testbeds import TOPOLOGIES, topology
 
-__all__ = ["TOPOLOGIES", "Bmr", "Chain", "EmulatedChain", "Emulation", "EmulationConfig", "EmulationError",
-           "MapCe", "down", "flows_fit", "leftovers", "map_ce", "topology"]
+__all__ = [
+    "TOPOLOGIES",
+    "Bmr",
+    "Chain",
+    "EmulatedChain",
+    "Emulation",
+    "EmulationConfig",
+    "EmulationError",
+    "MapCe",
+    "down",
+    "flows_fit",
+    "leftovers",
+    "map_ce",
+    "topology",
+]

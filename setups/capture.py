@@ -41,8 +41,8 @@ def read_pcap(path: Path) -> list[Datagram]:
         raise ValueError(f"{path}: link type {linktype}, expected Ethernet (1)")
     datagrams, offset = [], 24
     while offset + 16 <= len(data):
-        caplen = struct.unpack(endian + "I", data[offset + 8:offset + 12])[0]
-        frame = data[offset + 16:offset + 16 + caplen]
+        caplen = struct.unpack(endian + "I", data[offset + 8 : offset + 12])[0]
+        frame = data[offset + 16 : offset + 16 + caplen]
         offset += 16 + caplen
         datagram = _parse_ethernet(frame)
         if datagram:
@@ -60,18 +60,24 @@ def _parse_ethernet(frame: bytes) -> Datagram | None:
         ihl = (frame[at] & 0x0F) * 4
         if frame[at + 9] != UDP:
             return None
-        src, dst = ipaddress.IPv4Address(frame[at + 12:at + 16]), ipaddress.IPv4Address(frame[at + 16:at + 20])
+        src, dst = (
+            ipaddress.IPv4Address(frame[at + 12 : at + 16]),
+            ipaddress.IPv4Address(frame[at + 16 : at + 20]),
+        )
         udp = at + ihl
     elif ethertype == ETH_IPV6 and len(frame) >= at + 40:
         if frame[at + 6] != UDP:
             return None
-        src, dst = ipaddress.IPv6Address(frame[at + 8:at + 24]), ipaddress.IPv6Address(frame[at + 24:at + 40])
+        src, dst = (
+            ipaddress.IPv6Address(frame[at + 8 : at + 24]),
+            ipaddress.IPv6Address(frame[at + 24 : at + 40]),
+        )
         udp = at + 40
     else:
         return None
     if len(frame) < udp + 4:
         return None
-    sport, dport = struct.unpack("!HH", frame[udp:udp + 4])
+    sport, dport = struct.unpack("!HH", frame[udp : udp + 4])
     return Datagram(str(src), sport, str(dst), dport)
 
 
@@ -79,8 +85,21 @@ class Capture:
     """tcpdump on one interface of a namespace, writing a pcap; a context manager."""
 
     def __init__(self, netns: str, interface: str, path: Path, bpf: str = "udp port 53") -> None:
-        self.argv = ["ip", "netns", "exec", netns, "tcpdump", "-n", "-U", "--immediate-mode", "-i", interface,
-                     "-w", str(path), bpf]
+        self.argv = [
+            "ip",
+            "netns",
+            "exec",
+            netns,
+            "tcpdump",
+            "-n",
+            "-U",
+            "--immediate-mode",
+            "-i",
+            interface,
+            "-w",
+            str(path),
+            bpf,
+        ]
         self.path = path
         self.errpath = path.with_suffix(".err")
         self.process: subprocess.Popen[bytes] | None = None
@@ -92,7 +111,9 @@ class Capture:
         while b"listening on" not in self.errpath.read_bytes():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.__exit__()
-                raise RuntimeError(f"tcpdump did not start: {self.errpath.read_text(errors='replace').strip()}")
+                raise RuntimeError(
+                    f"tcpdump did not start: {self.errpath.read_text(errors='replace').strip()}"
+                )
             time.sleep(0.02)
         return self
 

@@ -14,10 +14,10 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Chain(Protocol):
-    topology: str                      # "baseline" | "464xlat" | "mapt"
-    server_address: str                # "203.0.113.56"
-    client_address: str                # "192.168.0.4"
-    max_flows: int | None              # distinct tester flows the chain carries (MAP-T port set); None: no limit
+    topology: str  # "baseline" | "464xlat" | "mapt"
+    server_address: str  # "203.0.113.56"
+    client_address: str  # "192.168.0.4"
+    max_flows: int | None  # distinct tester flows the chain carries (MAP-T port set); None: no limit
 
     def describe(self) -> dict: ...
     def client_argv(self, argv: list[str]) -> list[str]: ...
@@ -62,8 +62,10 @@ class EmulatedChain:
 
     def describe(self) -> dict:
         info = self.emulation.describe()
-        info["dut_cpu_times_cover"] = ("user-space translator processes only (tayga); in-kernel forwarding "
-                                       "and NAT44 run in softirq and show in /proc/stat")
+        info["dut_cpu_times_cover"] = (
+            "user-space translator processes only (tayga); in-kernel forwarding "
+            "and NAT44 run in softirq and show in /proc/stat"
+        )
         return info
 
     def client_argv(self, argv: list[str]) -> list[str]:

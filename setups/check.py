@@ -67,11 +67,15 @@ def check(emulation: Emulation, queries: int = 5) -> dict[str, object]:
     good_q = [d for d in queries_seen if expect.matches_query(d)]
     good_r = [d for d in replies_seen if expect.matches_reply(d)]
     if len(good_q) < queries:
-        failures.append(f"{len(good_q)} of {len(queries_seen)} queries on link {link.name} match "
-                        f"{expect.text()} (want {queries})")
+        failures.append(
+            f"{len(good_q)} of {len(queries_seen)} queries on link {link.name} match "
+            f"{expect.text()} (want {queries})"
+        )
     if len(good_r) < queries:
-        failures.append(f"{len(good_r)} of {len(replies_seen)} replies on link {link.name} match the reverse "
-                        "of the queries")
+        failures.append(
+            f"{len(good_r)} of {len(replies_seen)} replies on link {link.name} match the reverse "
+            "of the queries"
+        )
     bad = [d for d in queries_seen + replies_seen if d not in good_q and d not in good_r]
     if bad:
         failures.append(f"unexpected packets on {link.name}: {_show(bad[:3])}")
@@ -89,7 +93,19 @@ def check(emulation: Emulation, queries: int = 5) -> dict[str, object]:
 
 
 def _kdig(netns: str, server: str, name: str) -> str:
-    argv = ["ip", "netns", "exec", netns, "kdig", f"@{server}", name, "AAAA", "+short", "+retry=2", "+timeout=1"]
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        netns,
+        "kdig",
+        f"@{server}",
+        name,
+        "AAAA",
+        "+short",
+        "+retry=2",
+        "+timeout=1",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
     return done.stdout.strip() if done.returncode == 0 and ":" in done.stdout else ""
 

@@ -35,49 +35,76 @@ def _cpus(text: str) -> tuple[int, ...]:
     try:
         cpus = tuple(int(c) for c in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated CPU list such as 0 or 0,1, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated CPU list such as 0 or 0,1, got {text!r}"
+        ) from None
     if any(c < 0 for c in cpus):
         raise argparse.ArgumentTypeError(f"CPU numbers are >= 0, got {text!r}")
     return cpus
 
 
 def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) -> None:
-    parser.add_argument("--backend", default=default_backend,
-                        help="translator backend: jool or tayga for every role, or per role as "
-                             "clat=...,plat=...,ce=...,br=... (default: %(default)s); "
-                             "forwarding and NAT44 are always Linux's")
-    parser.add_argument("--tayga", choices=VARIANTS, default="patched",
-                        help="patched: Debian's tayga rebuilt with `wkpf-strict no`, keeps the paper's 64:ff9b::/96; "
-                             "stock: Debian's binary, needs a network-specific prefix (default: %(default)s)")
-    parser.add_argument("--nat64-prefix", metavar="PREFIX/96",
-                        help="translation prefix instead of the paper's 64:ff9b::/96 "
-                             "(default: 64:ff9b::/96, or 2001:db8:64::/96 with --tayga stock)")
+    parser.add_argument(
+        "--backend",
+        default=default_backend,
+        help="translator backend: jool or tayga for every role, or per role as "
+        "clat=...,plat=...,ce=...,br=... (default: %(default)s); "
+        "forwarding and NAT44 are always Linux's",
+    )
+    parser.add_argument(
+        "--tayga",
+        choices=VARIANTS,
+        default="patched",
+        help="patched: Debian's tayga rebuilt with `wkpf-strict no`, keeps the paper's 64:ff9b::/96; "
+        "stock: Debian's binary, needs a network-specific prefix (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--nat64-prefix",
+        metavar="PREFIX/96",
+        help="translation prefix instead of the paper's 64:ff9b::/96 "
+        "(default: 64:ff9b::/96, or 2001:db8:64::/96 with --tayga stock)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    setup = subparsers.add_parser("setup", help="bring a testbed (baseline, 464xlat, mapt) up, check it, "
-                                                "take it down, or print its commands",
-                                  description="The three testbeds of Lencse & Nagy (2022), emulated in "
-                                              "network namespaces or rendered as commands for real hosts.")
+    setup = subparsers.add_parser(
+        "setup",
+        help="bring a testbed (baseline, 464xlat, mapt) up, check it, take it down, or print its commands",
+        description="The three testbeds of Lencse & Nagy (2022), emulated in "
+        "network namespaces or rendered as commands for real hosts.",
+    )
     actions = setup.add_subparsers(dest="setup_action", required=True, metavar="ACTION")
 
     up = actions.add_parser("up", help="create the namespaces, links, translators and Knot (as root)")
     up.add_argument("topology", choices=TOPOLOGIES)
     _add_backend_options(up, "tayga")
-    up.add_argument("--prefix", type=_prefix, default="xb", help="name prefix of every object (default: %(default)s)")
-    up.add_argument("--rmem", type=int, default=4 << 20, metavar="BYTES",
-                    help="root net.core.rmem_max/rmem_default/wmem_max during the run, restored by down "
-                         "(default: %(default)s)")
+    up.add_argument(
+        "--prefix", type=_prefix, default="xb", help="name prefix of every object (default: %(default)s)"
+    )
+    up.add_argument(
+        "--rmem",
+        type=int,
+        default=4 << 20,
+        metavar="BYTES",
+        help="root net.core.rmem_max/rmem_default/wmem_max during the run, restored by down "
+        "(default: %(default)s)",
+    )
     up.add_argument("--dut-cpus", type=_cpus, help="confine both DUTs to these CPUs (cpuset + RPS), e.g. 1")
     up.add_argument("--knot-cpus", type=_cpus, help="pin Knot's threads to these CPUs")
     up.add_argument("--knot-workers", type=int, default=1, help="Knot UDP workers (default: %(default)s)")
-    up.add_argument("--keep-offload", action="store_true",
-                    help="leave tx checksum offload on at client and server (default: off, so checksum bugs show)")
+    up.add_argument(
+        "--keep-offload",
+        action="store_true",
+        help="leave tx checksum offload on at client and server (default: off, so checksum bugs show)",
+    )
     up.set_defaults(func=_up)
 
-    check = actions.add_parser("check", help="resolve names through the chain and verify the addresses on "
-                                             "the DUT1-DUT2 link")
-    check.add_argument("topology", nargs="?", choices=TOPOLOGIES, help="expected topology (default: what is up)")
+    check = actions.add_parser(
+        "check", help="resolve names through the chain and verify the addresses on the DUT1-DUT2 link"
+    )
+    check.add_argument(
+        "topology", nargs="?", choices=TOPOLOGIES, help="expected topology (default: what is up)"
+    )
     check.add_argument("--prefix", type=_prefix, default="xb", help="(default: %(default)s)")
     check.add_argument("--queries", type=int, default=5, help="queries to send (default: %(default)s)")
     check.set_defaults(func=_check)
@@ -90,23 +117,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rend = actions.add_parser("render", help="print the commands per host (no root needed)")
     rend.add_argument("topology", choices=TOPOLOGIES)
     _add_backend_options(rend, "jool")
-    rend.add_argument("--netns", action="store_true",
-                      help="print the emulation script `setup up` runs (namespaces, veths) instead of per-host "
-                           "commands for real hosts")
+    rend.add_argument(
+        "--netns",
+        action="store_true",
+        help="print the emulation script `setup up` runs (namespaces, veths) instead of per-host "
+        "commands for real hosts",
+    )
     rend.add_argument("--prefix", type=_prefix, default="xb", help="with --netns (default: %(default)s)")
     rend.set_defaults(func=_render)
 
-    desc = actions.add_parser("describe", help="print what is up: implementations, versions, placement (JSON)")
+    desc = actions.add_parser(
+        "describe", help="print what is up: implementations, versions, placement (JSON)"
+    )
     desc.add_argument("--prefix", type=_prefix, default="xb", help="(default: %(default)s)")
     desc.set_defaults(func=_describe)
 
 
 def _config(args: argparse.Namespace) -> EmulationConfig:
     BackendChoice.parse(args.backend, args.tayga)  # fail early on a bad --backend
-    return EmulationConfig(topology=args.topology, backend=args.backend, tayga=args.tayga,
-                           nat64_prefix=args.nat64_prefix, prefix=args.prefix, rmem_bytes=args.rmem,
-                           tx_offload_off=not args.keep_offload, knot_workers=args.knot_workers,
-                           knot_cpus=args.knot_cpus, dut_cpus=args.dut_cpus)
+    return EmulationConfig(
+        topology=args.topology,
+        backend=args.backend,
+        tayga=args.tayga,
+        nat64_prefix=args.nat64_prefix,
+        prefix=args.prefix,
+        rmem_bytes=args.rmem,
+        tx_offload_off=not args.keep_offload,
+        knot_workers=args.knot_workers,
+        knot_cpus=args.knot_cpus,
+        dut_cpus=args.dut_cpus,
+    )
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -115,14 +155,18 @@ def _up(args: argparse.Namespace) -> int:
     state = emulation.up()
     info = emulation.describe()
     print(json.dumps(info, indent=2, default=str))
-    print(f"setup up: {args.topology} is up in {state['up_s']} s; tester runs in namespace "
-          f"{netns_name(args.prefix, 'client')}; take it down with `xlatbench setup down --prefix {args.prefix}`",
-          file=sys.stderr)
+    print(
+        f"setup up: {args.topology} is up in {state['up_s']} s; tester runs in namespace "
+        f"{netns_name(args.prefix, 'client')}; "
+        f"take it down with `xlatbench setup down --prefix {args.prefix}`",
+        file=sys.stderr,
+    )
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
     from xlatbench.setups.check import check
+
     emulation = attach(args.prefix)
     if args.topology and args.topology != emulation.topology.name:
         raise EmulationError(f"prefix {args.prefix} runs {emulation.topology.name}, not {args.topology}")
@@ -152,8 +196,10 @@ def _render(args: argparse.Namespace) -> int:
         emulation = Emulation(config)
         for comment in header(emulation.topology, choice):
             print(comment.shell())
-        print(f"# run directory {rundir(args.prefix)}; root sysctls raised under a lease: "
-              f"{', '.join(emulation.root_sysctls())}; Knot then starts in {netns_name(args.prefix, 'server')}")
+        print(
+            f"# run directory {rundir(args.prefix)}; root sysctls raised under a lease: "
+            f"{', '.join(emulation.root_sysctls())}; Knot then starts in {netns_name(args.prefix, 'server')}"
+        )
         dry = DryRun(netns_of=emulation.netns_of)
         for host, step in emulation.plan():
             dry.run(host, step)
@@ -169,8 +215,13 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _config_for_render(args: argparse.Namespace) -> EmulationConfig:
-    return EmulationConfig(topology=args.topology, backend=args.backend, tayga=args.tayga,
-                           nat64_prefix=args.nat64_prefix, prefix=args.prefix)
+    return EmulationConfig(
+        topology=args.topology,
+        backend=args.backend,
+        tayga=args.tayga,
+        nat64_prefix=args.nat64_prefix,
+        prefix=args.prefix,
+    )
 
 
 def _describe(args: argparse.Namespace) -> int:

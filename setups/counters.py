@@ -10,8 +10,9 @@ UDP_FIELDS = ("InDatagrams", "NoPorts", "InErrors", "OutDatagrams", "RcvbufError
 
 
 def interface_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
-    out = subprocess.run(["ip", "-n", netns, "-s", "-j", "link", "show"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["ip", "-n", netns, "-s", "-j", "link", "show"], capture_output=True, text=True, check=True
+    ).stdout
     counters = {}
     for link in json.loads(out):
         if link["ifname"] == "lo":
@@ -19,17 +20,24 @@ def interface_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
         stats = link.get("stats64", {})
         rx, tx = stats.get("rx", {}), stats.get("tx", {})
         counters[f"{host}:{link['ifname']}"] = {
-            "rx_packets": rx.get("packets", 0), "rx_dropped": rx.get("dropped", 0),
-            "rx_errors": rx.get("errors", 0), "rx_missed": rx.get("missed", 0),
-            "tx_packets": tx.get("packets", 0), "tx_dropped": tx.get("dropped", 0),
+            "rx_packets": rx.get("packets", 0),
+            "rx_dropped": rx.get("dropped", 0),
+            "rx_errors": rx.get("errors", 0),
+            "rx_missed": rx.get("missed", 0),
+            "tx_packets": tx.get("packets", 0),
+            "tx_dropped": tx.get("dropped", 0),
             "tx_errors": tx.get("errors", 0),
         }
     return counters
 
 
 def nft_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
-    done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-j", "list", "ruleset"], capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        ["ip", "netns", "exec", netns, "nft", "-j", "list", "ruleset"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0 or not done.stdout.strip():
         return {}
     counters = {}
@@ -45,8 +53,9 @@ def nft_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
 
 
 def udp_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
-    done = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/snmp"], capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        ["ip", "netns", "exec", netns, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True
+    )
     lines = [line.split() for line in done.stdout.splitlines() if line.startswith("Udp:")]
     if len(lines) < 2:
         return {}

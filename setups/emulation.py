@@ -8,6 +8,7 @@ Every object carries the prefix (default "xb"): namespaces `<prefix>-<host>`, th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -44,8 +45,10 @@ class EmulationError(RuntimeError):
 
 def check_prefix(prefix: str) -> str:
     if not PREFIX_RE.match(prefix):
-        raise ValueError(f"prefix {prefix!r} must be 1-8 lower-case letters/digits starting with a letter "
-                         "(it names namespaces, cgroups and nft tables)")
+        raise ValueError(
+            f"prefix {prefix!r} must be 1-8 lower-case letters/digits starting with a letter "
+            "(it names namespaces, cgroups and nft tables)"
+        )
     return prefix
 
 
@@ -101,10 +104,15 @@ class Emulation:
         self.choice = BackendChoice.parse(config.backend, config.tayga)
         self.ctx = RenderContext(world="netns", rundir=str(rundir(config.prefix)), prefix=config.prefix)
         self.netns_of = {h.name: netns_name(config.prefix, h.name) for h in self.topology.hosts}
-        self.knot = KnotServer(rundir(config.prefix) / "knot",
-                               KnotConfig(listen=((self.topology.server_address, 53),),
-                                          udp_workers=config.knot_workers, cpus=config.knot_cpus),
-                               netns=self.netns_of["server"])
+        self.knot = KnotServer(
+            rundir(config.prefix) / "knot",
+            KnotConfig(
+                listen=((self.topology.server_address, 53),),
+                udp_workers=config.knot_workers,
+                cpus=config.knot_cpus,
+            ),
+            netns=self.netns_of["server"],
+        )
 
     @property
     def prefix(self) -> str:
@@ -120,9 +128,28 @@ class Emulation:
             steps += [(host.name, s) for s in self._namespace_defaults()]
         for link in self.topology.links:
             steps.append((None, Comment(f"link {link.name}")))
-            steps.append((None, Cmd(("ip", "-n", self.netns_of[link.a.host], "link", "add", link.a.interface,
-                                     "type", "veth", "peer", "name", link.b.interface,
-                                     "netns", self.netns_of[link.b.host]))))
+            steps.append(
+                (
+                    None,
+                    Cmd(
+                        (
+                            "ip",
+                            "-n",
+                            self.netns_of[link.a.host],
+                            "link",
+                            "add",
+                            link.a.interface,
+                            "type",
+                            "veth",
+                            "peer",
+                            "name",
+                            link.b.interface,
+                            "netns",
+                            self.netns_of[link.b.host],
+                        )
+                    ),
+                )
+            )
         for host, host_steps in render(self.topology, self.choice, self.ctx).items():
             steps.append((host, Comment(f"host {host}")))
             steps += [(host, s) for s in host_steps]
@@ -138,9 +165,14 @@ class Emulation:
         whose addresses are known unique); no reverse-path filter (translators answer from TUN devices).
         Set before the interfaces exist, so each new interface inherits them."""
         return [Cmd(("ip", "link", "set", "lo", "up"))] + [
-            Cmd(("sysctl", "-qw", f"{key}={value}")) for key, value in (
-                ("net.ipv6.conf.all.accept_dad", 0), ("net.ipv6.conf.default.accept_dad", 0),
-                ("net.ipv4.conf.all.rp_filter", 0), ("net.ipv4.conf.default.rp_filter", 0))]
+            Cmd(("sysctl", "-qw", f"{key}={value}"))
+            for key, value in (
+                ("net.ipv6.conf.all.accept_dad", 0),
+                ("net.ipv6.conf.default.accept_dad", 0),
+                ("net.ipv4.conf.all.rp_filter", 0),
+                ("net.ipv4.conf.default.rp_filter", 0),
+            )
+        ]
 
     def root_sysctls(self) -> dict[str, int]:
         size = self.config.rmem_bytes
@@ -159,8 +191,10 @@ class Emulation:
                 raise EmulationError(f"{tool} not found: run tools/install-deps")
         existing = existing_namespaces(self.prefix)
         if existing:
-            raise EmulationError(f"namespaces {', '.join(existing)} exist already: run "
-                                 f"`xlatbench setup down --prefix {self.prefix}` first")
+            raise EmulationError(
+                f"namespaces {', '.join(existing)} exist already: run "
+                f"`xlatbench setup down --prefix {self.prefix}` first"
+            )
 
     def up(self, transport: Transport | None = None) -> dict[str, object]:
         """Create everything; on failure tear down what was made and re-raise."""
@@ -168,13 +202,17 @@ class Emulation:
         started = time.monotonic()
         run = rundir(self.prefix)
         run.mkdir(parents=True, exist_ok=True)
-        state: dict[str, object] = {"config": asdict(self.config), "phase": "coming up",
-                                    "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                    "pid": os.getpid()}
+        state: dict[str, object] = {
+            "config": asdict(self.config),
+            "phase": "coming up",
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "pid": os.getpid(),
+        }
         self._save(state)
         try:
-            state["root_sysctls"] = rootsysctl.acquire(self.prefix, self.root_sysctls(),
-                                                        list(self.netns_of.values()))
+            state["root_sysctls"] = rootsysctl.acquire(
+                self.prefix, self.root_sysctls(), list(self.netns_of.values())
+            )
             self._save(state)
             transport = transport or Netns(self.netns_of)
             for host, step in self.plan():
@@ -184,6 +222,7 @@ class Emulation:
             state["knot"] = self.knot.describe()
             if self.config.dut_cpus is not None:
                 from xlatbench.setups.placement import set_dut_cpus
+
                 state["placement"] = set_dut_cpus(self, list(self.config.dut_cpus))
         except BaseException:
             down(self.prefix)
@@ -202,8 +241,9 @@ class Emulation:
         time.sleep(0.2)
         for host, pids in self.translator_pids().items():
             if not pids:
-                raise EmulationError(f"{host}: translator process did not stay up: see {rundir(self.prefix)}/"
-                                     f"{host}-tayga.log")
+                raise EmulationError(
+                    f"{host}: translator process did not stay up: see {rundir(self.prefix)}/{host}-tayga.log"
+                )
 
     def _save(self, state: dict[str, object]) -> None:
         path = statefile(self.prefix)
@@ -215,8 +255,10 @@ class Emulation:
         try:
             return json.loads(statefile(self.prefix).read_text())
         except FileNotFoundError:
-            raise EmulationError(f"no chain with prefix {self.prefix!r} is up (no {statefile(self.prefix)}): "
-                                 f"run `xlatbench setup up TOPOLOGY --prefix {self.prefix}`") from None
+            raise EmulationError(
+                f"no chain with prefix {self.prefix!r} is up (no {statefile(self.prefix)}): "
+                f"run `xlatbench setup up TOPOLOGY --prefix {self.prefix}`"
+            ) from None
 
     def update_state(self, **changes: object) -> None:
         state = self.state()
@@ -241,6 +283,7 @@ class Emulation:
         for host, role in self.topology.translators().items():
             roles[host] = {"role": type(role).__name__, **self.choice.backend(role).describe(role)}
         from xlatbench.setups.backends import linux
+
         info: dict[str, object] = {
             "topology": self.topology.name,
             "description": self.topology.description,
@@ -255,8 +298,10 @@ class Emulation:
             "notes": list(self.topology.notes),
         }
         if not info["paper_prefix"]:
-            info["notes"] = [*self.topology.notes,
-                             f"translation prefix {self.topology.nat64_prefix} replaces the paper's 64:ff9b::/96"]
+            info["notes"] = [
+                *self.topology.notes,
+                f"translation prefix {self.topology.nat64_prefix} replaces the paper's 64:ff9b::/96",
+            ]
         try:
             state = self.state()
         except EmulationError:
@@ -314,10 +359,8 @@ def _end(pids: list[int], timeout_s: float = 3.0) -> None:
     for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 2.0)):
         live = [p for p in pids if _alive(p)]
         for pid in live:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + wait_s
         while any(_alive(p) for p in live) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -379,10 +422,8 @@ def _remove_cpuset(path: Path) -> None:
             if time.monotonic() > deadline:
                 raise
             for pid in (path / "cgroup.procs").read_text().split():
-                try:
+                with contextlib.suppress(OSError):
                     (CPUSET_ROOT / "cgroup.procs").write_text(pid)
-                except OSError:
-                    pass
             time.sleep(0.05)
 
 
@@ -404,8 +445,11 @@ def leftovers(prefix: str) -> list[str]:
     if rootsysctl.held_by(prefix):
         found.append(f"root sysctl lease {prefix}")
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    found += [f"root interface {line.split(':')[1].strip()}" for line in out.splitlines()
-              if line.split(":")[1].strip().split("@")[0].startswith(f"{prefix}-")]
+    found += [
+        f"root interface {line.split(':')[1].strip()}"
+        for line in out.splitlines()
+        if line.split(":")[1].strip().split("@")[0].startswith(f"{prefix}-")
+    ]
     return found
 
 
@@ -414,8 +458,9 @@ def attach(prefix: str = "xb") -> Emulation:
     try:
         state = json.loads(statefile(prefix).read_text())
     except FileNotFoundError:
-        raise EmulationError(f"no chain with prefix {prefix!r} is up: run "
-                             f"`xlatbench setup up TOPOLOGY --prefix {prefix}`") from None
+        raise EmulationError(
+            f"no chain with prefix {prefix!r} is up: run `xlatbench setup up TOPOLOGY --prefix {prefix}`"
+        ) from None
     config = state["config"]
     for key in ("knot_cpus", "dut_cpus"):
         if config.get(key) is not None:

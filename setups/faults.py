@@ -45,20 +45,30 @@ def inject(emulation: Emulation, fault: Fault) -> dict[str, str]:
     if fault.kind == "dup-replies":
         host, oif = dut2.host, dut2.interface
         match = "udp sport 53"
-        action = f"numgen inc mod {fault.n} == 0 counter dup to {address} device \"{oif}\""
+        action = f'numgen inc mod {fault.n} == 0 counter dup to {address} device "{oif}"'
     else:
         host, oif = dut1.host, dut1.interface
         match = "udp dport 53"
-        test = (f"numgen random mod 10000 < {fault.n}" if fault.kind == "random-loss"
-                else f"numgen inc mod {fault.n} == 0")
+        test = (
+            f"numgen random mod 10000 < {fault.n}"
+            if fault.kind == "random-loss"
+            else f"numgen inc mod {fault.n} == 0"
+        )
         action = f"{test} counter drop"
-    rule = f"oifname \"{oif}\" {match} {action}"
-    script = (f"table {family} {_table(emulation)} {{\n"
-              f"  chain forward_faults {{\n    type filter hook forward priority 0; policy accept;\n"
-              f"    {rule}\n  }}\n}}\n")
+    rule = f'oifname "{oif}" {match} {action}'
+    script = (
+        f"table {family} {_table(emulation)} {{\n"
+        f"  chain forward_faults {{\n    type filter hook forward priority 0; policy accept;\n"
+        f"    {rule}\n  }}\n}}\n"
+    )
     netns = emulation.netns_of[host]
-    done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", "-"], input=script, text=True,
-                          capture_output=True, check=False)
+    done = subprocess.run(
+        ["ip", "netns", "exec", netns, "nft", "-f", "-"],
+        input=script,
+        text=True,
+        capture_output=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{netns}: nft refused the fault rule: {done.stderr.strip()}")
     return {"netns": netns, "family": family, "rule": rule}
@@ -70,8 +80,11 @@ def clear(emulation: Emulation) -> None:
         netns = emulation.netns_of.get(host)
         if netns:
             for family in ("ip", "ip6"):
-                subprocess.run(["ip", "netns", "exec", netns, "nft", "delete", "table", family, _table(emulation)],
-                               capture_output=True, check=False)
+                subprocess.run(
+                    ["ip", "netns", "exec", netns, "nft", "delete", "table", family, _table(emulation)],
+                    capture_output=True,
+                    check=False,
+                )
 
 
 def fault_counters(emulation: Emulation) -> dict[str, int]:
@@ -80,8 +93,12 @@ def fault_counters(emulation: Emulation) -> dict[str, int]:
     for host in ("dut1", "dut2"):
         netns = emulation.netns_of[host]
         for family in ("ip", "ip6"):
-            done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-j", "list", "table", family,
-                                   _table(emulation)], capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                ["ip", "netns", "exec", netns, "nft", "-j", "list", "table", family, _table(emulation)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if done.returncode != 0:
                 continue
             for entry in json.loads(done.stdout)["nftables"]:

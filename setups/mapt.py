@@ -31,11 +31,15 @@ class Bmr:
         if v6.prefixlen + self.ea_bits_len > 64:
             raise ValueError(f"rule IPv6 prefix /{v6.prefixlen} + {self.ea_bits_len} EA bits exceeds /64")
         if self.psid_len(v4) < 0:
-            raise ValueError(f"{self.ea_bits_len} EA bits cannot hold the {32 - v4.prefixlen}-bit IPv4 suffix "
-                             "of a full IPv4 address (prefix delegation is not supported here)")
+            raise ValueError(
+                f"{self.ea_bits_len} EA bits cannot hold the {32 - v4.prefixlen}-bit IPv4 suffix "
+                "of a full IPv4 address (prefix delegation is not supported here)"
+            )
         if not 0 <= self.psid_offset <= 16 - self.psid_len(v4):
-            raise ValueError(f"PSID offset {self.psid_offset} leaves no room for a "
-                             f"{self.psid_len(v4)}-bit PSID in a 16-bit port")
+            raise ValueError(
+                f"PSID offset {self.psid_offset} leaves no room for a "
+                f"{self.psid_len(v4)}-bit PSID in a 16-bit port"
+            )
 
     def psid_len(self, v4: ipaddress.IPv4Network | None = None) -> int:
         """PSID length k (bits): EA bits left after the IPv4 suffix."""
@@ -52,14 +56,14 @@ class MapCe:
     """What a BMR assigns to one CE (derived, never configured by hand)."""
 
     end_user_prefix: str
-    ea_bits: int             # the EA-bits value
-    ea_bits_len: int         # bits
+    ea_bits: int  # the EA-bits value
+    ea_bits_len: int  # bits
     ipv4_suffix: int
     ipv4_address: str
     psid: int
-    psid_len: int            # bits
-    port_ranges: tuple[tuple[int, int], ...]   # inclusive (first, last) port ranges
-    map_address: str         # RFC 7597 5.2 MAP IPv6 address (interface ID 0 : IPv4 : PSID)
+    psid_len: int  # bits
+    port_ranges: tuple[tuple[int, int], ...]  # inclusive (first, last) port ranges
+    map_address: str  # RFC 7597 5.2 MAP IPv6 address (interface ID 0 : IPv4 : PSID)
 
     @property
     def port_count(self) -> int:
@@ -80,8 +84,10 @@ def map_ce(bmr: Bmr, end_user_prefix: str) -> MapCe:
     if not eup.subnet_of(rule6):
         raise ValueError(f"end-user prefix {eup} is not inside the rule IPv6 prefix {rule6}")
     if eup.prefixlen < rule6.prefixlen + bmr.ea_bits_len:
-        raise ValueError(f"end-user prefix {eup} is shorter than rule prefix + EA bits "
-                         f"(/{rule6.prefixlen + bmr.ea_bits_len})")
+        raise ValueError(
+            f"end-user prefix {eup} is shorter than rule prefix + EA bits "
+            f"(/{rule6.prefixlen + bmr.ea_bits_len})"
+        )
     eup_value = int(eup.network_address)
     ea_bits = (eup_value >> (128 - rule6.prefixlen - bmr.ea_bits_len)) & ((1 << bmr.ea_bits_len) - 1)
     k = bmr.psid_len(rule4)
@@ -136,10 +142,14 @@ def flows_fit(ce: MapCe, threads: int, ports_per_thread: int) -> str:
     flows = threads * ports_per_thread
     ports = ce.port_count
     if flows > ports:
-        raise ValueError(f"{threads} threads x {ports_per_thread} ports = {flows} flows do not fit the "
-                         f"{ports}-port set of CE {ce.ipv4_address} PSID {ce.psid}: use fewer ports per thread")
-    return (f"{threads} threads x {ports_per_thread} ports = {flows} distinct flows fit the {ports}-port set "
-            f"of CE {ce.ipv4_address} PSID {ce.psid} ({_ranges_text(ce.port_ranges)})")
+        raise ValueError(
+            f"{threads} threads x {ports_per_thread} ports = {flows} flows do not fit the "
+            f"{ports}-port set of CE {ce.ipv4_address} PSID {ce.psid}: use fewer ports per thread"
+        )
+    return (
+        f"{threads} threads x {ports_per_thread} ports = {flows} distinct flows fit the {ports}-port set "
+        f"of CE {ce.ipv4_address} PSID {ce.psid} ({_ranges_text(ce.port_ranges)})"
+    )
 
 
 def _ranges_text(ranges: tuple[tuple[int, int], ...]) -> str:

@@ -40,8 +40,9 @@ def _check_cpus(cpus: list[int]) -> None:
         raise ValueError(f"CPU list {cpus} must be a non-empty subset of the online CPUs {online}")
 
 
-def set_dut_cpus(emulation: Emulation, cpus: list[int], per_dut: dict[str, list[int]] | None = None
-                 ) -> dict[str, object]:
+def set_dut_cpus(
+    emulation: Emulation, cpus: list[int], per_dut: dict[str, list[int]] | None = None
+) -> dict[str, object]:
     """Confine both DUTs to `cpus` (or `per_dut[dut]`); return and record what was applied."""
     applied: dict[str, object] = {}
     pids = emulation.translator_pids()
@@ -70,20 +71,29 @@ def _confine(path, cpus: list[int], pids: list[int]) -> dict[str, object]:
         for pid in pids:
             (path / "cgroup.procs").write_text(str(pid))
     except OSError as err:
-        raise EmulationError(f"cannot use cpuset {path}: {err} (cgroup-v1 cpuset controller needed)") from None
+        raise EmulationError(
+            f"cannot use cpuset {path}: {err} (cgroup-v1 cpuset controller needed)"
+        ) from None
     return {"path": str(path), "cpus": (path / "cpuset.cpus").read_text().strip(), "pids": pids}
 
 
 def _set_rps(netns: str, host: str, mask: str) -> dict[str, str]:
-    links = json.loads(subprocess.run(["ip", "-n", netns, "-j", "link", "show"], capture_output=True,
-                                      text=True, check=True).stdout)
+    links = json.loads(
+        subprocess.run(
+            ["ip", "-n", netns, "-j", "link", "show"], capture_output=True, text=True, check=True
+        ).stdout
+    )
     paths = []
     for link in links:
         if link["ifname"] != "lo":
             paths.append(f"/sys/class/net/{link['ifname']}/queues/rx-0/rps_cpus")
     script = 'mask=$1; shift; for f in "$@"; do echo "$mask" > "$f" || exit 1; done'
-    done = subprocess.run(["ip", "netns", "exec", netns, "sh", "-c", script, "rps", mask, *paths],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["ip", "netns", "exec", netns, "sh", "-c", script, "rps", mask, *paths],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise EmulationError(f"{host}: cannot set RPS mask {mask}: {done.stderr.strip()}")
     return {f"{host}:{p.split('/')[4]}": mask for p in paths}

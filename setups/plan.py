@@ -28,7 +28,7 @@ class BackendChoice:
 
     @classmethod
     def parse(cls, text: str, tayga_variant: str = "patched") -> BackendChoice:
-        """"tayga" (every role) or "clat=tayga,plat=jool" (per role; unnamed roles keep tayga)."""
+        """ "tayga" (every role) or "clat=tayga,plat=jool" (per role; unnamed roles keep tayga)."""
         by_role = dict.fromkeys(ROLES, "tayga")
         if "=" not in text:
             _check_backend(text)
@@ -51,8 +51,10 @@ class BackendChoice:
 
 def _check_backend(name: str) -> None:
     if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}: choose {' or '.join(BACKENDS)} "
-                         "(linux always does forwarding and NAT44)")
+        raise ValueError(
+            f"unknown backend {name!r}: choose {' or '.join(BACKENDS)} "
+            "(linux always does forwarding and NAT44)"
+        )
 
 
 def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: RenderContext) -> list[Step]:
@@ -70,8 +72,9 @@ def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: Rend
     return steps
 
 
-def _nested_subhost(topology: Topology, parent: Host, child: Host, choice: BackendChoice,
-                    ctx: RenderContext) -> list[Step]:
+def _nested_subhost(
+    topology: Topology, parent: Host, child: Host, choice: BackendChoice, ctx: RenderContext
+) -> list[Step]:
     """A sub-host on a real machine: a namespace, a veth to it, its physical interfaces moved in."""
     steps: list[Step] = [Cmd(("ip", "netns", "add", child.name))]
     internal_ifaces = set()
@@ -79,8 +82,23 @@ def _nested_subhost(topology: Topology, parent: Host, child: Host, choice: Backe
         if link.internal and {link.a.host, link.b.host} == {parent.name, child.name}:
             mine, theirs = (link.a, link.b) if link.a.host == parent.name else (link.b, link.a)
             internal_ifaces.add(theirs.interface)
-            steps.append(Cmd(("ip", "link", "add", mine.interface, "type", "veth", "peer", "name",
-                              theirs.interface, "netns", child.name)))
+            steps.append(
+                Cmd(
+                    (
+                        "ip",
+                        "link",
+                        "add",
+                        mine.interface,
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        theirs.interface,
+                        "netns",
+                        child.name,
+                    )
+                )
+            )
     for iface in child.interfaces:
         if iface.name not in internal_ifaces:
             steps.append(Cmd(("ip", "link", "set", iface.name, "netns", child.name)))
@@ -114,8 +132,10 @@ def header(topology: Topology, choice: BackendChoice) -> list[Comment]:
         variant = f" ({desc['variant']}, prefix {desc['prefix']})" if "variant" in desc else ""
         lines.append(f"{host}: {TRANSLATOR_ROLES[type(role)]} by {backend.name}{variant}")
     lines += list(topology.notes)
-    if any(choice.backend(r).name == "jool" and TRANSLATOR_ROLES[type(r)] == "br"
-           for r in topology.translators().values()):
+    if any(
+        choice.backend(r).name == "jool" and TRANSLATOR_ROLES[type(r)] == "br"
+        for r in topology.translators().values()
+    ):
         lines.append("jool: the paper's BR listing omits Jool's lines; the BR's follow Jool's MAP-T docs")
     return [Comment(line) for line in lines]
 

@@ -64,7 +64,9 @@ def _live_leases(root: Path) -> dict[str, dict]:
     return leases
 
 
-def acquire(holder: str, wanted: dict[str, int], netns: list[str], root: Path = LEASE_ROOT) -> dict[str, object]:
+def acquire(
+    holder: str, wanted: dict[str, int], netns: list[str], root: Path = LEASE_ROOT
+) -> dict[str, object]:
     """Raise each sysctl to at least `wanted` for `holder`; return what was done (original, now)."""
     with _locked(root):
         originals_file = root / "original.json"

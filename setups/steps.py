@@ -39,8 +39,10 @@ class Daemon:
     logfile: str
 
     def shell(self) -> str:
-        return (f"{shlex.join(self.argv)} >{shlex.quote(self.logfile)} 2>&1 & "
-                f"echo $! >{shlex.quote(self.pidfile)}")
+        return (
+            f"{shlex.join(self.argv)} >{shlex.quote(self.logfile)} 2>&1 & "
+            f"echo $! >{shlex.quote(self.pidfile)}"
+        )
 
 
 @dataclass(frozen=True)

@@ -40,18 +40,24 @@ MAPT_END_USER_PREFIX = "2001:db8:ce:11b::/64"
 
 
 def _client() -> Host:
-    return Host("client", (
-        Interface("enp5s0f0", (f"{CLIENT}/24",)),
-        Route(SERVER_NET, CLIENT_GATEWAY),
-    ))
+    return Host(
+        "client",
+        (
+            Interface("enp5s0f0", (f"{CLIENT}/24",)),
+            Route(SERVER_NET, CLIENT_GATEWAY),
+        ),
+    )
 
 
 def _server(*extra_routes: Route) -> Host:
-    return Host("server", (
-        Interface("enp5s0f0", (f"{SERVER}/24",)),
-        Route(CLIENT_NET, SERVER_GATEWAY),
-        *extra_routes,
-    ))
+    return Host(
+        "server",
+        (
+            Interface("enp5s0f0", (f"{SERVER}/24",)),
+            Route(CLIENT_NET, SERVER_GATEWAY),
+            *extra_routes,
+        ),
+    )
 
 
 def _chain_links(first_hop: Endpoint) -> tuple[Link, ...]:
@@ -65,18 +71,24 @@ def _chain_links(first_hop: Endpoint) -> tuple[Link, ...]:
 def baseline(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     """IPv4 forwarding on both DUTs (the paper's Figure 6); `nat64_prefix` is unused."""
     dut1_inner, dut2_inner = BASELINE_INNER
-    dut1 = Host("dut1", (
-        Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
-        Interface("enp5s0f1", (f"{dut1_inner}/24",)),
-        Forwarding(ipv4=True),
-        Route(SERVER_NET, dut2_inner),
-    ))
-    dut2 = Host("dut2", (
-        Interface("enp5s0f0", (f"{dut2_inner}/24",)),
-        Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
-        Forwarding(ipv4=True),
-        Route(CLIENT_NET, dut1_inner),
-    ))
+    dut1 = Host(
+        "dut1",
+        (
+            Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
+            Interface("enp5s0f1", (f"{dut1_inner}/24",)),
+            Forwarding(ipv4=True),
+            Route(SERVER_NET, dut2_inner),
+        ),
+    )
+    dut2 = Host(
+        "dut2",
+        (
+            Interface("enp5s0f0", (f"{dut2_inner}/24",)),
+            Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
+            Forwarding(ipv4=True),
+            Route(CLIENT_NET, dut1_inner),
+        ),
+    )
     return Topology(
         name="baseline",
         description="IPv4 client -> DUT1 (IPv4 forwarding) -> DUT2 (IPv4 forwarding) -> IPv4 server",
@@ -84,29 +96,46 @@ def baseline(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
         links=_chain_links(Endpoint("dut1", "enp5s0f0")),
         client_address=CLIENT,
         server_address=SERVER,
-        notes=("DUT1-DUT2 addresses 198.51.100.1/24 and 198.51.100.2/24 are our choice "
-               "(the paper shows them only in its Figure 6)",),
+        notes=(
+            "DUT1-DUT2 addresses 198.51.100.1/24 and 198.51.100.2/24 are our choice "
+            "(the paper shows them only in its Figure 6)",
+        ),
     )
 
 
 def xlat464(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     """464XLAT: CLAT (stateless SIIT with an EAM) on DUT1, PLAT (stateful NAT64) on DUT2 (Figure 7)."""
-    clat = Host("dut1", (
-        Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
-        Interface("enp5s0f1", ("2001:db8:100::1/64",)),
-        Forwarding(ipv4=True, ipv6=True),
-        Clat(pool6=nat64_prefix, eam=((CLIENT, "2001:db8:2::4"),),
-             ipv4_interface="enp5s0f0", ipv6_interface="enp5s0f1"),
-        Route(nat64_prefix, "2001:db8:100::2"),
-    ))
-    plat = Host("dut2", (
-        Interface("enp5s0f0", ("2001:db8:100::2/64",)),
-        Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
-        Forwarding(ipv4=True, ipv6=True),
-        Plat(pool6=nat64_prefix, pool4=SERVER_GATEWAY, udp_ports=(0, 65535),
-             ipv4_interface="enp5s0f1", ipv6_interface="enp5s0f0"),
-        Route("2001:db8:2::/64", "2001:db8:100::1"),
-    ))
+    clat = Host(
+        "dut1",
+        (
+            Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
+            Interface("enp5s0f1", ("2001:db8:100::1/64",)),
+            Forwarding(ipv4=True, ipv6=True),
+            Clat(
+                pool6=nat64_prefix,
+                eam=((CLIENT, "2001:db8:2::4"),),
+                ipv4_interface="enp5s0f0",
+                ipv6_interface="enp5s0f1",
+            ),
+            Route(nat64_prefix, "2001:db8:100::2"),
+        ),
+    )
+    plat = Host(
+        "dut2",
+        (
+            Interface("enp5s0f0", ("2001:db8:100::2/64",)),
+            Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
+            Forwarding(ipv4=True, ipv6=True),
+            Plat(
+                pool6=nat64_prefix,
+                pool4=SERVER_GATEWAY,
+                udp_ports=(0, 65535),
+                ipv4_interface="enp5s0f1",
+                ipv6_interface="enp5s0f0",
+            ),
+            Route("2001:db8:2::/64", "2001:db8:100::1"),
+        ),
+    )
     return Topology(
         name="464xlat",
         description="IPv4 client -> CLAT (SIIT, EAM) -> IPv6 -> PLAT (stateful NAT64) -> IPv4 server",
@@ -120,35 +149,57 @@ def xlat464(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
 
 def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     """MAP-T: CE = `napt` namespace (NAT44 into the port set) + MAP-T CE on DUT1; BR on DUT2 (Figs 12, 13)."""
-    ce_role = MapCeRole(instance="CE 11b", dmr=nat64_prefix, end_user_prefix=MAPT_END_USER_PREFIX,
-                        bmr=MAPT_BMR, ipv4_interface="to_napt", ipv6_interface="enp5s0f1")
+    ce_role = MapCeRole(
+        instance="CE 11b",
+        dmr=nat64_prefix,
+        end_user_prefix=MAPT_END_USER_PREFIX,
+        bmr=MAPT_BMR,
+        ipv4_interface="to_napt",
+        ipv6_interface="enp5s0f1",
+    )
     ce = ce_role.ce
     first_port_set = ce.port_ranges[0]
-    napt = Host("napt", (
-        Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
-        Interface("to_global", ("10.0.0.2/24",)),
-        Route("default", "10.0.0.1"),
-        Forwarding(ipv4=True),
-        Nat44(source=CLIENT_NET, out_interface="to_global", to_address=ce.ipv4_address,
-              ports=first_port_set),
-    ), parent="dut1")
-    dut1 = Host("dut1", (
-        Interface("to_napt", ("10.0.0.1/24",)),
-        Interface("enp5s0f1", ("2001:db8:6::11b/64",)),
-        Route(nat64_prefix, "2001:db8:6::1"),
-        Route(f"{ce.ipv4_address}/32", "10.0.0.2"),
-        Forwarding(ipv4=True, ipv6=True),
-        ce_role,
-    ))
-    dut2 = Host("dut2", (
-        Interface("enp5s0f0", ("2001:db8:6::1/64",)),
-        Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
-        Route(MAPT_END_USER_PREFIX, "2001:db8:6::11b"),
-        Forwarding(ipv4=True, ipv6=True),
-        MapBrRole(instance="BR", dmr=nat64_prefix, fmrs=(MAPT_BMR,),
-                  served_end_user_prefixes=(MAPT_END_USER_PREFIX,),
-                  ipv4_interface="enp5s0f1", ipv6_interface="enp5s0f0"),
-    ))
+    napt = Host(
+        "napt",
+        (
+            Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
+            Interface("to_global", ("10.0.0.2/24",)),
+            Route("default", "10.0.0.1"),
+            Forwarding(ipv4=True),
+            Nat44(
+                source=CLIENT_NET, out_interface="to_global", to_address=ce.ipv4_address, ports=first_port_set
+            ),
+        ),
+        parent="dut1",
+    )
+    dut1 = Host(
+        "dut1",
+        (
+            Interface("to_napt", ("10.0.0.1/24",)),
+            Interface("enp5s0f1", ("2001:db8:6::11b/64",)),
+            Route(nat64_prefix, "2001:db8:6::1"),
+            Route(f"{ce.ipv4_address}/32", "10.0.0.2"),
+            Forwarding(ipv4=True, ipv6=True),
+            ce_role,
+        ),
+    )
+    dut2 = Host(
+        "dut2",
+        (
+            Interface("enp5s0f0", ("2001:db8:6::1/64",)),
+            Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
+            Route(MAPT_END_USER_PREFIX, "2001:db8:6::11b"),
+            Forwarding(ipv4=True, ipv6=True),
+            MapBrRole(
+                instance="BR",
+                dmr=nat64_prefix,
+                fmrs=(MAPT_BMR,),
+                served_end_user_prefixes=(MAPT_END_USER_PREFIX,),
+                ipv4_interface="enp5s0f1",
+                ipv6_interface="enp5s0f0",
+            ),
+        ),
+    )
     links = (
         Link("client-dut1", Endpoint("client", "enp5s0f0"), Endpoint("napt", "enp5s0f0")),
         Link("dut1-napt", Endpoint("dut1", "to_napt"), Endpoint("napt", "to_global"), internal=True),
@@ -163,8 +214,10 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
         client_address=CLIENT,
         server_address=SERVER,
         nat64_prefix=nat64_prefix,
-        notes=(f"CE {ce.end_user_prefix}: EA bits {ce.ea_bits_binary()}, IPv4 {ce.ipv4_address}, "
-               f"PSID {ce.psid}, ports {first_port_set[0]}-{first_port_set[1]}, MAP address {ce.map_address}",),
+        notes=(
+            f"CE {ce.end_user_prefix}: EA bits {ce.ea_bits_binary()}, IPv4 {ce.ipv4_address}, "
+            f"PSID {ce.psid}, ports {first_port_set[0]}-{first_port_set[1]}, MAP address {ce.map_address}",
+        ),
     )
 
 

@@ -108,9 +108,12 @@ class MapBrRole:
     ipv6_interface: str
 
     def served_ces(self) -> list[MapCe]:
-        return [map_ce(fmr, eup) for eup in self.served_end_user_prefixes
-                for fmr in self.fmrs if ipaddress.IPv6Network(eup).subnet_of(ipaddress.IPv6Network(
-                    fmr.ipv6_prefix))]
+        return [
+            map_ce(fmr, eup)
+            for eup in self.served_end_user_prefixes
+            for fmr in self.fmrs
+            if ipaddress.IPv6Network(eup).subnet_of(ipaddress.IPv6Network(fmr.ipv6_prefix))
+        ]
 
 
 Translator = Clat | Plat | MapCeRole | MapBrRole

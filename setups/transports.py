@@ -25,10 +25,14 @@ class DryRun:
     """Prints steps as shell. With a `netns_of` mapping, commands for a host are wrapped in
     `ip netns exec NS`, which is exactly what the Netns transport runs."""
 
-    def __init__(self, out: TextIO = sys.stdout, netns_of: dict[str, str] | None = None) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None, netns_of: dict[str, str] | None = None) -> None:
+        self._out = out
         self.netns_of = netns_of
         self._host: str | None = ""
+
+    @property
+    def out(self) -> TextIO:
+        return self._out or sys.stdout
 
     def run(self, host: str | None, step: Step) -> None:
         if self.netns_of is None and host != self._host:
@@ -71,7 +75,9 @@ class Netns:
         except FileNotFoundError as err:
             raise StepError(f"{host or 'root'}: cannot run {step.argv[0]}: {err}") from None
         except subprocess.TimeoutExpired:
-            raise StepError(f"{host or 'root'}: `{step.shell()}` did not finish in {self.timeout_s:.0f} s") from None
+            raise StepError(
+                f"{host or 'root'}: `{step.shell()}` did not finish in {self.timeout_s:.0f} s"
+            ) from None
         if step.check and done.returncode != 0:
             message = (done.stderr or done.stdout).strip().replace("\n", " | ")
             raise StepError(f"{host or 'root'}: `{step.shell()}` failed (exit {done.returncode}): {message}")
@@ -80,8 +86,13 @@ class Netns:
         Path(step.pidfile).parent.mkdir(parents=True, exist_ok=True)
         with open(step.logfile, "wb") as log:
             try:
-                process = subprocess.Popen(self.argv(host, step.argv), stdout=log, stderr=log,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
+                process = subprocess.Popen(
+                    self.argv(host, step.argv),
+                    stdout=log,
+                    stderr=log,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             except FileNotFoundError as err:
                 raise StepError(f"{host or 'root'}: cannot start {step.argv[0]}: {err}") from None
         # `ip netns exec` execs the program, so this PID is the daemon's own.
@@ -91,5 +102,7 @@ class Netns:
         except subprocess.TimeoutExpired:
             return
         tail = Path(step.logfile).read_text(errors="replace").strip().splitlines()[-3:]
-        raise StepError(f"{host or 'root'}: {os.path.basename(step.argv[0])} exited at once (code {code}): "
-                        f"{' | '.join(tail) or 'no output'}")
+        raise StepError(
+            f"{host or 'root'}: {os.path.basename(step.argv[0])} exited at once (code {code}): "
+            f"{' | '.join(tail) or 'no output'}"
+        )

@@ -29,5 +29,5 @@ class Backend(Protocol):
     roles: frozenset[str]  # translator roles it can serve: clat, plat, ce, br
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]: ...
-    def unavailable(self) -> str | None: ...   # why it cannot run on this machine, or None
+    def unavailable(self) -> str | None: ...  # why it cannot run on this machine, or None
     def describe(self, role: Translator) -> dict[str, object]: ...

@@ -21,27 +21,44 @@ class JoolBackend:
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]:
         if isinstance(role, Clat):
-            steps: list[Step] = [Cmd(("modprobe", "jool_siit")),
-                                 Cmd(("jool_siit", "instance", "add", "--netfilter", "--pool6", role.pool6))]
+            steps: list[Step] = [
+                Cmd(("modprobe", "jool_siit")),
+                Cmd(("jool_siit", "instance", "add", "--netfilter", "--pool6", role.pool6)),
+            ]
             steps += [Cmd(("jool_siit", "eamt", "add", v4, v6)) for v4, v6 in role.eam]
             return steps
         if isinstance(role, Plat):
             first, last = role.udp_ports
-            return [Cmd(("modprobe", "jool")),
-                    Cmd(("jool", "instance", "add", "--netfilter", "--pool6", role.pool6)),
-                    Cmd(("jool", "pool4", "add", role.pool4, "--udp", f"{first}-{last}"))]
+            return [
+                Cmd(("modprobe", "jool")),
+                Cmd(("jool", "instance", "add", "--netfilter", "--pool6", role.pool6)),
+                Cmd(("jool", "pool4", "add", role.pool4, "--udp", f"{first}-{last}")),
+            ]
         if isinstance(role, MapCeRole):
             name = role.instance
-            return [Cmd(("modprobe", "jool_mapt")),
-                    Cmd(("jool_mapt", "instance", "add", name, "--netfilter", "--dmr", role.dmr)),
-                    Cmd(("jool_mapt", "-i", name, "global", "update", "end-user-ipv6-prefix",
-                         role.end_user_prefix)),
-                    Cmd(("jool_mapt", "-i", name, "global", "update", "bmr", *role.bmr.jool_args())),
-                    Cmd(("jool_mapt", "-i", name, "global", "update", "map-t-type", "CE"))]
+            return [
+                Cmd(("modprobe", "jool_mapt")),
+                Cmd(("jool_mapt", "instance", "add", name, "--netfilter", "--dmr", role.dmr)),
+                Cmd(
+                    (
+                        "jool_mapt",
+                        "-i",
+                        name,
+                        "global",
+                        "update",
+                        "end-user-ipv6-prefix",
+                        role.end_user_prefix,
+                    )
+                ),
+                Cmd(("jool_mapt", "-i", name, "global", "update", "bmr", *role.bmr.jool_args())),
+                Cmd(("jool_mapt", "-i", name, "global", "update", "map-t-type", "CE")),
+            ]
         if isinstance(role, MapBrRole):
             name = role.instance
-            steps = [Cmd(("modprobe", "jool_mapt")),
-                     Cmd(("jool_mapt", "instance", "add", name, "--netfilter", "--dmr", role.dmr))]
+            steps = [
+                Cmd(("modprobe", "jool_mapt")),
+                Cmd(("jool_mapt", "instance", "add", name, "--netfilter", "--dmr", role.dmr)),
+            ]
             steps += [Cmd(("jool_mapt", "-i", name, "fmrt", "add", *fmr.jool_args())) for fmr in role.fmrs]
             steps.append(Cmd(("jool_mapt", "-i", name, "global", "update", "map-t-type", "BR")))
             return steps
@@ -49,12 +66,17 @@ class JoolBackend:
 
     def unavailable(self) -> str | None:
         if not os.path.exists("/proc/modules"):
-            return ("Jool is a kernel module and this kernel cannot load modules (CONFIG_MODULES unset): "
-                    "use `xlatbench setup render ... --backend jool` for real hosts, or --backend tayga here")
+            return (
+                "Jool is a kernel module and this kernel cannot load modules (CONFIG_MODULES unset): "
+                "use `xlatbench setup render ... --backend jool` for real hosts, or --backend tayga here"
+            )
         return None
 
     def describe(self, role: Translator) -> dict[str, object]:
         module = {Clat: "jool_siit", Plat: "jool", MapCeRole: "jool_mapt", MapBrRole: "jool_mapt"}[type(role)]
-        return {"implementation": "jool", "module": module,
-                "version": f"as installed on the real host (the paper used {PAPER_VERSION}; "
-                           "jool_mapt needs >= 4.2)"}
+        return {
+            "implementation": "jool",
+            "module": module,
+            "version": f"as installed on the real host (the paper used {PAPER_VERSION}; "
+            "jool_mapt needs >= 4.2)",
+        }

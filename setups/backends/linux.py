@@ -29,8 +29,27 @@ def render_item(item: Item) -> list[Step]:
         target = item.to_address
         if item.ports is not None:
             target += f":{item.ports[0]}-{item.ports[1]}"
-        return [Cmd(("iptables", "-t", "nat", "-A", "POSTROUTING", "-s", item.source, "-o", item.out_interface,
-                     "-p", item.protocol, "-j", "SNAT", "--to-source", target))]
+        return [
+            Cmd(
+                (
+                    "iptables",
+                    "-t",
+                    "nat",
+                    "-A",
+                    "POSTROUTING",
+                    "-s",
+                    item.source,
+                    "-o",
+                    item.out_interface,
+                    "-p",
+                    item.protocol,
+                    "-j",
+                    "SNAT",
+                    "--to-source",
+                    target,
+                )
+            )
+        ]
     raise TypeError(f"linux backend cannot render {type(item).__name__}")
 
 

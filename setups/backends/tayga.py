@@ -41,7 +41,9 @@ def patched_binary() -> Path:
 
 
 def is_well_known(prefix: str | None) -> bool:
-    return prefix is not None and ipaddress.IPv6Network(prefix).subnet_of(ipaddress.IPv6Network("64:ff9b::/96"))
+    return prefix is not None and ipaddress.IPv6Network(prefix).subnet_of(
+        ipaddress.IPv6Network("64:ff9b::/96")
+    )
 
 
 class TaygaBackend:
@@ -66,9 +68,11 @@ class TaygaBackend:
         v4_local, v6_local = LOCAL_ADDRESSES.get(host.name, LOCAL_ADDRESSES["dut1"])
         prefix = role.pool6 if isinstance(role, Clat | Plat) else role.dmr
         if self.variant == "stock" and is_well_known(prefix):
-            raise ValueError("stock tayga 0.9.2 drops the paper's TEST-NET/private addresses inside "
-                             "64:ff9b::/96: use --tayga patched (built by tools/install-deps) or a "
-                             "network-specific prefix such as --nat64-prefix 2001:db8:64::/96")
+            raise ValueError(
+                "stock tayga 0.9.2 drops the paper's TEST-NET/private addresses inside "
+                "64:ff9b::/96: use --tayga patched (built by tools/install-deps) or a "
+                "network-specific prefix such as --nat64-prefix 2001:db8:64::/96"
+            )
         conf = [f"tun-device {TUN}", f"ipv4-addr {v4_local}", f"ipv6-addr {v6_local}", f"prefix {prefix}"]
         if self.variant == "patched":
             conf.append("wkpf-strict no")
@@ -80,20 +84,26 @@ class TaygaBackend:
             routes += [("ip", "-6", "route", "add", f"{v6}/128", "dev", TUN) for _, v6 in role.eam]
         elif isinstance(role, Plat):
             conf += [f"dynamic-pool {PLAT_DYNAMIC_POOL}", f"data-dir {files['data']}"]
-            routes += [("ip", "-6", "route", "add", prefix, "dev", TUN),
-                       ("ip", "route", "add", PLAT_DYNAMIC_POOL, "dev", TUN)]
+            routes += [
+                ("ip", "-6", "route", "add", prefix, "dev", TUN),
+                ("ip", "route", "add", PLAT_DYNAMIC_POOL, "dev", TUN),
+            ]
             nat = self._plat_nat(role, ctx)
         elif isinstance(role, MapCeRole):
             ce = role.ce
             conf.append(f"map {ce.ipv4_address} {ce.map_address}")
-            routes += [("ip", "route", "add", "default", "dev", TUN),
-                       ("ip", "-6", "route", "add", f"{ce.map_address}/128", "dev", TUN)]
+            routes += [
+                ("ip", "route", "add", "default", "dev", TUN),
+                ("ip", "-6", "route", "add", f"{ce.map_address}/128", "dev", TUN),
+            ]
         elif isinstance(role, MapBrRole):
             ces = role.served_ces()
             addresses = [ce.ipv4_address for ce in ces]
             if len(set(addresses)) != len(addresses):
-                raise ValueError("a tayga BR maps whole IPv4 addresses: it can serve only one CE per IPv4 "
-                                 f"address, got {addresses}")
+                raise ValueError(
+                    "a tayga BR maps whole IPv4 addresses: it can serve only one CE per IPv4 "
+                    f"address, got {addresses}"
+                )
             conf += [f"map {ce.ipv4_address} {ce.map_address}" for ce in ces]
             routes += [("ip", "-6", "route", "add", prefix, "dev", TUN)]
             routes += [("ip", "route", "add", fmr.ipv4_prefix, "dev", TUN) for fmr in role.fmrs]
@@ -102,29 +112,61 @@ class TaygaBackend:
         steps: list[Step] = [WriteFile(files["conf"], "\n".join(conf) + "\n")]
         if isinstance(role, Plat):
             steps.append(Cmd(("mkdir", "-p", files["data"])))
-        steps += [Cmd((self.binary, "--config", files["conf"], "--mktun")),
-                  Cmd(("ip", "link", "set", TUN, "up"))]
+        steps += [
+            Cmd((self.binary, "--config", files["conf"], "--mktun")),
+            Cmd(("ip", "link", "set", TUN, "up")),
+        ]
         steps += [Cmd(r) for r in routes]
         steps += nat
-        steps.append(Daemon((self.binary, "--config", files["conf"], "--nodetach"), files["pid"], files["log"]))
+        steps.append(
+            Daemon((self.binary, "--config", files["conf"], "--nodetach"), files["pid"], files["log"])
+        )
         return steps
 
     def _plat_nat(self, role: Plat, ctx: RenderContext) -> list[Step]:
         table = f"{ctx.prefix}_plat"
         return [
             Cmd(("nft", "add", "table", "ip", table)),
-            Cmd(("nft", "add", "chain", "ip", table, "postrouting",
-                 "{ type nat hook postrouting priority srcnat; }")),
-            Cmd(("nft", "add", "rule", "ip", table, "postrouting", "oifname", role.ipv4_interface,
-                 "ip", "saddr", PLAT_DYNAMIC_POOL, "counter", "snat", "to", role.pool4)),
+            Cmd(
+                (
+                    "nft",
+                    "add",
+                    "chain",
+                    "ip",
+                    table,
+                    "postrouting",
+                    "{ type nat hook postrouting priority srcnat; }",
+                )
+            ),
+            Cmd(
+                (
+                    "nft",
+                    "add",
+                    "rule",
+                    "ip",
+                    table,
+                    "postrouting",
+                    "oifname",
+                    role.ipv4_interface,
+                    "ip",
+                    "saddr",
+                    PLAT_DYNAMIC_POOL,
+                    "counter",
+                    "snat",
+                    "to",
+                    role.pool4,
+                )
+            ),
         ]
 
     def unavailable(self) -> str | None:
         path = Path(self.binary)
         if not path.is_file():
             if self.variant == "patched":
-                return (f"patched tayga not built at {path}: run tools/install-deps (it calls "
-                        "tools/build-tayga), or use --tayga stock with --nat64-prefix 2001:db8:64::/96")
+                return (
+                    f"patched tayga not built at {path}: run tools/install-deps (it calls "
+                    "tools/build-tayga), or use --tayga stock with --nat64-prefix 2001:db8:64::/96"
+                )
             return f"tayga not installed at {path}: apt-get install tayga"
         return None
 
@@ -158,6 +200,7 @@ def tayga_version(variant: str) -> str:
             return "unknown (build/tayga/VERSION missing)"
     if shutil.which("dpkg-query") is None:
         return "unknown"
-    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "tayga"], capture_output=True, text=True,
-                         check=False)
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", "tayga"], capture_output=True, text=True, check=False
+    )
     return f"{out.stdout.strip()} (Debian)" if out.returncode == 0 else "unknown"

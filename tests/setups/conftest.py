@@ -31,8 +31,10 @@ def prefix() -> Iterator[str]:
 @pytest.fixture
 def chain_factory(prefix: str) -> Iterator:
     """Bring chains up with the session prefix; whatever happens, take them down after the test."""
+
     def make(topology: str, **options: object) -> EmulatedChain:
         return EmulatedChain.up(EmulationConfig(topology, prefix=prefix, **options))
+
     yield make
     down(prefix)
     assert leftovers(prefix) == []
@@ -49,20 +51,52 @@ def tester() -> Path:
 @pytest.fixture
 def trial(tester: Path):
     """trial(chain, rate, duration, ...) runs one xlatperf trial in the client namespace -> its JSON."""
-    def run(chain: EmulatedChain, rate: int, duration: int, threads: int = 1, ports_per_thread: int = 10,
-            extra: tuple[str, ...] = ()) -> dict:
+
+    def run(
+        chain: EmulatedChain,
+        rate: int,
+        duration: int,
+        threads: int = 1,
+        ports_per_thread: int = 10,
+        extra: tuple[str, ...] = (),
+    ) -> dict:
         return run_trial(chain, tester, rate, duration, threads, ports_per_thread, extra)
+
     return run
 
 
-def run_trial(chain: EmulatedChain, tester: Path, rate: int, duration: int, threads: int = 1,
-              ports_per_thread: int = 10, extra: tuple[str, ...] = ()) -> dict:
+def run_trial(
+    chain: EmulatedChain,
+    tester: Path,
+    rate: int,
+    duration: int,
+    threads: int = 1,
+    ports_per_thread: int = 10,
+    extra: tuple[str, ...] = (),
+) -> dict:
     """One xlatperf trial from the client namespace; returns its JSON document."""
     out = rundir(chain.prefix) / f"trial-{rate}-{duration}.json"
-    argv = [str(tester), "--server", chain.server_address, "--rate", str(rate), "--duration", str(duration),
-            "--threads", str(threads), "--ports-per-thread", str(ports_per_thread), "--timeout", "0.25",
-            "--json", str(out), "--quiet", *extra]
-    done = subprocess.run(chain.client_argv(argv), capture_output=True, text=True, timeout=duration + 60,
-                          check=False)
+    argv = [
+        str(tester),
+        "--server",
+        chain.server_address,
+        "--rate",
+        str(rate),
+        "--duration",
+        str(duration),
+        "--threads",
+        str(threads),
+        "--ports-per-thread",
+        str(ports_per_thread),
+        "--timeout",
+        "0.25",
+        "--json",
+        str(out),
+        "--quiet",
+        *extra,
+    ]
+    done = subprocess.run(
+        chain.client_argv(argv), capture_output=True, text=True, timeout=duration + 60, check=False
+    )
     assert done.returncode == 0, f"tester failed: {done.stderr.strip()}"
     return json.loads(out.read_text())

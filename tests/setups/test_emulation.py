@@ -40,7 +40,7 @@ def test_up_check_trial_down(topology, chain_factory, trial, prefix):
     assert set(removed["namespaces"]) == {f"{prefix}-{h.name}" for h in chain.emulation.topology.hosts}
     assert leftovers(prefix) == []
     assert not list(CPUSET_ROOT.glob(f"{prefix}-*"))
-    if not rootsysctl.pending_restore():   # no other chain holds the root sysctls
+    if not rootsysctl.pending_restore():  # no other chain holds the root sysctls
         assert rootsysctl.read("net.core.rmem_default") == rmem_before
 
 

@@ -105,8 +105,10 @@ PAPER = {
 
 def argvs(listing: str) -> list[list[str]]:
     lines = listing.replace("\\\n", " ").strip().splitlines()
-    return [["address" if word == "addr" and argv[:1] == ["ip"] else word for word in argv]
-            for argv in (shlex.split(line) for line in lines)]
+    return [
+        ["address" if word == "addr" and argv[:1] == ["ip"] else word for word in argv]
+        for argv in (shlex.split(line) for line in lines)
+    ]
 
 
 def rendered(topology_name: str) -> dict[str, list[list[str]]]:

@@ -17,7 +17,12 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 def _xlatbench(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))", *args]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))",
+        *args,
+    ]
 
 
 def _wait_for(condition, timeout_s: float = 20.0) -> None:
@@ -35,16 +40,24 @@ def test_kill_during_up(prefix, moment):
         "translators started": lambda: (run / "dut2-tayga.pid").exists(),
         "knot starting": lambda: (run / "knot" / "knot.pid").exists(),
     }[moment]
-    process = subprocess.Popen(_xlatbench("setup", "up", "mapt", "--prefix", prefix),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        _xlatbench("setup", "up", "mapt", "--prefix", prefix),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _wait_for(when)
     assert process.poll() is None, f"up finished before the kill: {process.stderr.read().decode()}"
     process.kill()
     process.wait()
-    stray = [p for ns in existing_namespaces(prefix) for p in subprocess.run(
-        ["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()]
-    print(f"killed `setup up` when {moment}: {len(existing_namespaces(prefix))} namespaces, "
-          f"{len(stray)} processes in them")
+    stray = [
+        p
+        for ns in existing_namespaces(prefix)
+        for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+    ]
+    print(
+        f"killed `setup up` when {moment}: {len(existing_namespaces(prefix))} namespaces, "
+        f"{len(stray)} processes in them"
+    )
     done = subprocess.run(_xlatbench("setup", "down", "--prefix", prefix), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert leftovers(prefix) == []
@@ -64,10 +77,14 @@ subprocess.run(chain.client_argv(["{tester}", "--server", chain.server_address, 
     process = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "tester"
     time.sleep(2)
-    pids = [int(p) for p in subprocess.run(["ip", "netns", "pids", f"{prefix}-client"], capture_output=True,
-                                           text=True).stdout.split()]
+    pids = [
+        int(p)
+        for p in subprocess.run(
+            ["ip", "netns", "pids", f"{prefix}-client"], capture_output=True, text=True
+        ).stdout.split()
+    ]
     assert pids, "the tester should be running in the client namespace"
-    os.kill(process.pid, signal.SIGKILL)   # the driver dies; its tester, tayga and knotd live on
+    os.kill(process.pid, signal.SIGKILL)  # the driver dies; its tester, tayga and knotd live on
     process.wait()
     assert any(_alive(p) for p in pids)
     removed = down(prefix)

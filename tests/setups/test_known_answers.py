@@ -24,8 +24,14 @@ DURATION_S = 10
 def binomial_interval(n: int, p: float, confidence: float = 0.99) -> tuple[int, int]:
     """Smallest [lo, hi] of counts holding at least `confidence` of Binomial(n, p), equal tails."""
     tail = (1 - confidence) / 2
-    log_pmf = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-               + k * math.log(p) + (n - k) * math.log1p(-p) for k in range(n + 1)]
+    log_pmf = [
+        math.lgamma(n + 1)
+        - math.lgamma(k + 1)
+        - math.lgamma(n - k + 1)
+        + k * math.log(p)
+        + (n - k) * math.log1p(-p)
+        for k in range(n + 1)
+    ]
     cdf, lo = 0.0, 0
     for k, lp in enumerate(log_pmf):
         cdf += math.exp(lp)
@@ -56,8 +62,10 @@ def test_random_one_percent_query_loss(topology, chain_factory, trial):
     lost = sent - valid
     lo, hi = binomial_interval(sent, 0.01)
     dropped = sum(fault_counters(chain.emulation).values())
-    print(f"{topology}: random 1 % loss: sent {sent}, lost {lost} ({lost / sent:.4%}), "
-          f"nft dropped {dropped}, 99 % interval [{lo}, {hi}]")
+    print(
+        f"{topology}: random 1 % loss: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+        f"nft dropped {dropped}, 99 % interval [{lo}, {hi}]"
+    )
     assert lo <= lost <= hi
     assert lost == dropped, "every lost query is one the rule dropped"
 
@@ -68,8 +76,10 @@ def test_every_100th_query_dropped(chain_factory, trial):
     result = trial(chain, RATE_QPS, DURATION_S)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
     lost = sent - valid
-    print(f"mapt: every 100th query dropped: sent {sent}, lost {lost} ({lost / sent:.4%}), "
-          f"loss_ratio {result['loss_ratio']}")
+    print(
+        f"mapt: every 100th query dropped: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+        f"loss_ratio {result['loss_ratio']}"
+    )
     assert abs(lost - sent / 100) <= 1
     assert abs(result["loss_ratio"] - 0.01) <= 1 / sent
 
@@ -80,8 +90,10 @@ def test_every_10th_reply_duplicated(chain_factory, trial):
     result = trial(chain, RATE_QPS, DURATION_S)
     totals = result["totals"]
     duplicated = sum(fault_counters(chain.emulation).values())
-    print(f"464xlat: every 10th reply duplicated: sent {totals['sent']}, valid {totals['valid']}, "
-          f"duplicate {totals['duplicate']}, nft duplicated {duplicated}")
+    print(
+        f"464xlat: every 10th reply duplicated: sent {totals['sent']}, valid {totals['valid']}, "
+        f"duplicate {totals['duplicate']}, nft duplicated {duplicated}"
+    )
     assert totals["valid"] == totals["sent"]
     assert abs(totals["duplicate"] - totals["valid"] / 10) <= 1
     assert totals["duplicate"] == duplicated
