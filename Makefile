@@ -30,7 +30,7 @@ test-py: build
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	shellcheck tools/install-deps .ci/run $(wildcard tools/*.sh)
+	shellcheck tools/install-deps tools/build-tayga .ci/run $(wildcard tools/*.sh)
 
 test: lint test-cpp test-py
 
