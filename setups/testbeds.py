@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from xlatbench.setups.mapt import Bmr
+from xlatbench.setups.mapt import Bmr, flows_fit
 from xlatbench.setups.topology import (
     Clat,
     Endpoint,
@@ -37,6 +37,8 @@ BASELINE_INNER = ("198.51.100.1", "198.51.100.2")
 
 MAPT_BMR = Bmr("2001:db8:ce::/51", "192.0.2.0/24", ea_bits_len=13, psid_offset=0)
 MAPT_END_USER_PREFIX = "2001:db8:ce:11b::/64"
+# The paper's dns64perf++ settings: 16 sender threads with 100 source ports each.
+PAPER_THREADS, PAPER_PORTS_PER_THREAD = 16, 100
 
 
 def _client() -> Host:
@@ -158,6 +160,8 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
         ipv6_interface="enp5s0f1",
     )
     ce = ce_role.ce
+    if len(ce.port_ranges) != 1:
+        raise ValueError("the napt's iptables SNAT takes one contiguous port range: use PSID offset 0")
     first_port_set = ce.port_ranges[0]
     napt = Host(
         "napt",
@@ -217,6 +221,7 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
         notes=(
             f"CE {ce.end_user_prefix}: EA bits {ce.ea_bits_binary()}, IPv4 {ce.ipv4_address}, "
             f"PSID {ce.psid}, ports {first_port_set[0]}-{first_port_set[1]}, MAP address {ce.map_address}",
+            "the paper's tester: " + flows_fit(ce, PAPER_THREADS, PAPER_PORTS_PER_THREAD),
         ),
     )
 

@@ -66,3 +66,15 @@ def test_dut_cpus_are_applied_and_recorded(chain_factory, prefix):
     assert set(times) == {"dut1", "dut2"} and all(t >= 0 for t in times.values())
     counters = chain.counters()
     assert "dut1:nat64" in counters and "server:udp" in counters
+
+
+def test_mapt_carries_the_papers_1600_flows(chain_factory, trial):
+    """16 threads x 100 ports: 1600 distinct flows, NAT44'd by napt into the CE's 2048-port set."""
+    chain = chain_factory("mapt")
+    assert chain.max_flows == 2048
+    result = trial(chain, RATE_QPS, 5, threads=16, ports_per_thread=100)
+    totals = result["totals"]
+    assert totals["sent"] == RATE_QPS * 5
+    assert totals["valid"] == totals["sent"]
+    snat = [v for k, v in chain.counters().items() if k.startswith("napt:nft:ip/nat/POSTROUTING")]
+    assert snat and snat[0]["packets"] >= 1600, "every flow's first packet is NAT44'd (conntrack keeps the rest)"
