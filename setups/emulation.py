@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from xlatbench.setups import rootsysctl
-from xlatbench.setups.backends import RenderContext
+from xlatbench.setups.backends import RenderContext, linux
 from xlatbench.setups.backends.tayga import TaygaBackend, is_well_known
 from xlatbench.setups.plan import BackendChoice, render
 from xlatbench.setups.steps import Cmd, Comment, Step
@@ -282,8 +282,6 @@ class Emulation:
         roles = {}
         for host, role in self.topology.translators().items():
             roles[host] = {"role": type(role).__name__, **self.choice.backend(role).describe(role)}
-        from xlatbench.setups.backends import linux
-
         info: dict[str, object] = {
             "topology": self.topology.name,
             "description": self.topology.description,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from xlatbench.setups.backends import Backend, RenderContext, linux
 from xlatbench.setups.backends.jool import JoolBackend
 from xlatbench.setups.backends.tayga import TaygaBackend
-from xlatbench.setups.steps import Cmd, Comment, Daemon, Step, WriteFile
+from xlatbench.setups.steps import Cmd, Comment, Daemon, Step
 from xlatbench.setups.topology import TRANSLATOR_ROLES, Host, Topology, Translator
 
 BACKENDS = ("jool", "tayga")
@@ -138,6 +138,3 @@ def header(topology: Topology, choice: BackendChoice) -> list[Comment]:
     ):
         lines.append("jool: the paper's BR listing omits Jool's lines; the BR's follow Jool's MAP-T docs")
     return [Comment(line) for line in lines]
-
-
-__all__ = ["BackendChoice", "Cmd", "Daemon", "RenderContext", "WriteFile", "header", "render", "render_host"]
