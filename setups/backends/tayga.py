@@ -6,9 +6,11 @@ by a stateful NAT44 (nftables SNAT) to the PLAT's public address, which puts on 
 a BR serves only the CEs listed in the topology (one per IPv4 address).
 
 tayga 0.9.2 refuses private and TEST-NET IPv4 addresses behind the well-known prefix 64:ff9b::/96
-(RFC 6052 3.1), exactly the paper's addresses. The "patched" variant is Debian's tayga rebuilt with our
-tools/patches/tayga-wkpf-strict.patch, which adds `wkpf-strict no`; the "stock" variant is Debian's
-binary, usable only with a network-specific prefix (e.g. 2001:db8:64::/96).
+(RFC 6052 3.1), exactly the paper's addresses, and now and then (about one UDP datagram in 65536) writes a
+zero UDP checksum after a 4->6 translation, which IPv6 forbids and the next translator drops. The "patched"
+variant is Debian's tayga rebuilt by tools/build-tayga with tools/patches/tayga-*.patch (`wkpf-strict no`;
+a computed zero UDP checksum sent as 0xffff); the "stock" variant is Debian's binary, usable only with a
+network-specific prefix (e.g. 2001:db8:64::/96) and with that rare loss.
 """
 
 from __future__ import annotations
@@ -179,7 +181,9 @@ class TaygaBackend:
             "prefix": role.pool6 if isinstance(role, Clat | Plat) else role.dmr,
         }
         if self.variant == "patched":
-            info["patch"] = "tools/patches/tayga-wkpf-strict.patch (wkpf-strict no)"
+            info["patches"] = "tools/patches/tayga-*.patch: wkpf-strict no; zero UDP checksum sent as 0xffff"
+        else:
+            info["limitations_stock"] = "zero UDP checksum after 4->6 in about 1 of 65536 datagrams (dropped)"
         if isinstance(role, Plat):
             info["nat44"] = f"nftables SNAT {PLAT_DYNAMIC_POOL} -> {role.pool4} (kernel)"
         if isinstance(role, MapCeRole | MapBrRole):
