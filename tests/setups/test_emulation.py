@@ -79,3 +79,15 @@ def test_mapt_carries_the_papers_1600_flows(chain_factory, trial):
     snat = [v for k, v in chain.counters().items() if k.startswith("napt:nft:ip/nat/POSTROUTING")]
     # NAT rules see only the first packet of each flow; conntrack translates the rest.
     assert snat and snat[0]["packets"] >= 1600
+
+
+def test_stock_tayga_runs_with_a_network_specific_prefix(chain_factory):
+    chain = chain_factory("464xlat", tayga="stock")
+    info = chain.describe()
+    assert info["nat64_prefix"] == "2001:db8:64::/96" and info["paper_prefix"] is False
+    assert any("replaces the paper's 64:ff9b::/96" in note for note in info["notes"])
+    for role in info["translators"].values():
+        assert role["variant"] == "stock" and role["binary"] == "/usr/sbin/tayga"
+    verdict = check(chain.emulation)
+    assert verdict["ok"], verdict["failures"]
+    assert verdict["expected"].startswith("2001:db8:2::4 -> 2001:db8:64::cb00:7138")
