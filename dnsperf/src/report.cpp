@@ -251,6 +251,7 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"sndbuf_bytes", c.sndbuf},
         {"batch", c.batch},
         {"send_tick_s", c.send_tick_s},
+        {"recv_tick_s", c.recv_tick_s},
         {"send_tolerance", c.send_tolerance},
         {"send_tolerance_abs_s", c.send_tolerance_s},
         {"max_lag_s", c.max_lag_s},
