@@ -1,0 +1,84 @@
+#pragma once
+// What the user asks for (Config, with every default in one place: the parser
+// binds to it and --help prints from it) and what a trial runs (Plan, the
+// validated and derived form of a Config).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+namespace xlatperf {
+
+struct Config {
+    std::string server;                   // IPv4 or IPv6 literal; required
+    std::uint16_t port = 53;
+    double rate_qps = 1000;               // total over all sender threads, queries/s
+    double duration_s = 10;               // trial length; ignored when queries > 0
+    std::uint64_t queries = 0;            // 0: rate × duration
+    unsigned threads = 1;                 // sender + receiver thread pairs
+    unsigned ports_per_thread = 1;        // source ports (sockets) per sender
+    std::uint16_t first_port = 0;         // 0: ephemeral ports chosen by the kernel
+    std::string bind;                     // local address; empty: any of the server's family
+    double timeout_s = 0.25;              // a reply later than this is "late" (RFC 8219)
+    std::string domain = "dns64perf.test";
+    std::string qtype = "AAAA";
+    std::string subnet = "10.0.0.0/16";   // query k asks for base + (k mod size)
+    std::string sender_cpus;              // e.g. "0" or "0,2-3"; empty: no pinning
+    std::string receiver_cpus;
+    std::uint64_t rcvbuf = 4u << 20;      // bytes asked per socket; 0: kernel default
+    std::uint64_t sndbuf = 0;             // bytes asked per socket; 0: kernel default
+    unsigned batch = 64;                  // most queries per sendmmsg / replies per recvmmsg
+    double send_tick_s = 50e-6;           // a sender wakes at most this often (s)
+    double recv_tick_s = 200e-6;          // a receiver that read replies sleeps this long before reading again (s)
+    double send_tolerance = 1e-5;         // allowed relative excess of the send window
+    double send_tolerance_s = 1e-3;       // allowed absolute excess of the send window (s)
+    double max_lag_s = 0.01;              // largest allowed delay of one query behind schedule (s)
+    std::string json_path;                // empty: no JSON file
+    std::string run_id;                   // empty: a random one
+    bool quiet = false;
+};
+
+// A socket address the hot path can hand to the kernel as is.
+struct SockAddr {
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+    int family() const { return storage.ss_family; }
+    const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+
+struct Subnet {
+    std::uint32_t base = 0;               // host byte order
+    unsigned prefix_length = 0;
+    std::uint64_t size() const { return std::uint64_t{1} << (32 - prefix_length); }
+    std::uint32_t address(std::uint64_t query_index) const {
+        return base + static_cast<std::uint32_t>(query_index % size());
+    }
+};
+
+struct Plan {
+    Config config;
+    std::vector<std::string> argv;
+    SockAddr server;
+    SockAddr bind;                         // port 0; the socket layer sets each port
+    std::string server_text;               // canonical text of the server address
+    std::string bind_text;
+    Subnet subnet;
+    std::uint16_t qtype = 28;
+    std::uint64_t total_queries = 0;
+    double scheduled_window_s = 0;         // total_queries / rate
+    std::vector<int> sender_cpus;          // empty: not pinned
+    std::vector<int> receiver_cpus;
+    double per_socket_rate_qps = 0;
+    std::uint32_t ring_slots = 0;          // outstanding-query slots per socket (power of two)
+    std::int64_t timeout_ns = 0;
+    double effective_send_tolerance_s = 0; // max(send_tolerance × window, send_tolerance_s)
+};
+
+// Queries one socket may have waiting for a reply: half the 16-bit ID space, so
+// an ID comes back on a socket no sooner than two timeouts after its last use.
+constexpr double kMaxOutstandingPerSocket = 32768;
+
+}  // namespace xlatperf

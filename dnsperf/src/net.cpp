@@ -1,0 +1,90 @@
+#include "net.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <linux/sock_diag.h>
+#include <sys/socket.h>
+
+namespace xlatperf {
+namespace {
+
+int get_int_option(int fd, int name) {
+    int value = 0;
+    socklen_t length = sizeof value;
+    return getsockopt(fd, SOL_SOCKET, name, &value, &length) == 0 ? value : -1;
+}
+
+// Asks for `bytes` with the FORCE variant (root: ignores net.core.*mem_max), else
+// the plain one (capped by the sysctl). Returns false when only the plain one worked.
+bool set_buffer(int fd, int force_name, int name, std::uint64_t bytes, const char* what) {
+    if (bytes == 0) return true;
+    const int value = static_cast<int>(std::min<std::uint64_t>(bytes, INT32_MAX / 2));
+    if (setsockopt(fd, SOL_SOCKET, force_name, &value, sizeof value) == 0) return true;
+    if (setsockopt(fd, SOL_SOCKET, name, &value, sizeof value) != 0) {
+        throw StartError(std::string("cannot set ") + what + ": " + std::strerror(errno));
+    }
+    return false;
+}
+
+}  // namespace
+
+SockAddr to_sockaddr(const boost::asio::ip::udp::endpoint& endpoint) {
+    SockAddr out;
+    std::memcpy(&out.storage, endpoint.data(), endpoint.size());
+    out.length = static_cast<socklen_t>(endpoint.size());
+    return out;
+}
+
+boost::asio::ip::udp::endpoint to_endpoint(const SockAddr& address) {
+    boost::asio::ip::udp::endpoint endpoint;
+    std::memcpy(endpoint.data(), &address.storage, address.length);
+    endpoint.resize(address.length);
+    return endpoint;
+}
+
+std::string to_string(const SockAddr& address) {
+    const auto endpoint = to_endpoint(address);
+    const std::string host = endpoint.address().to_string();
+    const std::string port = std::to_string(endpoint.port());
+    return endpoint.address().is_v6() ? "[" + host + "]:" + port : host + ":" + port;
+}
+
+UdpSocket::UdpSocket(boost::asio::io_context& io, const SockAddr& local, std::uint16_t port,
+                     std::uint64_t rcvbuf, std::uint64_t sndbuf)
+    : socket_(io) {
+    auto endpoint = to_endpoint(local);
+    endpoint.port(port);
+    boost::system::error_code error;
+    socket_.open(endpoint.protocol(), error);
+    if (!error) socket_.bind(endpoint, error);
+    if (!error) socket_.non_blocking(true, error);
+    if (error) {
+        throw StartError("cannot bind a UDP socket to " + to_string(to_sockaddr(endpoint)) + ": " +
+                         error.message() +
+                         (port != 0 ? " (choose another --first-port, or 0 for ephemeral ports)" : ""));
+    }
+    const int fd = socket_.native_handle();
+    forced_ = set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf, "SO_RCVBUF") &&
+              set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf, "SO_SNDBUF");
+    const int on = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0) {
+        throw StartError(std::string("cannot enable SO_TIMESTAMPNS: ") + std::strerror(errno));
+    }
+    rcvbuf_granted_ = get_int_option(fd, SO_RCVBUF);
+    sndbuf_granted_ = get_int_option(fd, SO_SNDBUF);
+    local_port_ = socket_.local_endpoint(error).port();
+}
+
+std::uint64_t UdpSocket::drops() {
+    std::uint32_t info[SK_MEMINFO_VARS] = {};
+    socklen_t length = sizeof info;
+    if (getsockopt(socket_.native_handle(), SOL_SOCKET, SO_MEMINFO, info, &length) != 0 ||
+        length < static_cast<socklen_t>(sizeof(std::uint32_t) * (SK_MEMINFO_DROPS + 1))) {
+        return 0;
+    }
+    return info[SK_MEMINFO_DROPS];
+}
+
+}  // namespace xlatperf

@@ -1,0 +1,303 @@
+#include "options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <boost/asio/ip/address.hpp>
+#include <cmath>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "cpulist.hpp"
+#include "net.hpp"
+#include "query.hpp"
+#include "version.hpp"
+
+namespace xlatperf {
+namespace {
+
+const char* const kDescription =
+    "xlatperf sends DNS queries over UDP at an exact rate for a fixed time from N sender/receiver thread "
+    "pairs with K source ports each, matches every reply to its query, and reports the loss ratio "
+    "(1 - valid/sent), latency percentiles and whether the tester itself kept to the asked rate. "
+    "Query k asks for the name of the IPv4 address subnet_base + (k mod subnet size) written "
+    "AAA-BBB-CCC-DDD.<domain>. (dns64perf++ names).";
+
+const char* const kFooter =
+    "Exit status: 0 when the trial ran, whatever its loss; 1 when it could not start; 2 for bad options; "
+    "130 when interrupted (results so far are still written). A trial whose send window overran the "
+    "tolerance, with a query later than --max-lag, a send error, or replies dropped at the tester's own "
+    "sockets gets verdict \"tester-limited\": its loss is not the server's.";
+
+// Builds the parser over `config`; the defaults it shows are config's current values.
+void add_options(CLI::App& app, Config& config) {
+    app.option_defaults()->always_capture_default();
+    app.set_version_flag("--version", std::string("xlatperf ") + version());
+    app.footer(kFooter);
+
+    const char* target = "Target";
+    app.add_option("-s,--server", config.server, "DNS server address, IPv4 or IPv6 literal (required)")
+        ->type_name("ADDR")->required()->group(target);
+    app.add_option("-p,--port", config.port, "DNS server UDP port")
+        ->type_name("PORT")->check(CLI::Range(1, 65535))->group(target);
+
+    const char* load = "Load";
+    auto* rate = app.add_option("-r,--rate", config.rate_qps, "query rate, total over all threads, queries/s")
+        ->type_name("QPS")->group(load);
+    auto* duration = app.add_option("-d,--duration", config.duration_s, "trial length, s (the send schedule spans it)")
+        ->type_name("S")->group(load);
+    auto* queries = app.add_option("-n,--queries", config.queries,
+                                   "send exactly N queries instead of rate x duration (0: use --duration)")
+        ->type_name("N")->group(load);
+    duration->excludes(queries);
+    (void)rate;
+    app.add_option("-t,--timeout", config.timeout_s,
+                   "a reply later than this after its query is late, not valid, s (RFC 8219: 0.25)")
+        ->type_name("S")->group(load);
+
+    const char* names = "Queries";
+    app.add_option("--domain", config.domain, "zone the query names end in")->type_name("NAME")->group(names);
+    app.add_option("--qtype", config.qtype, "query type")->type_name("TYPE")->group(names);
+    app.add_option("--subnet", config.subnet,
+                   "IPv4 subnet the names enumerate; names wrap around at its size")
+        ->type_name("CIDR")->group(names);
+
+    const char* threads = "Threads and sockets";
+    app.add_option("-T,--threads", config.threads, "sender + receiver thread pairs")
+        ->type_name("N")->group(threads);
+    app.add_option("-K,--ports-per-thread", config.ports_per_thread,
+                   "source ports (UDP sockets) per sender; queries go round-robin over them")
+        ->type_name("K")->group(threads);
+    app.add_option("--first-port", config.first_port,
+                   "first source port; thread i socket j uses first + i*K + j (0: ephemeral ports)")
+        ->type_name("PORT")->group(threads);
+    app.add_option("--bind", config.bind, "local address to send from (empty: any of the server's family)")
+        ->type_name("ADDR")->group(threads);
+    app.add_option("--sender-cpus", config.sender_cpus,
+                   "pin sender i to the i-th CPU of this list, cyclically, e.g. 0 or 0,2-3 (empty: no pinning)")
+        ->type_name("LIST")->group(threads);
+    app.add_option("--receiver-cpus", config.receiver_cpus,
+                   "pin receiver i to the i-th CPU of this list, cyclically (empty: no pinning)")
+        ->type_name("LIST")->group(threads);
+    app.add_option("--rcvbuf", config.rcvbuf,
+                   "SO_RCVBUF asked per socket, bytes (0: kernel default; as root not capped by rmem_max)")
+        ->type_name("BYTES")->group(threads);
+    app.add_option("--sndbuf", config.sndbuf, "SO_SNDBUF asked per socket, bytes (0: kernel default)")
+        ->type_name("BYTES")->group(threads);
+    app.add_option("--batch", config.batch, "most queries per sendmmsg and replies per recvmmsg, messages")
+        ->type_name("N")->group(threads);
+    app.add_option("--send-tick", config.send_tick_s,
+                   "a sender wakes at most once per tick and sends all queries due, s (0: wake per query)")
+        ->type_name("S")->group(threads);
+    app.add_option("--recv-tick", config.recv_tick_s,
+                   "a receiver that got replies sleeps this long before reading again, so one recvmmsg "
+                   "reads many; latency uses kernel timestamps and is not affected, s (0: no pause)")
+        ->type_name("S")->group(threads);
+
+    const char* verdict = "Verdict";
+    app.add_option("--send-tolerance", config.send_tolerance,
+                   "the send window may exceed the scheduled one by this fraction (0.00001 = 0.001 %) ...")
+        ->type_name("RATIO")->group(verdict);
+    app.add_option("--send-tolerance-abs", config.send_tolerance_s,
+                   "... or by this much if larger, s; beyond both the trial is tester-limited")
+        ->type_name("S")->group(verdict);
+    app.add_option("--max-lag", config.max_lag_s,
+                   "a query sent later than this behind its schedule makes the trial tester-limited, s "
+                   "(0: no limit)")
+        ->type_name("S")->group(verdict);
+
+    const char* output = "Output";
+    app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE")
+        ->type_name("FILE")->group(output);
+    app.add_option("--run-id", config.run_id, "identifier recorded in the results (empty: a random one)")
+        ->type_name("ID")->group(output);
+    app.add_flag("-q,--quiet", config.quiet, "no per-second progress lines on stderr")->group(output);
+}
+
+std::string one_line(std::string text) {
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    return text;
+}
+
+std::string format_number(double value) {
+    std::ostringstream out;
+    out << value;
+    return out.str();
+}
+
+SockAddr parse_address(const std::string& text, const char* option, const char* example) {
+    boost::system::error_code error;
+    const auto address = boost::asio::ip::make_address(text, error);
+    if (error) {
+        throw OptionError(std::string("bad ") + option + " '" + text +
+                          "': not an IPv4 or IPv6 address literal (example: " + example + ")");
+    }
+    return to_sockaddr(boost::asio::ip::udp::endpoint(address, 0));
+}
+
+std::pair<unsigned, unsigned> ephemeral_port_range() {
+    std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+    unsigned low = 32768;
+    unsigned high = 60999;
+    file >> low >> high;
+    return {low, high};
+}
+
+std::vector<int> checked_cpus(const std::string& text, const char* option) {
+    if (text.empty()) return {};
+    std::vector<int> cpus;
+    try {
+        cpus = parse_cpu_list(text);
+    } catch (const std::invalid_argument& e) {
+        throw OptionError(std::string(option) + ": " + e.what());
+    }
+    const std::vector<int> allowed = allowed_cpus();
+    for (const int cpu : cpus) {
+        if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
+            throw OptionError(std::string(option) + ": CPU " + std::to_string(cpu) +
+                              " is not available to this process (available: " + format_cpu_list(allowed) + ")");
+        }
+    }
+    return cpus;
+}
+
+void check(bool ok, const std::string& message) {
+    if (!ok) throw OptionError(message);
+}
+
+bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
+
+}  // namespace
+
+Plan make_plan(const Config& c, std::vector<std::string> argv) {
+    Plan plan;
+    plan.config = c;
+    plan.argv = std::move(argv);
+
+    check(!c.server.empty(), "--server is required (example: --server 127.0.0.1)");
+    plan.server = parse_address(c.server, "--server", "127.0.0.1 or ::1");
+    {
+        auto endpoint = to_endpoint(plan.server);
+        endpoint.port(c.port);
+        plan.server = to_sockaddr(endpoint);
+        plan.server_text = endpoint.address().to_string();
+    }
+    check(c.port != 0, "--port must be 1..65535");
+    if (c.bind.empty()) {
+        plan.bind = parse_address(plan.server.family() == AF_INET ? "0.0.0.0" : "::", "--bind", "");
+    } else {
+        plan.bind = parse_address(c.bind, "--bind", "127.0.0.1 or ::1");
+        check(plan.bind.family() == plan.server.family(),
+              "--bind " + c.bind + " and --server " + c.server + " are of different IP versions");
+    }
+    plan.bind_text = to_endpoint(plan.bind).address().to_string();
+
+    check(finite_positive(c.rate_qps), "--rate must be a positive number of queries/s");
+    check(c.threads >= 1 && c.threads <= 1024, "--threads must be 1..1024");
+    check(c.ports_per_thread >= 1, "--ports-per-thread must be at least 1");
+    check(c.rate_qps >= c.threads, "--rate " + format_number(c.rate_qps) + " is below --threads " +
+                                       std::to_string(c.threads) +
+                                       ": every sender needs at least 1 query/s; lower --threads");
+    if (c.queries > 0) {
+        plan.total_queries = c.queries;
+    } else {
+        check(finite_positive(c.duration_s), "--duration must be a positive number of seconds");
+        const double total = std::round(c.rate_qps * c.duration_s);
+        check(total >= 1, "--rate x --duration is less than one query; raise either");
+        check(total < 9e15, "--rate x --duration is too many queries");
+        plan.total_queries = static_cast<std::uint64_t>(total);
+    }
+    plan.scheduled_window_s = static_cast<double>(plan.total_queries) / c.rate_qps;
+
+    const std::uint64_t sockets = std::uint64_t{c.threads} * c.ports_per_thread;
+    if (c.first_port != 0) {
+        check(c.first_port + sockets - 1 <= 65535,
+              "--first-port " + std::to_string(c.first_port) + " + --threads x --ports-per-thread (" +
+                  std::to_string(sockets) + ") runs past port 65535; lower one of them");
+    } else {
+        const auto [low, high] = ephemeral_port_range();
+        check(sockets <= high - low + 1,
+              "--threads x --ports-per-thread (" + std::to_string(sockets) +
+                  ") exceeds the ephemeral port range " + std::to_string(low) + "-" + std::to_string(high) +
+                  "; set --first-port or use fewer sockets");
+    }
+
+    check(finite_positive(c.timeout_s) && c.timeout_s <= 60, "--timeout must be more than 0 and at most 60 s");
+    plan.timeout_ns = static_cast<std::int64_t>(std::llround(c.timeout_s * 1e9));
+    plan.per_socket_rate_qps = c.rate_qps / static_cast<double>(sockets);
+    const double outstanding = std::ceil(plan.per_socket_rate_qps * c.timeout_s);
+    check(outstanding <= kMaxOutstandingPerSocket,
+          "--rate / (--threads x --ports-per-thread) x --timeout = " + format_number(outstanding) +
+              " queries outstanding per socket, more than " + format_number(kMaxOutstandingPerSocket) +
+              " (half the 16-bit transaction IDs); use more threads or ports per thread");
+
+    check(c.batch >= 1 && c.batch <= 1024, "--batch must be 1..1024");
+    std::uint32_t slots = 64;
+    while (slots < 2 * outstanding + 2 * c.batch && slots < 65536) slots *= 2;
+    plan.ring_slots = slots;
+
+    check(std::isfinite(c.send_tick_s) && c.send_tick_s >= 0 && c.send_tick_s <= 0.01,
+          "--send-tick must be 0..0.01 s");
+    check(std::isfinite(c.recv_tick_s) && c.recv_tick_s >= 0 && c.recv_tick_s <= 0.01,
+          "--recv-tick must be 0..0.01 s");
+    check(std::isfinite(c.send_tolerance) && c.send_tolerance >= 0, "--send-tolerance must be >= 0");
+    check(std::isfinite(c.send_tolerance_s) && c.send_tolerance_s >= 0, "--send-tolerance-abs must be >= 0 s");
+    check(std::isfinite(c.max_lag_s) && c.max_lag_s >= 0, "--max-lag must be >= 0 s");
+    plan.effective_send_tolerance_s = std::max(c.send_tolerance * plan.scheduled_window_s, c.send_tolerance_s);
+
+    const std::uint64_t max_buffer = 1u << 30;
+    check(c.rcvbuf <= max_buffer && c.sndbuf <= max_buffer, "--rcvbuf and --sndbuf must be at most 1 GiB");
+
+    try {
+        plan.subnet = parse_subnet(c.subnet);
+        plan.qtype = parse_qtype(c.qtype);
+        const QueryTemplate probe(c.domain, plan.qtype);
+        (void)probe;
+    } catch (const std::invalid_argument& e) {
+        throw OptionError(e.what());
+    }
+
+    plan.sender_cpus = checked_cpus(c.sender_cpus, "--sender-cpus");
+    plan.receiver_cpus = checked_cpus(c.receiver_cpus, "--receiver-cpus");
+
+    check(c.run_id.size() <= 64 && std::all_of(c.run_id.begin(), c.run_id.end(), [](char ch) {
+              return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+          }),
+          "--run-id must be at most 64 letters, digits, '-', '_' or '.'");
+    return plan;
+}
+
+std::string help_text() {
+    Config config;
+    CLI::App app{kDescription, "xlatperf"};
+    add_options(app, config);
+    return app.help();
+}
+
+CommandLine parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+    Config config;
+    CLI::App app{kDescription, "xlatperf"};
+    add_options(app, config);
+    CommandLine result;
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+            result.exit_code = app.exit(e, out, err);
+            return result;
+        }
+        err << "xlatperf: " << one_line(e.what()) << " (see xlatperf --help)\n";
+        result.exit_code = kExitBadOptions;
+        return result;
+    }
+    try {
+        result.plan = make_plan(config, std::vector<std::string>(argv, argv + argc));
+    } catch (const OptionError& e) {
+        err << "xlatperf: " << one_line(e.what()) << "\n";
+        result.exit_code = kExitBadOptions;
+    }
+    return result;
+}
+
+}  // namespace xlatperf

@@ -1,0 +1,55 @@
+#pragma once
+// The queries: dns64perf++-compatible names and a wire template built by ldns
+// that the hot path only patches (ID and the 15 digits of the first label).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config.hpp"
+
+namespace xlatperf {
+
+// Length of the first label "AAA-BBB-CCC-DDD".
+constexpr std::size_t kLabelLength = 15;
+// Offset of that label in the query: after the 12-byte header and its length byte.
+constexpr std::size_t kLabelOffset = 13;
+
+// "10.0.0.0/16" -> Subnet; throws std::invalid_argument with a one-line reason.
+Subnet parse_subnet(const std::string& text);
+
+// Writes the 15 characters "AAA-BBB-CCC-DDD" of an IPv4 address (host order).
+void write_label(std::uint32_t address, char* out);
+
+// "010-000-000-001.dns64perf.test." for query 1 of 10.0.0.0/8.
+std::string query_name(const Subnet& subnet, std::string_view domain, std::uint64_t query_index);
+
+// Resolves "AAAA", "A", "TYPE65", ... to its number; throws std::invalid_argument.
+std::uint16_t parse_qtype(const std::string& text);
+
+class QueryTemplate {
+public:
+    // Builds the query (RD set, class IN, no EDNS) with ldns; throws
+    // std::invalid_argument when the domain is not a valid name.
+    QueryTemplate(std::string_view domain, std::uint16_t qtype);
+
+    std::size_t size() const { return wire_.size(); }
+    const std::vector<std::uint8_t>& wire() const { return wire_; }
+
+    // Writes the query for `address` with transaction `id` into out[0, size()).
+    void write(std::uint8_t* out, std::uint16_t id, std::uint32_t address) const;
+
+    // True when message[12, 12 + question size) is the question we asked for
+    // `address` (QNAME compared case-insensitively, QTYPE, QCLASS).
+    bool question_matches(const std::uint8_t* message, std::size_t length, std::uint32_t address) const;
+
+    // Offset just past the question section (the template has nothing after it).
+    std::size_t question_end() const { return wire_.size(); }
+
+private:
+    std::vector<std::uint8_t> wire_;
+};
+
+}  // namespace xlatperf

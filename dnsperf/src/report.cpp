@@ -1,0 +1,446 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <ostream>
+#include <random>
+#include <sstream>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cpulist.hpp"
+#include "histogram.hpp"
+#include "net.hpp"
+#include "version.hpp"
+
+namespace xlatperf {
+namespace {
+
+using nlohmann::json;
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+json nullable_seconds(std::int64_t ns) { return ns < 0 ? json(nullptr) : json(seconds(ns)); }
+
+json cpu_or_null(int cpu) { return cpu < 0 ? json(nullptr) : json(cpu); }
+
+std::string errno_name(std::size_t code) {
+    const char* name = strerrorname_np(static_cast<int>(code));
+    return name != nullptr ? name : "errno " + std::to_string(code);
+}
+
+std::string cpu_model() {
+    std::ifstream file("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(file, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+        }
+    }
+    return "unknown";
+}
+
+std::string host_name() {
+    char name[256] = {};
+    return gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
+}
+
+std::string random_run_id() {
+    std::random_device device;
+    std::ostringstream out;
+    out << std::hex << std::setfill('0') << std::setw(8) << device() << std::setw(8) << device();
+    return out.str();
+}
+
+std::string utc_text(std::int64_t realtime_ns) {
+    const time_t secs = static_cast<time_t>(realtime_ns / 1'000'000'000);
+    tm utc{};
+    gmtime_r(&secs, &utc);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+    std::ostringstream out;
+    out << text << '.' << std::setw(3) << std::setfill('0') << (realtime_ns / 1'000'000) % 1000 << 'Z';
+    return out.str();
+}
+
+// "12.3 %" style percentages with enough digits to show 0.01 % steps.
+std::string percent(double ratio) {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(4) << ratio * 100 << " %";
+    return out.str();
+}
+
+std::string duration_text(double s) {
+    std::ostringstream out;
+    if (s < 1e-3) {
+        out << std::fixed << std::setprecision(1) << s * 1e6 << " us";
+    } else if (s < 1) {
+        out << std::fixed << std::setprecision(3) << s * 1e3 << " ms";
+    } else {
+        out << std::fixed << std::setprecision(6) << s << " s";
+    }
+    return out.str();
+}
+
+std::string fixed(double v, int digits) {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(digits) << v;
+    return out.str();
+}
+
+}  // namespace
+
+const char* rcode_name(unsigned rcode) {
+    static const char* const names[16] = {"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP",   "REFUSED",
+                                          "YXDOMAIN", "YXRRSET", "NXRRSET", "NOTAUTH",  "NOTZONE",  "RCODE11",
+                                          "RCODE12", "RCODE13", "RCODE14", "RCODE15"};
+    return names[rcode & 0x0fu];
+}
+
+std::uint64_t Totals::answered() const { return valid + late + rcode_errors() + nodata + truncated; }
+std::uint64_t Totals::unanswered() const { return sent > answered() ? sent - answered() : 0; }
+std::uint64_t Totals::rcode_errors() const {
+    std::uint64_t n = 0;
+    for (unsigned r = 1; r < 16; ++r) n += rcode[r];
+    return n;
+}
+double Totals::loss_ratio() const {
+    return sent == 0 ? 1.0 : 1.0 - static_cast<double>(valid) / static_cast<double>(sent);
+}
+
+Totals sum(const Plan& plan, const TrialResult& trial) {
+    Totals t;
+    t.scheduled = plan.total_queries;
+    for (const PairResult& p : trial.pairs) {
+        const SenderStats& s = p.send;
+        const ReceiverStats& r = p.receive;
+        t.sent += s.sent;
+        t.send_errors += s.send_errors;
+        t.unsent += s.unsent;
+        t.would_block += s.would_block;
+        t.ring_overruns += s.ring_overruns;
+        for (std::size_t e = 0; e < s.errno_counts.size(); ++e) t.errno_counts[e] += s.errno_counts[e];
+        if (s.first_send_ns >= 0 && (t.first_send_ns < 0 || s.first_send_ns < t.first_send_ns)) {
+            t.first_send_ns = s.first_send_ns;
+        }
+        t.last_send_ns = std::max(t.last_send_ns, s.last_send_ns);
+        t.max_lag_ns = std::max(t.max_lag_ns, s.max_lag_ns);
+        t.max_burst = std::max(t.max_burst, s.max_burst);
+        t.received += r.received;
+        t.valid += r.valid;
+        t.late += r.late;
+        for (unsigned c = 0; c < 16; ++c) t.rcode[c] += r.rcode[c];
+        t.nodata += r.nodata;
+        t.truncated += r.truncated;
+        t.malformed += r.malformed;
+        t.unexpected += r.unexpected;
+        t.wrong_source += r.wrong_source;
+        t.unknown_id += r.unknown_id;
+        t.wrong_question += r.wrong_question;
+        t.duplicate += r.duplicate;
+        t.socket_drops += r.socket_drops;
+    }
+    return t;
+}
+
+SendFigures send_figures(const Plan& plan, const Totals& totals) {
+    SendFigures f;
+    f.scheduled_window_s = plan.scheduled_window_s;
+    if (totals.last_send_ns >= 0) {
+        f.window_s = seconds(totals.last_send_ns) + 1.0 / plan.config.rate_qps;
+        f.achieved_rate_qps = static_cast<double>(totals.sent) / f.window_s;
+    }
+    f.excess_s = f.window_s - f.scheduled_window_s;
+    return f;
+}
+
+Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const SendFigures& send) {
+    Verdict v;
+    const auto limit = [&v](std::string reason) {
+        v.tester_limited = true;
+        v.reasons.push_back(std::move(reason));
+    };
+    if (trial.interrupted) limit("the trial was interrupted by a signal before the schedule ended");
+    if (t.sent < t.scheduled) {
+        std::string why = std::to_string(t.scheduled - t.sent) + " of " + std::to_string(t.scheduled) +
+                          " scheduled queries were not sent";
+        if (t.send_errors > 0) {
+            why += " (" + std::to_string(t.send_errors) + " send errors:";
+            for (std::size_t e = 0; e < t.errno_counts.size(); ++e) {
+                if (t.errno_counts[e] > 0) why += " " + errno_name(e) + " x" + std::to_string(t.errno_counts[e]);
+            }
+            why += ")";
+        }
+        const bool gave_up = std::any_of(trial.pairs.begin(), trial.pairs.end(),
+                                         [](const PairResult& p) { return p.send.gave_up; });
+        if (gave_up) why += "; a sender gave up at twice the scheduled window";
+        limit(why);
+    }
+    if (t.sent > 0 && send.excess_s > plan.effective_send_tolerance_s) {
+        limit("the send window was " + fixed(send.window_s, 6) + " s for a schedule of " +
+              fixed(send.scheduled_window_s, 6) + " s: " + duration_text(send.excess_s) +
+              " longer, beyond the tolerance of " + duration_text(plan.effective_send_tolerance_s) +
+              " (achieved " + fixed(send.achieved_rate_qps, 1) + " of " + fixed(plan.config.rate_qps, 1) +
+              " queries/s)");
+    }
+    if (plan.config.max_lag_s > 0 && seconds(t.max_lag_ns) > plan.config.max_lag_s) {
+        limit("a query was sent " + duration_text(seconds(t.max_lag_ns)) + " behind its schedule, more than --max-lag " +
+              duration_text(plan.config.max_lag_s));
+    }
+    if (t.ring_overruns > 0) {
+        limit(std::to_string(t.ring_overruns) +
+              " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
+              "per socket)");
+    }
+    if (t.socket_drops > 0) {
+        limit(std::to_string(t.socket_drops) +
+              " datagrams were dropped at the tester's own receive sockets (buffer full): raise --rcvbuf or "
+              "give the receivers more CPU");
+    }
+    return v;
+}
+
+RunInfo make_run_info(const Plan& plan, const TrialResult& trial) {
+    return RunInfo{plan.config.run_id.empty() ? random_run_id() : plan.config.run_id,
+                   utc_text(trial.start_realtime_ns)};
+}
+
+json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
+    const Config& c = plan.config;
+    const Totals t = sum(plan, trial);
+    const SendFigures send = send_figures(plan, t);
+    const Verdict verdict = judge(plan, trial, t, send);
+    utsname uts{};
+    uname(&uts);
+
+    json doc;
+    doc["schema_version"] = kSchemaVersion;
+    doc["header"] = {
+        {"tool", "xlatperf"},
+        {"version", version()},
+        {"run_id", info.run_id},
+        {"argv", plan.argv},
+        {"start_utc", info.start_utc},
+        {"host", host_name()},
+        {"kernel", std::string(uts.sysname) + " " + uts.release},
+        {"cpu_model", cpu_model()},
+        {"cpus_online", sysconf(_SC_NPROCESSORS_ONLN)},
+    };
+    doc["config"] = {
+        {"server", plan.server_text},
+        {"port", c.port},
+        {"rate_qps", c.rate_qps},
+        {"duration_s", plan.scheduled_window_s},
+        {"queries", plan.total_queries},
+        {"threads", c.threads},
+        {"ports_per_thread", c.ports_per_thread},
+        {"first_port", c.first_port},
+        {"bind", plan.bind_text},
+        {"timeout_s", c.timeout_s},
+        {"domain", c.domain},
+        {"qtype", c.qtype},
+        {"subnet", c.subnet},
+        {"sender_cpus", plan.sender_cpus},
+        {"receiver_cpus", plan.receiver_cpus},
+        {"rcvbuf_bytes", c.rcvbuf},
+        {"sndbuf_bytes", c.sndbuf},
+        {"batch", c.batch},
+        {"send_tick_s", c.send_tick_s},
+        {"recv_tick_s", c.recv_tick_s},
+        {"send_tolerance", c.send_tolerance},
+        {"send_tolerance_abs_s", c.send_tolerance_s},
+        {"max_lag_s", c.max_lag_s},
+        {"ring_slots_per_socket", plan.ring_slots},
+    };
+    doc["sockets"] = {
+        {"count", std::uint64_t{c.threads} * c.ports_per_thread},
+        {"rcvbuf_granted_bytes", trial.rcvbuf_granted},
+        {"sndbuf_granted_bytes", trial.sndbuf_granted},
+        {"buffers_forced", trial.buffers_forced},
+    };
+    json rcodes = json::object();
+    for (unsigned r = 1; r < 16; ++r) {
+        if (r <= 5 || t.rcode[r] > 0) rcodes[rcode_name(r)] = t.rcode[r];
+    }
+    doc["totals"] = {
+        {"sent", t.sent},
+        {"send_errors", t.send_errors},
+        {"unsent", t.unsent},
+        {"received", t.received},
+        {"valid", t.valid},
+        {"late", t.late},
+        {"rcode", rcodes},
+        {"rcode_errors", t.rcode_errors()},
+        {"nodata", t.nodata},
+        {"truncated", t.truncated},
+        {"malformed", t.malformed},
+        {"unexpected", t.unexpected},
+        {"unexpected_detail",
+         {{"wrong_source", t.wrong_source}, {"unknown_id", t.unknown_id}, {"wrong_question", t.wrong_question}}},
+        {"duplicate", t.duplicate},
+        {"unanswered", t.unanswered()},
+        {"tester_socket_drops", t.socket_drops},
+    };
+    doc["loss_ratio"] = t.loss_ratio();
+    json errnos = json::object();
+    for (std::size_t e = 0; e < t.errno_counts.size(); ++e) {
+        if (t.errno_counts[e] > 0) errnos[errno_name(e)] = t.errno_counts[e];
+    }
+    doc["send"] = {
+        {"asked_rate_qps", c.rate_qps},
+        {"scheduled_queries", t.scheduled},
+        {"scheduled_window_s", send.scheduled_window_s},
+        {"window_s", send.window_s},
+        {"achieved_rate_qps", send.achieved_rate_qps},
+        {"excess_s", send.excess_s},
+        {"tolerance_s", plan.effective_send_tolerance_s},
+        {"first_send_delay_s", nullable_seconds(t.first_send_ns)},
+        {"max_lag_s", seconds(t.max_lag_ns)},
+        {"lag", {{"unit", "s"},
+                 {"of", "each sender wake-up: how late its first due query went out"},
+                 {"count", trial.send_lag.count()},
+                 {"p50", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.5)))},
+                 {"p99", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.99)))},
+                 {"p999", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.999)))},
+                 {"max", seconds(static_cast<std::int64_t>(trial.send_lag.max()))}}},
+        {"max_burst", t.max_burst},
+        {"would_block", t.would_block},
+        {"ring_overruns", t.ring_overruns},
+        {"send_errors_by_errno", errnos},
+    };
+    doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+
+    const LatencyHistogram& h = trial.latency;
+    const auto latency = [&h](double p) { return h.count() ? json(seconds(static_cast<std::int64_t>(h.percentile(p)))) : json(nullptr); };
+    doc["latency"] = {
+        {"unit", "s"},
+        {"of", "valid replies: kernel receive time minus the time just before the query's sendmmsg"},
+        {"resolution_s", LatencyHistogram::kResolutionNs / 1e9},
+        {"relative_resolution", LatencyHistogram::kRelativeResolution},
+        {"count", h.count()},
+        {"min", h.count() ? json(seconds(static_cast<std::int64_t>(h.min()))) : json(nullptr)},
+        {"p50", latency(0.5)},
+        {"p90", latency(0.9)},
+        {"p99", latency(0.99)},
+        {"p999", latency(0.999)},
+        {"max", h.count() ? json(seconds(static_cast<std::int64_t>(h.max()))) : json(nullptr)},
+    };
+    const double cpu_total = trial.cpu_user_s + trial.cpu_system_s;
+    doc["cpu"] = {
+        {"user_s", trial.cpu_user_s},
+        {"system_s", trial.cpu_system_s},
+        {"total_s", cpu_total},
+        {"per_million_sent_s", t.sent ? json(cpu_total / static_cast<double>(t.sent) * 1e6) : json(nullptr)},
+        {"wall_s", trial.wall_s},
+        {"max_rss_kib", trial.max_rss_kib},
+    };
+
+    json threads = json::array();
+    for (const PairResult& p : trial.pairs) {
+        const SenderStats& s = p.send;
+        const ReceiverStats& r = p.receive;
+        std::uint64_t rcode_errors = 0;
+        for (unsigned c2 = 1; c2 < 16; ++c2) rcode_errors += r.rcode[c2];
+        threads.push_back({
+            {"index", p.index},
+            {"ports", p.ports},
+            {"sender_cpu", cpu_or_null(p.sender_cpu)},
+            {"receiver_cpu", cpu_or_null(p.receiver_cpu)},
+            {"sender_cpus_allowed", format_cpu_list(p.sender_allowed)},
+            {"receiver_cpus_allowed", format_cpu_list(p.receiver_allowed)},
+            {"sender_last_cpu", s.last_cpu},
+            {"receiver_last_cpu", r.last_cpu},
+            {"sent", s.sent},
+            {"send_errors", s.send_errors},
+            {"unsent", s.unsent},
+            {"received", r.received},
+            {"valid", r.valid},
+            {"late", r.late},
+            {"rcode_errors", rcode_errors},
+            {"nodata", r.nodata},
+            {"truncated", r.truncated},
+            {"malformed", r.malformed},
+            {"unexpected", r.unexpected},
+            {"duplicate", r.duplicate},
+            {"tester_socket_drops", r.socket_drops},
+            {"first_send_s", nullable_seconds(s.first_send_ns)},
+            {"last_send_s", nullable_seconds(s.last_send_ns)},
+            {"max_lag_s", seconds(s.max_lag_ns)},
+            {"max_lag_at_s", nullable_seconds(s.max_lag_at_ns)},
+            {"max_burst", s.max_burst},
+            {"would_block", s.would_block},
+            {"sendmmsg_calls", s.syscalls},
+            {"recvmmsg_calls", r.syscalls},
+            {"sender_wakeups", s.wakeups},
+            {"receiver_wakeups", r.wakeups},
+            {"sender_cpu_s", s.cpu_s},
+            {"receiver_cpu_s", r.cpu_s},
+        });
+    }
+    doc["threads"] = threads;
+
+    json series = json::array();
+    for (std::size_t i = 0; i < trial.series.size(); ++i) {
+        const SeriesRow& row = trial.series[i];
+        series.push_back({
+            {"second", i + 1},
+            {"sent", row.sent},
+            {"valid", row.valid},
+            {"late", row.late},
+            {"failed", row.failed},
+            {"unmatched", row.unmatched},
+            {"loss_ratio", row.sent ? json(1.0 - static_cast<double>(row.valid) / static_cast<double>(row.sent))
+                                    : json(nullptr)},
+        });
+    }
+    doc["series"] = series;
+    return doc;
+}
+
+void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial) {
+    const Config& c = plan.config;
+    const Totals t = sum(plan, trial);
+    const SendFigures send = send_figures(plan, t);
+    const Verdict verdict = judge(plan, trial, t, send);
+    const LatencyHistogram& h = trial.latency;
+    std::ostringstream s;
+    s << "xlatperf " << version() << ": server " << to_string(plan.server) << ", " << fixed(c.rate_qps, 1)
+      << " queries/s for " << fixed(plan.scheduled_window_s, 3) << " s, " << c.threads << " thread pair(s) x "
+      << c.ports_per_thread << " port(s), timeout " << c.timeout_s << " s\n";
+    s << "  sent        " << t.sent << " of " << t.scheduled << " queries in " << fixed(send.window_s, 6)
+      << " s = " << fixed(send.achieved_rate_qps, 1) << " queries/s (schedule: "
+      << fixed(send.scheduled_window_s, 6) << " s, max lag " << duration_text(seconds(t.max_lag_ns)) << ")\n";
+    s << "  valid       " << t.valid << " queries; loss " << percent(t.loss_ratio()) << " (1 - valid/sent)\n";
+    s << "  other       late " << t.late << ", error RCODE " << t.rcode_errors();
+    for (unsigned r = 1; r < 16; ++r) {
+        if (t.rcode[r] > 0) s << " (" << rcode_name(r) << " " << t.rcode[r] << ")";
+    }
+    s << ", nodata " << t.nodata << ", truncated (TC) " << t.truncated << ", unanswered " << t.unanswered()
+      << " queries\n";
+    s << "  unmatched   malformed " << t.malformed << ", unexpected " << t.unexpected << ", duplicate "
+      << t.duplicate << " datagrams\n";
+    if (h.count() > 0) {
+        const auto lat = [&h](double p) { return duration_text(seconds(static_cast<std::int64_t>(h.percentile(p)))); };
+        s << "  latency     min " << duration_text(seconds(static_cast<std::int64_t>(h.min()))) << ", p50 "
+          << lat(0.5) << ", p90 " << lat(0.9) << ", p99 " << lat(0.99) << ", p99.9 " << lat(0.999) << ", max "
+          << duration_text(seconds(static_cast<std::int64_t>(h.max()))) << " (valid replies, resolution 0.1 %)\n";
+    } else {
+        s << "  latency     no valid replies\n";
+    }
+    const double cpu = trial.cpu_user_s + trial.cpu_system_s;
+    s << "  tester      CPU " << fixed(cpu, 3) << " s (user " << fixed(trial.cpu_user_s, 3) << " s, system "
+      << fixed(trial.cpu_system_s, 3) << " s)";
+    if (t.sent > 0) s << " = " << fixed(cpu / static_cast<double>(t.sent) * 1e6, 3) << " CPU-s per million queries";
+    s << ", peak RSS " << fixed(static_cast<double>(trial.max_rss_kib) / 1024, 1) << " MiB, socket buffers "
+      << trial.rcvbuf_granted << " B receive / " << trial.sndbuf_granted << " B send\n";
+    s << "  verdict     " << verdict.status() << "\n";
+    for (const auto& reason : verdict.reasons) s << "              - " << reason << "\n";
+    out << s.str() << std::flush;
+}
+
+}  // namespace xlatperf

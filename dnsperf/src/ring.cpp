@@ -1,0 +1,63 @@
+#include "ring.hpp"
+
+#include <stdexcept>
+
+namespace xlatperf {
+
+namespace {
+
+std::uint32_t checked_size(std::uint32_t slots) {
+    if (slots == 0 || (slots & (slots - 1)) != 0 || slots > 65536) {
+        throw std::invalid_argument("outstanding ring size must be a power of two up to 65536");
+    }
+    return slots;
+}
+
+}  // namespace
+
+OutstandingRing::OutstandingRing(std::uint32_t slots)
+    : mask_(checked_size(slots) - 1), slots_(std::make_unique<Slot[]>(slots)) {}
+
+bool OutstandingRing::publish(std::uint64_t sequence, std::uint64_t query_index, std::int64_t sent_ns,
+                              std::int64_t timeout_ns) {
+    Slot& slot = slots_[sequence & mask_];
+    const std::uint64_t old = slot.tag.load(std::memory_order_relaxed);
+    const bool overrun = static_cast<State>(old & 3u) == State::outstanding &&
+                         sent_ns - slot.sent_ns.load(std::memory_order_relaxed) < timeout_ns;
+    slot.tag.store(make_tag(sequence, State::writing), std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    slot.query_index.store(query_index, std::memory_order_relaxed);
+    slot.sent_ns.store(sent_ns, std::memory_order_relaxed);
+    slot.tag.store(make_tag(sequence, State::outstanding), std::memory_order_release);
+    return overrun;
+}
+
+void OutstandingRing::retract(std::uint64_t sequence) {
+    slots_[sequence & mask_].tag.store(make_tag(sequence, State::empty), std::memory_order_release);
+}
+
+OutstandingRing::Lookup OutstandingRing::find(std::uint16_t id, Snapshot& out) const {
+    const Slot& slot = slots_[id & mask_];
+    const std::uint64_t tag = slot.tag.load(std::memory_order_acquire);
+    const auto state = static_cast<State>(tag & 3u);
+    if ((state != State::outstanding && state != State::answered) ||
+        static_cast<std::uint16_t>(tag >> 2) != id) {
+        return Lookup::unknown;
+    }
+    out.tag = tag;
+    out.query_index = slot.query_index.load(std::memory_order_relaxed);
+    out.sent_ns = slot.sent_ns.load(std::memory_order_relaxed);
+    // Seqlock read: if the fields came from a rewrite, the tag has changed.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.tag.load(std::memory_order_relaxed) != tag) return Lookup::unknown;
+    return state == State::answered ? Lookup::answered : Lookup::outstanding;
+}
+
+bool OutstandingRing::mark_answered(const Snapshot& snapshot) {
+    Slot& slot = slots_[snapshot.sequence() & mask_];
+    std::uint64_t expected = snapshot.tag;
+    return slot.tag.compare_exchange_strong(expected, make_tag(snapshot.sequence(), State::answered),
+                                            std::memory_order_acq_rel, std::memory_order_relaxed);
+}
+
+}  // namespace xlatperf

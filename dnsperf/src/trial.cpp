@@ -1,0 +1,612 @@
+#include "trial.hpp"
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sstream>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <system_error>
+#include <thread>
+#include <unistd.h>
+
+#include "cpulist.hpp"
+#include "net.hpp"
+#include "pacing.hpp"
+#include "query.hpp"
+#include "reply.hpp"
+#include "ring.hpp"
+
+namespace xlatperf {
+namespace {
+
+constexpr std::size_t kReplyBufferSize = 4096;       // larger datagrams are cut and counted malformed
+constexpr std::int64_t kReceiverPollNs = 50'000'000; // a receiver re-checks its sender this often
+constexpr std::uint64_t kMaxLagRecordedNs = 100'000'000'000;  // lags histogram range: 100 s
+constexpr int kReceiverNice = 10;                    // receivers yield to senders
+constexpr std::int64_t kStartLeadNs = 20'000'000;    // threads start this long before query 0
+
+// Adds to a counter only this thread writes, readable by the progress printer.
+void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by) {
+    counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+double thread_cpu_s() {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+           static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+void name_and_pin(const std::string& name, int cpu, int nice_increment) {
+    pthread_setname_np(pthread_self(), name.c_str());
+    // Per-thread nice (Linux): a receiver yields its CPU to a sender that shares it, so
+    // sending keeps to the schedule; replies wait meanwhile in the socket buffer with
+    // their kernel timestamps, so their latency is still measured right.
+    if (nice_increment != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), getpriority(PRIO_PROCESS, 0) + nice_increment);
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(static_cast<unsigned>(cpu), &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+}
+
+// Everything one sender/receiver pair shares.
+struct Pair {
+    unsigned index = 0;
+    std::vector<UdpSocket> sockets;
+    std::vector<OutstandingRing> rings;
+    std::atomic<bool> sender_done{false};
+    std::atomic<std::int64_t> last_send_ns{-1};   // monotonic, relative to start
+    std::atomic<bool> receiver_done{false};
+    std::atomic<std::uint64_t> live_sent{0};
+    std::atomic<std::uint64_t> live_valid{0};
+    std::atomic<std::uint64_t> live_replies{0};
+    std::vector<std::uint64_t> sent_per_second;     // written by the sender
+    std::vector<SeriesRow> reply_rows;              // written by the receiver
+    LatencyHistogram latency;
+    LatencyHistogram send_lag;
+    PairResult result;
+    std::string sender_failure;                     // an exception that escaped a thread
+    std::string receiver_failure;
+
+    explicit Pair(std::uint64_t max_latency_ns) : latency(max_latency_ns), send_lag(kMaxLagRecordedNs) {}
+};
+
+struct Shared {
+    const Plan& plan;
+    const Schedule schedule;
+    const QueryTemplate query;
+    std::atomic<bool> halt{false};   // senders stop early (signal, or a failed start)
+    std::int64_t start_ns = 0;        // monotonic time of query 0
+    std::int64_t start_real_ns = 0;   // the same instant on CLOCK_REALTIME
+    std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start)
+    std::size_t series_rows = 0;
+};
+
+std::size_t second_of(const Shared& shared, std::int64_t realtime_ns) {
+    const std::int64_t offset = realtime_ns - shared.start_real_ns;
+    if (offset <= 0) return 0;
+    return std::min(static_cast<std::size_t>(offset / 1'000'000'000), shared.series_rows - 1);
+}
+
+class Sender {
+public:
+    Sender(Shared& shared, Pair& pair)
+        : shared_(shared),
+          pair_(pair),
+          stats_(pair.result.send),
+          batch_(shared.plan.config.batch),
+          query_size_(shared.query.size()),
+          buffers_(batch_ * query_size_),
+          iovecs_(batch_),
+          messages_(batch_),
+          indexes_(batch_),
+          sequences_on_socket_(batch_),
+          sequences_(pair.sockets.size(), 0) {
+        for (std::size_t m = 0; m < batch_; ++m) {
+            iovecs_[m] = {buffers_.data() + m * query_size_, query_size_};
+            msghdr& header = messages_[m].msg_hdr;
+            header.msg_name = const_cast<sockaddr*>(shared.plan.server.get());
+            header.msg_namelen = shared.plan.server.length;
+            header.msg_iov = &iovecs_[m];
+            header.msg_iovlen = 1;
+        }
+    }
+
+    void run() {
+        const unsigned thread = pair_.index;
+        const std::uint64_t total = shared_.schedule.thread_queries(thread);
+        const std::int64_t tick_ns = std::llround(shared_.plan.config.send_tick_s * 1e9);
+        const std::size_t sockets = pair_.sockets.size();
+        Pacer pacer;
+        std::uint64_t j = 0;
+        std::size_t socket = 0;
+        std::int64_t last_batch_ns = shared_.start_ns - tick_ns;
+        while (j < total && !shared_.halt.load(std::memory_order_relaxed)) {
+            const std::int64_t deadline = deadline_of(j);
+            std::int64_t now = monotonic_ns();
+            if (now < deadline) {
+                // At high rates wait a whole tick so that one sendmmsg carries many queries.
+                pacer.wait_until(std::max(deadline, last_batch_ns + tick_ns), shared_.halt);
+                ++stats_.wakeups;
+                now = monotonic_ns();
+            }
+            if (now - shared_.start_ns > shared_.give_up_ns) {
+                stats_.gave_up = true;
+                break;
+            }
+            // Send everything due now, in sendmmsg batches, before sleeping again.
+            const std::int64_t lag = now - deadline;
+            pair_.send_lag.record(static_cast<std::uint64_t>(std::max<std::int64_t>(lag, 0)));
+            if (lag > stats_.max_lag_ns) {
+                stats_.max_lag_ns = lag;
+                stats_.max_lag_at_ns = now - shared_.start_ns;
+            }
+            last_batch_ns = now;
+            std::uint64_t burst = 0;
+            for (;;) {
+                std::size_t count = 0;
+                while (j + count < total && count < batch_ && deadline_of(j + count) <= now) ++count;
+                if (count == 0) break;
+                send_batch(socket, j, count);
+                j += count;
+                burst += count;
+                socket = socket + 1 == sockets ? 0 : socket + 1;
+                if (count < batch_ || shared_.halt.load(std::memory_order_relaxed)) break;
+                now = monotonic_ns();
+            }
+            stats_.max_burst = std::max(stats_.max_burst, burst);
+        }
+        stats_.unsent += total - std::min(total, j);
+    }
+
+private:
+    std::int64_t deadline_of(std::uint64_t j) const {
+        return shared_.start_ns + shared_.schedule.offset_ns(shared_.schedule.global_index(pair_.index, j));
+    }
+
+    // Fills the ring slots and buffers of queries j .. j+count-1 for `socket`,
+    // all stamped `sent_real_ns`, starting at message `from`.
+    void stamp(std::size_t socket, std::size_t from, std::size_t count, std::int64_t sent_real_ns) {
+        OutstandingRing& ring = pair_.rings[socket];
+        for (std::size_t m = from; m < count; ++m) {
+            if (ring.publish(sequences_on_socket_[m], indexes_[m], sent_real_ns, shared_.plan.timeout_ns)) {
+                ++stats_.ring_overruns;
+            }
+        }
+    }
+
+    void send_batch(std::size_t socket, std::uint64_t j, std::size_t count) {
+        const int fd = pair_.sockets[socket].fd();
+        OutstandingRing& ring = pair_.rings[socket];
+        for (std::size_t m = 0; m < count; ++m) {
+            const std::uint64_t k = shared_.schedule.global_index(pair_.index, j + m);
+            const std::uint64_t sequence = sequences_[socket]++;
+            indexes_[m] = k;
+            sequences_on_socket_[m] = sequence;
+            shared_.query.write(buffers_.data() + m * query_size_, static_cast<std::uint16_t>(sequence),
+                                shared_.plan.subnet.address(k));
+        }
+        std::size_t done = 0;
+        std::int64_t sent_real = realtime_ns();
+        stamp(socket, 0, count, sent_real);
+        while (done < count) {
+            const std::int64_t before = monotonic_ns() - shared_.start_ns;
+            const int result = sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(count - done),
+                                        MSG_DONTWAIT);
+            ++stats_.syscalls;
+            if (result > 0) {
+                const auto n = static_cast<std::size_t>(result);
+                record_sent(n, before, sent_real);
+                done += n;
+                continue;
+            }
+            const int error = errno;
+            if (error == EINTR) continue;
+            if (error == EAGAIN || error == EWOULDBLOCK || error == ENOBUFS) {
+                ++stats_.would_block;
+                if (monotonic_ns() - shared_.start_ns > shared_.give_up_ns ||
+                    shared_.halt.load(std::memory_order_relaxed)) {
+                    break;
+                }
+                pollfd wait{fd, POLLOUT, 0};
+                poll(&wait, 1, 1);
+                // The queries still waiting go out later: give them their real send time.
+                sent_real = realtime_ns();
+                for (std::size_t m = done; m < count; ++m) ring.retract(sequences_on_socket_[m]);
+                stamp(socket, done, count, sent_real);
+                continue;
+            }
+            // Any other error loses this one query; the rest of the batch is retried.
+            ++stats_.send_errors;
+            ++stats_.errno_counts[static_cast<std::size_t>(error) & 0xffu];
+            ring.retract(sequences_on_socket_[done]);
+            ++stats_.unsent;
+            ++done;
+        }
+        for (std::size_t m = done; m < count; ++m) {
+            ring.retract(sequences_on_socket_[m]);
+            ++stats_.unsent;
+        }
+    }
+
+    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t sent_real_ns) {
+        stats_.sent += n;
+        if (stats_.first_send_ns < 0) stats_.first_send_ns = before_ns;
+        stats_.last_send_ns = before_ns;
+        pair_.sent_per_second[second_of(shared_, sent_real_ns)] += n;
+        bump(pair_.live_sent, n);
+    }
+
+    Shared& shared_;
+    Pair& pair_;
+    SenderStats& stats_;
+    std::size_t batch_;
+    std::size_t query_size_;
+    std::vector<std::uint8_t> buffers_;
+    std::vector<iovec> iovecs_;
+    std::vector<mmsghdr> messages_;
+    std::vector<std::uint64_t> indexes_;
+    std::vector<std::uint64_t> sequences_on_socket_;
+    std::vector<std::uint64_t> sequences_;
+};
+
+class Receiver {
+public:
+    Receiver(Shared& shared, Pair& pair)
+        : shared_(shared),
+          pair_(pair),
+          stats_(pair.result.receive),
+          classifier_(shared.query, shared.plan.subnet, shared.plan.server, shared.plan.timeout_ns),
+          batch_(shared.plan.config.batch),
+          buffers_(batch_ * kReplyBufferSize),
+          iovecs_(batch_),
+          sources_(batch_),
+          controls_(batch_ * kControlSize),
+          messages_(batch_),
+          recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)),
+          pollfds_(pair.sockets.size()) {
+        for (std::size_t s = 0; s < pair.sockets.size(); ++s) pollfds_[s] = {pair.sockets[s].fd(), POLLIN, 0};
+        for (std::size_t m = 0; m < batch_; ++m) {
+            iovecs_[m] = {buffers_.data() + m * kReplyBufferSize, kReplyBufferSize};
+            msghdr& header = messages_[m].msg_hdr;
+            header.msg_name = &sources_[m];
+            header.msg_iov = &iovecs_[m];
+            header.msg_iovlen = 1;
+            header.msg_control = controls_.data() + m * kControlSize;
+        }
+    }
+
+    void run() {
+        std::int64_t end_ns = INT64_MAX;  // monotonic, absolute
+        for (;;) {
+            const std::int64_t now = monotonic_ns();
+            if (end_ns == INT64_MAX && pair_.sender_done.load(std::memory_order_acquire)) {
+                const std::int64_t last = pair_.last_send_ns.load(std::memory_order_relaxed);
+                end_ns = last < 0 ? now : shared_.start_ns + last + shared_.plan.timeout_ns;
+            }
+            if (now >= end_ns) break;
+            std::size_t got = 0;
+            for (std::size_t s = 0; s < pair_.sockets.size(); ++s) got += drain(s);
+            if (got > 0 && recv_tick_ns_ > 0) {
+                // Replies are flowing: let more of them queue up and read them in one go.
+                const std::int64_t until = std::min(monotonic_ns() + recv_tick_ns_, end_ns);
+                const timespec ts{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
+                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+            } else if (got == 0) {
+                // Idle: block until a socket is readable.
+                const std::int64_t wait_ns = std::min(end_ns - monotonic_ns(), kReceiverPollNs);
+                poll(pollfds_.data(), pollfds_.size(), static_cast<int>(std::max<std::int64_t>(wait_ns, 0) / 1'000'000 + 1));
+            }
+            ++stats_.wakeups;
+        }
+        for (auto& socket : pair_.sockets) stats_.socket_drops += socket.drops();
+    }
+
+private:
+    static constexpr std::size_t kControlSize = CMSG_SPACE(sizeof(timespec));
+
+    // Reads every datagram waiting on `socket`; returns how many.
+    std::size_t drain(std::size_t socket) {
+        const int fd = pair_.sockets[socket].fd();
+        std::size_t total = 0;
+        for (;;) {
+            for (std::size_t m = 0; m < batch_; ++m) {
+                messages_[m].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+                messages_[m].msg_hdr.msg_controllen = kControlSize;
+                messages_[m].msg_hdr.msg_flags = 0;
+            }
+            const int result = recvmmsg(fd, messages_.data(), static_cast<unsigned>(batch_), MSG_DONTWAIT, nullptr);
+            ++stats_.syscalls;
+            if (result <= 0) return total;
+            const auto n = static_cast<std::size_t>(result);
+            total += n;
+            const std::int64_t fallback_ns = realtime_ns();
+            const std::uint64_t valid_before = stats_.valid;
+            for (std::size_t m = 0; m < n; ++m) handle(socket, m, fallback_ns);
+            bump(pair_.live_replies, n);
+            bump(pair_.live_valid, stats_.valid - valid_before);
+            if (n < batch_) return total;
+        }
+    }
+
+    static std::int64_t kernel_timestamp(msghdr& header, std::int64_t fallback_ns) {
+        for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                timespec ts{};
+                std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+            }
+        }
+        return fallback_ns;
+    }
+
+    void handle(std::size_t socket, std::size_t m, std::int64_t fallback_ns) {
+        mmsghdr& message = messages_[m];
+        const std::int64_t received_ns = kernel_timestamp(message.msg_hdr, fallback_ns);
+        const bool cut = (message.msg_hdr.msg_flags & MSG_TRUNC) != 0;
+        const Outcome outcome = classifier_.classify(
+            pair_.rings[socket], buffers_.data() + m * kReplyBufferSize,
+            std::min<std::size_t>(message.msg_len, kReplyBufferSize), cut,
+            reinterpret_cast<const sockaddr*>(&sources_[m]), message.msg_hdr.msg_namelen, received_ns);
+        ++stats_.received;
+        SeriesRow& by_query = pair_.reply_rows[second_of(shared_, outcome.sent_ns)];
+        SeriesRow& by_arrival = pair_.reply_rows[second_of(shared_, received_ns)];
+        switch (outcome.kind) {
+        case ReplyKind::valid:
+            ++stats_.valid;
+            ++by_query.valid;
+            pair_.latency.record(static_cast<std::uint64_t>(outcome.latency_ns));
+            break;
+        case ReplyKind::late:
+            ++stats_.late;
+            ++by_query.late;
+            break;
+        case ReplyKind::rcode:
+            ++stats_.rcode[outcome.rcode & 0x0fu];
+            ++by_query.failed;
+            break;
+        case ReplyKind::nodata:
+            ++stats_.nodata;
+            ++by_query.failed;
+            break;
+        case ReplyKind::truncated:
+            ++stats_.truncated;
+            ++by_query.failed;
+            break;
+        case ReplyKind::malformed:
+            ++stats_.malformed;
+            ++by_arrival.unmatched;
+            break;
+        case ReplyKind::duplicate:
+            ++stats_.duplicate;
+            ++by_arrival.unmatched;
+            break;
+        case ReplyKind::unexpected:
+            ++stats_.unexpected;
+            ++by_arrival.unmatched;
+            if (outcome.cause == UnexpectedCause::wrong_source) ++stats_.wrong_source;
+            if (outcome.cause == UnexpectedCause::unknown_id) ++stats_.unknown_id;
+            if (outcome.cause == UnexpectedCause::wrong_question) ++stats_.wrong_question;
+            break;
+        }
+    }
+
+    Shared& shared_;
+    Pair& pair_;
+    ReceiverStats& stats_;
+    ReplyClassifier classifier_;
+    std::size_t batch_;
+    std::vector<std::uint8_t> buffers_;
+    std::vector<iovec> iovecs_;
+    std::vector<sockaddr_storage> sources_;
+    std::vector<std::uint8_t> controls_;
+    std::vector<mmsghdr> messages_;
+    std::int64_t recv_tick_ns_;
+    std::vector<pollfd> pollfds_;
+};
+
+int cpu_for(const std::vector<int>& cpus, unsigned index) {
+    return cpus.empty() ? -1 : cpus[index % cpus.size()];
+}
+
+// Runs `body` as a named, pinned thread; records its CPU time, affinity and any escaped exception.
+template <typename Body>
+std::thread start_thread(std::string& failure, std::string name, int cpu, int nice_increment, double& cpu_s,
+                         int& last_cpu, std::vector<int>& allowed, Body body) {
+    try {
+        return std::thread([&failure, name, cpu, nice_increment, &cpu_s, &last_cpu, &allowed, body]() mutable {
+            name_and_pin(name, cpu, nice_increment);
+            allowed = allowed_cpus();
+            try {
+                body();
+            } catch (const std::exception& e) {
+                failure = name + ": " + e.what();
+            }
+            cpu_s = thread_cpu_s();
+            last_cpu = sched_getcpu();
+        });
+    } catch (const std::system_error& e) {
+        throw StartError(std::string("cannot start thread ") + name + ": " + e.what());
+    }
+}
+
+void print_progress(std::ostream& out, const std::vector<std::unique_ptr<Pair>>& pairs, unsigned second,
+                    std::uint64_t& last_sent, std::uint64_t& last_valid, std::uint64_t& last_replies) {
+    std::uint64_t sent = 0, valid = 0, replies = 0;
+    for (const auto& pair : pairs) {
+        sent += pair->live_sent.load(std::memory_order_relaxed);
+        valid += pair->live_valid.load(std::memory_order_relaxed);
+        replies += pair->live_replies.load(std::memory_order_relaxed);
+    }
+    std::ostringstream line;
+    line << "xlatperf: [" << std::setw(4) << second << " s] sent " << sent - last_sent << " queries/s, valid "
+         << valid - last_valid << " replies/s, other " << (replies - valid) - (last_replies - last_valid)
+         << " datagrams/s | so far: sent " << sent << ", valid " << valid << ", not (yet) valid "
+         << (sent > valid ? sent - valid : 0) << " queries\n";
+    out << line.str() << std::flush;
+    last_sent = sent;
+    last_valid = valid;
+    last_replies = replies;
+}
+
+}  // namespace
+
+TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomic<bool>& stop) {
+    const Config& config = plan.config;
+    Shared shared{plan, Schedule(config.rate_qps, config.threads, plan.total_queries),
+                  QueryTemplate(config.domain, plan.qtype)};
+    const double window_s = shared.schedule.window_s();
+    // A sender that cannot keep up stops at twice the schedule (at least one second more).
+    shared.give_up_ns = std::llround((window_s + std::max(1.0, window_s)) * 1e9);
+    shared.series_rows = static_cast<std::size_t>(std::ceil(2 * window_s + 1 + config.timeout_s)) + 2;
+
+    TrialResult result;
+    boost::asio::io_context io;
+    std::vector<std::unique_ptr<Pair>> pairs;
+    const auto max_latency_ns = static_cast<std::uint64_t>(2 * plan.timeout_ns);
+    for (unsigned i = 0; i < config.threads; ++i) {
+        auto pair = std::make_unique<Pair>(max_latency_ns);
+        pair->index = i;
+        pair->result.index = i;
+        pair->result.sender_cpu = cpu_for(plan.sender_cpus, i);
+        pair->result.receiver_cpu = cpu_for(plan.receiver_cpus, i);
+        pair->sockets.reserve(config.ports_per_thread);
+        pair->rings.reserve(config.ports_per_thread);
+        for (unsigned s = 0; s < config.ports_per_thread; ++s) {
+            const std::uint16_t port =
+                config.first_port == 0 ? 0 : static_cast<std::uint16_t>(config.first_port + i * config.ports_per_thread + s);
+            pair->sockets.emplace_back(io, plan.bind, port, config.rcvbuf, config.sndbuf);
+            pair->rings.emplace_back(plan.ring_slots);
+            pair->result.ports.push_back(pair->sockets.back().local_port());
+        }
+        pair->sent_per_second.assign(shared.series_rows, 0);
+        pair->reply_rows.assign(shared.series_rows, SeriesRow{});
+        pairs.push_back(std::move(pair));
+    }
+    result.rcvbuf_granted = pairs.front()->sockets.front().rcvbuf_granted();
+    result.sndbuf_granted = pairs.front()->sockets.front().sndbuf_granted();
+    result.buffers_forced = pairs.front()->sockets.front().buffers_forced();
+
+    std::vector<std::unique_ptr<Sender>> senders;
+    std::vector<std::unique_ptr<Receiver>> receivers;
+    for (auto& pair : pairs) {
+        senders.push_back(std::make_unique<Sender>(shared, *pair));
+        receivers.push_back(std::make_unique<Receiver>(shared, *pair));
+    }
+
+    rusage usage_before{};
+    getrusage(RUSAGE_SELF, &usage_before);
+    shared.start_ns = monotonic_ns() + kStartLeadNs;
+    shared.start_real_ns = shared.start_ns + (realtime_ns() - monotonic_ns());
+    result.start_realtime_ns = shared.start_real_ns;
+
+    std::vector<std::thread> threads;
+    // If starting a thread fails, the ones already running stop early and are joined.
+    struct Joiner {
+        std::vector<std::thread>& threads;
+        std::atomic<bool>& halt;
+        ~Joiner() {
+            halt.store(true);
+            for (auto& t : threads)
+                if (t.joinable()) t.join();
+        }
+    } joiner{threads, shared.halt};
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        Pair& pair = *pairs[i];
+        Receiver& receiver = *receivers[i];
+        threads.push_back(start_thread(pair.receiver_failure, "xlp-recv-" + std::to_string(i), pair.result.receiver_cpu,
+                                       kReceiverNice,
+                                       pair.result.receive.cpu_s, pair.result.receive.last_cpu,
+                                       pair.result.receiver_allowed, [&pair, &receiver] {
+                                           receiver.run();
+                                           pair.receiver_done.store(true, std::memory_order_release);
+                                       }));
+    }
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        Pair& pair = *pairs[i];
+        Sender& sender = *senders[i];
+        threads.push_back(start_thread(pair.sender_failure, "xlp-send-" + std::to_string(i), pair.result.sender_cpu, 0,
+                                       pair.result.send.cpu_s, pair.result.send.last_cpu,
+                                       pair.result.sender_allowed, [&pair, &sender] {
+                                           sender.run();
+                                           pair.last_send_ns.store(pair.result.send.last_send_ns,
+                                                                   std::memory_order_relaxed);
+                                           pair.sender_done.store(true, std::memory_order_release);
+                                       }));
+    }
+
+    // Progress, once per second of the schedule, until every receiver has finished.
+    std::uint64_t last_sent = 0, last_valid = 0, last_replies = 0;
+    unsigned second = 1;
+    for (;;) {
+        if (stop.load(std::memory_order_relaxed)) shared.halt.store(true, std::memory_order_relaxed);
+        const bool all_done = std::all_of(pairs.begin(), pairs.end(), [](const auto& p) {
+            return p->receiver_done.load(std::memory_order_acquire);
+        });
+        if (all_done) break;
+        const std::int64_t next = shared.start_ns + std::int64_t{second} * 1'000'000'000;
+        const std::int64_t now = monotonic_ns();
+        if (now >= next) {
+            if (progress != nullptr) print_progress(*progress, pairs, second, last_sent, last_valid, last_replies);
+            ++second;
+            continue;
+        }
+        std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(next - now, 20'000'000)));
+    }
+    for (auto& t : threads) t.join();
+    const std::int64_t end_ns = monotonic_ns();
+
+    rusage usage_after{};
+    getrusage(RUSAGE_SELF, &usage_after);
+    const auto seconds = [](const timeval& a, const timeval& b) {
+        return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
+    };
+    result.cpu_user_s = seconds(usage_before.ru_utime, usage_after.ru_utime);
+    result.cpu_system_s = seconds(usage_before.ru_stime, usage_after.ru_stime);
+    result.max_rss_kib = usage_after.ru_maxrss;
+    result.wall_s = static_cast<double>(end_ns - shared.start_ns) / 1e9;
+    result.interrupted = stop.load();
+
+    // Merge: per-pair results, the latency histogram, the per-second series.
+    result.latency = LatencyHistogram(max_latency_ns);
+    result.send_lag = LatencyHistogram(kMaxLagRecordedNs);
+    result.series.assign(shared.series_rows, SeriesRow{});
+    std::size_t used_rows = 0;
+    for (auto& pair : pairs) {
+        for (const auto* failure : {&pair->sender_failure, &pair->receiver_failure}) {
+            if (!failure->empty()) throw std::runtime_error(*failure);
+        }
+        result.latency.merge(pair->latency);
+        result.send_lag.merge(pair->send_lag);
+        for (std::size_t r = 0; r < shared.series_rows; ++r) {
+            SeriesRow& row = result.series[r];
+            const SeriesRow& replies = pair->reply_rows[r];
+            row.sent += pair->sent_per_second[r];
+            row.valid += replies.valid;
+            row.late += replies.late;
+            row.failed += replies.failed;
+            row.unmatched += replies.unmatched;
+            if (pair->sent_per_second[r] || replies.valid || replies.late || replies.failed || replies.unmatched) {
+                used_rows = std::max(used_rows, r + 1);
+            }
+        }
+        result.pairs.push_back(pair->result);
+    }
+    result.series.resize(used_rows);
+    return result;
+}
+
+}  // namespace xlatperf

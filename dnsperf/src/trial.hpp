@@ -1,0 +1,100 @@
+#pragma once
+// One trial: N sender/receiver thread pairs, each pair owning K sockets and
+// their rings of outstanding queries. Everything a trial allocates is sized
+// before the first query (by rate x timeout, or per second of schedule); the
+// send and receive loops allocate nothing.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "histogram.hpp"
+
+namespace xlatperf {
+
+struct SenderStats {
+    std::uint64_t sent = 0;              // queries the kernel accepted
+    std::uint64_t send_errors = 0;       // queries dropped because sendmmsg failed (not EAGAIN)
+    std::uint64_t unsent = 0;            // scheduled queries never sent (errors, give-up, interrupt)
+    std::uint64_t would_block = 0;       // sendmmsg calls that hit a full socket (retried)
+    std::uint64_t ring_overruns = 0;     // queries that replaced one still inside its timeout
+    std::array<std::uint64_t, 256> errno_counts{};
+    std::int64_t first_send_ns = -1;     // CLOCK_MONOTONIC relative to the schedule start
+    std::int64_t last_send_ns = -1;
+    std::int64_t max_lag_ns = 0;         // worst delay of a query behind its deadline
+    std::int64_t max_lag_at_ns = -1;     // when it happened, from the start
+    std::uint64_t max_burst = 0;         // most queries sent in one wake-up
+    std::uint64_t syscalls = 0;          // sendmmsg calls
+    std::uint64_t wakeups = 0;           // times the sender slept and woke
+    double cpu_s = 0;                    // user + system CPU time of the thread
+    int last_cpu = -1;
+    bool gave_up = false;                // stopped at the give-up deadline
+};
+
+struct ReceiverStats {
+    std::uint64_t received = 0;          // datagrams read
+    std::uint64_t valid = 0;
+    std::uint64_t late = 0;
+    std::array<std::uint64_t, 16> rcode{};  // matched in time with this RCODE (index 0 unused)
+    std::uint64_t nodata = 0;
+    std::uint64_t truncated = 0;
+    std::uint64_t malformed = 0;
+    std::uint64_t unexpected = 0;
+    std::uint64_t wrong_source = 0;      // parts of unexpected
+    std::uint64_t unknown_id = 0;
+    std::uint64_t wrong_question = 0;
+    std::uint64_t duplicate = 0;
+    std::uint64_t socket_drops = 0;      // datagrams the kernel dropped at our sockets
+    std::uint64_t syscalls = 0;          // recvmmsg calls
+    std::uint64_t wakeups = 0;           // epoll_wait returns
+    double cpu_s = 0;
+    int last_cpu = -1;
+};
+
+// Per second of the trial: queries by the second they were sent in (so loss per
+// row is 1 - valid/sent); replies matching no query by the second they arrived.
+struct SeriesRow {
+    std::uint64_t sent = 0;
+    std::uint64_t valid = 0;
+    std::uint64_t late = 0;
+    std::uint64_t failed = 0;            // rcode + nodata + truncated
+    std::uint64_t unmatched = 0;         // malformed + unexpected + duplicate
+};
+
+struct PairResult {
+    unsigned index = 0;
+    SenderStats send;
+    ReceiverStats receive;
+    std::vector<std::uint16_t> ports;
+    int sender_cpu = -1;                 // asked pinning, -1: none
+    int receiver_cpu = -1;
+    std::vector<int> sender_allowed;     // affinity the thread really had
+    std::vector<int> receiver_allowed;
+};
+
+struct TrialResult {
+    std::vector<PairResult> pairs;
+    LatencyHistogram latency{1};
+    LatencyHistogram send_lag{1};        // per wake-up: delay of its first query behind schedule
+    std::vector<SeriesRow> series;
+    std::int64_t start_realtime_ns = 0;
+    double wall_s = 0;                   // from thread start to the last receiver's end
+    double cpu_user_s = 0;               // whole process, during the trial
+    double cpu_system_s = 0;
+    long max_rss_kib = 0;                // peak resident set of the process
+    int rcvbuf_granted = 0;              // as getsockopt reports, per socket
+    int sndbuf_granted = 0;
+    bool buffers_forced = false;
+    bool interrupted = false;
+};
+
+// Runs the trial. Progress lines go to `progress` unless it is null. Setting
+// `stop` (signal handler) ends sending early; receivers still wait one timeout.
+// Throws StartError when sockets or threads cannot be set up.
+TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomic<bool>& stop);
+
+}  // namespace xlatperf
