@@ -2,7 +2,8 @@
 emulation in network namespaces."""
 
 from xlatbench.setups.chain import Chain, EmulatedChain
-from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationError, down, leftovers
+from xlatbench.setups.cleanup import down, leftovers
+from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationError
 from xlatbench.setups.mapt import Bmr, MapCe, flows_fit, map_ce
 from xlatbench.setups.testbeds import TOPOLOGIES, topology
 

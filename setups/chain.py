@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Protocol
 
 from xlatbench.setups import counters as counters_mod
-from xlatbench.setups.emulation import Emulation, EmulationConfig, attach, down
+from xlatbench.setups.cleanup import down
+from xlatbench.setups.emulation import Emulation, EmulationConfig, attach
 from xlatbench.setups.placement import set_dut_cpus
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

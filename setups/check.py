@@ -7,7 +7,8 @@ import subprocess
 from dataclasses import dataclass
 
 from xlatbench.setups.capture import Capture, Datagram
-from xlatbench.setups.emulation import Emulation, rundir
+from xlatbench.setups.emulation import Emulation
+from xlatbench.setups.names import rundir
 from xlatbench.setups.topology import Clat, MapCeRole, Topology, embed_ipv4
 from xlatbench.zones import query_name
 

@@ -8,17 +8,9 @@ import sys
 
 from xlatbench.setups.backends import RenderContext
 from xlatbench.setups.backends.tayga import VARIANTS
-from xlatbench.setups.emulation import (
-    Emulation,
-    EmulationConfig,
-    EmulationError,
-    attach,
-    check_prefix,
-    down,
-    leftovers,
-    netns_name,
-    rundir,
-)
+from xlatbench.setups.cleanup import down, leftovers
+from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationError, attach
+from xlatbench.setups.names import check_prefix, netns_name, rundir
 from xlatbench.setups.plan import BackendChoice, header, render
 from xlatbench.setups.testbeds import TOPOLOGIES, topology
 from xlatbench.setups.transports import DryRun

@@ -1,20 +1,14 @@
 """A testbed emulated on this machine: one network namespace per host, veth pairs as links.
 
-Every object carries the prefix (default "xb"): namespaces `<prefix>-<host>`, the run directory
-/run/xlatbench/<prefix> (state file, configs, pid files, logs, Knot's workdir), cpusets
-/sys/fs/cgroup/cpuset/<prefix>-<dut>, nft tables `<prefix>_*`, the root-sysctl lease `<prefix>`.
-`down` finds all of them by the prefix alone, so it also cleans up after a `kill -9`.
+`Emulation.up()` creates everything (names in xlatbench.setups.names), records the state in
+/run/xlatbench/<prefix>/state.json and, if anything fails, removes what it made (xlatbench.setups.cleanup).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import shutil
-import signal
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,34 +16,21 @@ from pathlib import Path
 from xlatbench.setups import rootsysctl
 from xlatbench.setups.backends import RenderContext, linux
 from xlatbench.setups.backends.tayga import TaygaBackend, is_well_known
+from xlatbench.setups.cleanup import down, existing_namespaces
+from xlatbench.setups.names import alive, check_prefix, netns_name, read_pid, rundir, statefile
 from xlatbench.setups.plan import BackendChoice, render
 from xlatbench.setups.steps import Cmd, Comment, Step
 from xlatbench.setups.testbeds import WELL_KNOWN_PREFIX, topology
 from xlatbench.setups.topology import Topology
 from xlatbench.setups.transports import Netns, Transport
 from xlatbench.zones import KnotConfig, KnotServer
-from xlatbench.zones.knot import stop_stale
 
-RUN_ROOT = Path("/run/xlatbench")
-CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset")
-HOST_NAMES = ("client", "napt", "dut1", "dut2", "server")
-DUT_HOSTS = {"dut1": ("dut1", "napt"), "dut2": ("dut2",)}
 STOCK_TAYGA_PREFIX = "2001:db8:64::/96"
 MIB = 1 << 20
-PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
 
 class EmulationError(RuntimeError):
     """The emulation could not be brought up or found; the message says what to do."""
-
-
-def check_prefix(prefix: str) -> str:
-    if not PREFIX_RE.match(prefix):
-        raise ValueError(
-            f"prefix {prefix!r} must be 1-8 lower-case letters/digits starting with a letter "
-            "(it names namespaces, cgroups and nft tables)"
-        )
-    return prefix
 
 
 @dataclass(frozen=True)
@@ -80,18 +61,6 @@ class EmulationConfig:
         if self.nat64_prefix:
             return self.nat64_prefix
         return STOCK_TAYGA_PREFIX if self.tayga == "stock" else WELL_KNOWN_PREFIX
-
-
-def rundir(prefix: str) -> Path:
-    return RUN_ROOT / check_prefix(prefix)
-
-
-def netns_name(prefix: str, host: str) -> str:
-    return f"{prefix}-{host}"
-
-
-def statefile(prefix: str) -> Path:
-    return rundir(prefix) / "state.json"
 
 
 class Emulation:
@@ -273,8 +242,8 @@ class Emulation:
             backend = self.choice.backend(role)
             pids[host] = []
             if isinstance(backend, TaygaBackend):
-                pid = _read_pid(Path(backend.files(host, self.ctx)["pid"]))
-                if pid is not None and _alive(pid):
+                pid = read_pid(Path(backend.files(host, self.ctx)["pid"]))
+                if pid is not None and alive(pid):
                     pids[host].append(pid)
         return pids
 
@@ -310,147 +279,6 @@ class Emulation:
         return info
 
 
-# -- finding and removing --------------------------------------------------------------------------------
-def existing_namespaces(prefix: str) -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    names = {line.split()[0] for line in out.splitlines() if line.strip()}
-    return [netns_name(prefix, h) for h in HOST_NAMES if netns_name(prefix, h) in names]
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _netns_pids(netns: str) -> list[int]:
-    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False).stdout
-    return [int(p) for p in out.split() if p.isdigit()]
-
-
-def _ours_by_pidfile(run: Path) -> list[int]:
-    """PIDs from our pid files whose command line still names our run directory (no reused PIDs)."""
-    pids = []
-    for pidfile in run.glob("*.pid") if run.exists() else []:
-        pid = _read_pid(pidfile)
-        if pid is None:
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except FileNotFoundError:
-            continue
-        if str(run).encode() in cmdline:
-            pids.append(pid)
-    return pids
-
-
-def _end(pids: list[int], timeout_s: float = 3.0) -> None:
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 2.0)):
-        live = [p for p in pids if _alive(p)]
-        for pid in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait_s
-        while any(_alive(p) for p in live) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-
-def cpusets(prefix: str) -> list[Path]:
-    return [CPUSET_ROOT / f"{prefix}-{h}" for h in DUT_HOSTS if (CPUSET_ROOT / f"{prefix}-{h}").exists()]
-
-
-def root_nft_tables(prefix: str) -> list[tuple[str, str]]:
-    out = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=False).stdout
-    tables = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "table" and parts[2].startswith(f"{prefix}_"):
-            tables.append((parts[1], parts[2]))
-    return tables
-
-
-def down(prefix: str) -> dict[str, object]:
-    """Remove every object of `prefix`, whatever state a previous run left. Idempotent."""
-    check_prefix(prefix)
-    started = time.monotonic()
-    run = rundir(prefix)
-    removed: dict[str, object] = {}
-    if (run / "knot").exists():
-        stop_stale(run / "knot")
-    namespaces = existing_namespaces(prefix)
-    pids = sorted({p for ns in namespaces for p in _netns_pids(ns)} | set(_ours_by_pidfile(run)))
-    _end(pids)
-    removed["processes"] = pids
-    removed["cpusets"] = [str(p) for p in cpusets(prefix)]
-    for path in cpusets(prefix):
-        _remove_cpuset(path)
-    for ns in namespaces:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-    removed["namespaces"] = namespaces
-    tables = root_nft_tables(prefix)
-    for family, name in tables:
-        subprocess.run(["nft", "delete", "table", family, name], capture_output=True, check=False)
-    removed["root_nft_tables"] = [f"{f} {n}" for f, n in tables]
-    removed["root_sysctls_restored"] = rootsysctl.release(prefix)
-    if run.exists():
-        shutil.rmtree(run, ignore_errors=True)
-    removed["down_s"] = round(time.monotonic() - started, 3)
-    return removed
-
-
-def _remove_cpuset(path: Path) -> None:
-    """Move any task still inside back to the root cpuset, then remove the cgroup."""
-    deadline = time.monotonic() + 3.0
-    while True:
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            for pid in (path / "cgroup.procs").read_text().split():
-                with contextlib.suppress(OSError):
-                    (CPUSET_ROOT / "cgroup.procs").write_text(pid)
-            time.sleep(0.05)
-
-
-def leftovers(prefix: str) -> list[str]:
-    """Everything of `prefix` still on the machine (empty after a clean `down`)."""
-    found = [f"namespace {ns}" for ns in existing_namespaces(prefix)]
-    found += [f"cpuset {p}" for p in cpusets(prefix)]
-    found += [f"nft table {f} {n}" for f, n in root_nft_tables(prefix)]
-    run = rundir(prefix)
-    if run.exists():
-        found.append(f"run directory {run}")
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if str(run).encode() + b"/" in (proc / "cmdline").read_bytes():
-                    found.append(f"process {proc.name}")
-            except OSError:
-                continue
-    if rootsysctl.held_by(prefix):
-        found.append(f"root sysctl lease {prefix}")
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    found += [
-        f"root interface {line.split(':')[1].strip()}"
-        for line in out.splitlines()
-        if line.split(":")[1].strip().split("@")[0].startswith(f"{prefix}-")
-    ]
-    return found
-
-
 def attach(prefix: str = "xb") -> Emulation:
     """The emulation a previous `up` (possibly another process) made, from its state file."""
     try:
@@ -466,4 +294,4 @@ def attach(prefix: str = "xb") -> Emulation:
     return Emulation(EmulationConfig(**config))
 
 
-__all__ = ["Emulation", "EmulationConfig", "EmulationError", "attach", "down", "leftovers"]
+__all__ = ["Emulation", "EmulationConfig", "EmulationError", "attach"]

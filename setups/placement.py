@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from xlatbench.setups.emulation import Emulation
 
-from xlatbench.setups.emulation import CPUSET_ROOT, DUT_HOSTS, EmulationError
+from xlatbench.setups.emulation import EmulationError
+from xlatbench.setups.names import CPUSET_ROOT, DUT_HOSTS
 
 
 def cpu_mask(cpus: list[int]) -> str:

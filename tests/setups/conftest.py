@@ -13,7 +13,7 @@ import pytest
 
 from xlatbench.paths import tester_binary
 from xlatbench.setups import EmulatedChain, EmulationConfig, down, leftovers
-from xlatbench.setups.emulation import rundir
+from xlatbench.setups.names import rundir
 
 
 def _random_prefix() -> str:

@@ -7,7 +7,8 @@ import pytest
 
 from xlatbench.setups import leftovers, rootsysctl
 from xlatbench.setups.check import check
-from xlatbench.setups.emulation import CPUSET_ROOT, down, existing_namespaces
+from xlatbench.setups.cleanup import down, existing_namespaces
+from xlatbench.setups.names import CPUSET_ROOT
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

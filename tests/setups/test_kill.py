@@ -11,7 +11,8 @@ import time
 import pytest
 
 from xlatbench.setups import leftovers
-from xlatbench.setups.emulation import _alive, down, existing_namespaces, rundir
+from xlatbench.setups.cleanup import down, existing_namespaces
+from xlatbench.setups.names import alive, rundir
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -61,7 +62,7 @@ def test_kill_during_up(prefix, moment):
     done = subprocess.run(_xlatbench("setup", "down", "--prefix", prefix), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert leftovers(prefix) == []
-    assert not any(_alive(int(p)) for p in stray)
+    assert not any(alive(int(p)) for p in stray)
 
 
 def test_kill_during_trial(prefix, tester):
@@ -86,8 +87,8 @@ subprocess.run(chain.client_argv(["{tester}", "--server", chain.server_address, 
     assert pids, "the tester should be running in the client namespace"
     os.kill(process.pid, signal.SIGKILL)  # the driver dies; its tester, tayga and knotd live on
     process.wait()
-    assert any(_alive(p) for p in pids)
+    assert any(alive(p) for p in pids)
     removed = down(prefix)
     assert set(pids) <= set(removed["processes"])
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
     assert leftovers(prefix) == []
