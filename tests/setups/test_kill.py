@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,12 +19,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 def _xlatbench(*args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-c",
-        "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))",
-        *args,
-    ]
+    return [str(Path(sys.executable).with_name("xlatbench")), *args]
 
 
 def _wait_for(condition, timeout_s: float = 20.0) -> None:
