@@ -3,12 +3,16 @@ leaves nothing. Needs root."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 
 from xlatbench.setups import leftovers, rootsysctl
 from xlatbench.setups.check import check
 from xlatbench.setups.cleanup import down, existing_namespaces
 from xlatbench.setups.names import CPUSET_ROOT
+from xlatbench.setups.placement import cpu_mask, online_cpus
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -55,14 +59,24 @@ def test_down_is_idempotent(prefix):
 
 def test_dut_cpus_are_applied_and_recorded(chain_factory, prefix):
     chain = chain_factory("464xlat")
-    applied = chain.set_dut_cpus([1])
+    cpu = online_cpus()[-1]
+    applied = chain.set_dut_cpus([cpu])
     for dut in ("dut1", "dut2"):
         cpuset = applied[dut]["cpuset"]
-        assert cpuset["cpus"] == "1"
+        assert cpuset["cpus"] == str(cpu)
         for pid in cpuset["pids"]:
-            assert (CPUSET_ROOT / f"{prefix}-{dut}" / "cgroup.procs").read_text().split().count(str(pid)) == 1
-        assert set(applied[dut]["rps_cpus"].values()) == {"2"}
+            assert str(pid) in (CPUSET_ROOT / f"{prefix}-{dut}" / "cgroup.procs").read_text().split()
+            assert os.sched_getaffinity(pid) == {cpu}, "the kernel confines the translator"
+        assert set(applied[dut]["rps_cpus"].values()) == {cpu_mask([cpu])}
+        seen = subprocess.run(
+            ["ip", "netns", "exec", f"{prefix}-{dut}", "cat", "/sys/class/net/enp5s0f0/queues/rx-0/rps_cpus"],
+            capture_output=True,
+            text=True,
+        )
+        assert int(seen.stdout.strip().replace(",", ""), 16) == 1 << cpu
     assert chain.describe()["placement"] == applied
+    with pytest.raises(ValueError, match="subset of the online CPUs"):
+        chain.set_dut_cpus([cpu + 64])
     times = chain.dut_cpu_times()
     assert set(times) == {"dut1", "dut2"} and all(t >= 0 for t in times.values())
     counters = chain.counters()
