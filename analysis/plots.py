@@ -1,0 +1,77 @@
+"""Figures like the paper's: throughput against DUT cores (Figure 18) and per-core idle time during the
+median-rate runs (Figures 8-17). Every figure's title and labels say what produced it and in which unit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: the suite runs headless
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from xlatbench.analysis.records import IdleCapture, Series  # noqa: E402
+from xlatbench.analysis.tables import conditions_text  # noqa: E402
+
+
+def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str = "") -> Path | None:
+    """Median throughput per core count, min-max as error bars, one line per setup and method."""
+    plotted = False
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for series in all_series:
+        points = [(c, cell) for c, cell in sorted(series.cells.items()) if cell.median is not None]
+        if not points:
+            continue
+        cores = [c for c, _ in points]
+        medians = [cell.median for _, cell in points]
+        # A summary with a median always has its minimum and maximum.
+        below = [cell.median - cell.minimum for _, cell in points]
+        above = [cell.maximum - cell.median for _, cell in points]
+        style = "-o" if series.rfc8219_exact else "--s"
+        short = "RFC 8219" if series.rfc8219_exact else "fast, not RFC 8219 exact"
+        ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4,
+                    label=f"{series.setup} ({short})")
+        plotted = True
+    if not plotted:
+        plt.close(fig)
+        return None
+    cores_all = sorted({c for s in all_series for c in s.cells})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(cores_all, [str(c) for c in cores_all])
+    ax.set_xlabel("active DUT cores")
+    ax.set_ylabel("throughput (resolved queries/s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    conditions = conditions_text(all_series[0]) if all_series else ""
+    ax.set_title(f"Throughput vs DUT cores: median, min-max bars\n{conditions}{title_suffix}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def idle_per_core(capture: IdleCapture, path: Path) -> Path | None:
+    """Idle time of each CPU, second by second, averaged over the capture's runs."""
+    seconds = [s["second"] for s in capture.per_second]
+    cpus = sorted({c for s in capture.per_second for c in s.get("cpus", {}) if c != "all"}, key=int)
+    if not seconds or not cpus:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    for cpu in cpus:
+        idle = [s["cpus"].get(cpu, {}).get("idle") for s in capture.per_second]
+        ax.plot(seconds, idle, marker=".", label=f"CPU {cpu}")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel(f"time since trial start (s, {capture.interval_s:g} s samples)")
+    ax.set_ylabel("idle time (%)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    where = "whole machine: tester, Knot and both DUTs share these CPUs" if capture.emulated else "DUT host"
+    ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {capture.rate_qps:,.0f} "
+                 f"queries/s, mean of {capture.runs} run(s)\n{capture.implementation}\n({where})", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

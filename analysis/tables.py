@@ -1,0 +1,129 @@
+"""Throughput tables the way the paper prints them (Tables 1-3): one column per core count, rows for the
+median, minimum and maximum of the repeated searches and the "current/previous" scale-up, plus, with 20 or
+more repetitions, the 1st/99th percentiles and the dispersion the MAP-E paper reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xlatbench.analysis.records import Series, Throughput
+
+
+@dataclass(frozen=True)
+class Table:
+    """A rendered table: a title that says what produced the numbers, a header row and body rows."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+
+    def markdown(self) -> str:
+        lines = [f"**{self.title}**", "", "| " + " | ".join(self.header) + " |",
+                 "|" + "---|" * len(self.header)]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+    def csv_rows(self) -> list[list[str]]:
+        return [[self.title], self.header, *self.rows]
+
+
+def _qps(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _cell_median(cell: Throughput) -> str:
+    if cell.status == "tester-limited":
+        limit = _qps(cell.tester_limit_qps)
+        return f"tester limit at {limit}"
+    if cell.median is None:
+        return cell.status
+    text = _qps(cell.median)
+    return f"≥ {text}" if cell.status == "upper-bound-not-failed" else text
+
+
+def scale_up(medians: list[float | None]) -> list[str]:
+    """'-' for the first column, then each median over the one before it (2 decimals)."""
+    out = ["-"]
+    for previous, current in zip(medians, medians[1:], strict=False):
+        out.append("-" if previous in (None, 0) or current is None else f"{current / previous:.2f}")
+    return out
+
+
+def method_label(series: Series) -> str:
+    return "RFC 8219 binary search" if series.rfc8219_exact else "fast search (not RFC 8219 exact)"
+
+
+def conditions_text(series: Series) -> str:
+    c = series.conditions
+    parts = []
+    if c.get("loss_ratio") is not None:
+        parts.append(f"loss ≤ {100 * c['loss_ratio']:g} %")
+    if c.get("timeout_s") is not None:
+        parts.append(f"timeout {c['timeout_s']:g} s")
+    if c.get("trial_s") is not None:
+        parts.append(f"{c['trial_s']:g} s trials")
+    if c.get("rest_s") is not None:
+        parts.append(f"{c['rest_s']:g} s rest")
+    if c.get("repetitions") is not None:
+        parts.append(f"{c['repetitions']} repetitions")
+    return ", ".join(parts)
+
+
+def throughput_table(series: Series) -> Table:
+    """The paper's table for one setup and search method."""
+    cores = sorted(series.cells)
+    cells = [series.cells[c] for c in cores]
+    implementations = sorted({cell.implementation for cell in cells})
+    title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), {method_label(series)}: "
+             f"resolved queries/s ({conditions_text(series)})")
+    rows = [
+        ["Median (queries/s)", *[_cell_median(cell) for cell in cells]],
+        ["Minimum (queries/s)", *[_qps(cell.minimum) for cell in cells]],
+        ["Maximum (queries/s)", *[_qps(cell.maximum) for cell in cells]],
+    ]
+    if any(cell.dispersion is not None for cell in cells):
+        rows += [
+            ["1st percentile (queries/s)", *[_qps(cell.p1) for cell in cells]],
+            ["99th percentile (queries/s)", *[_qps(cell.p99) for cell in cells]],
+            ["Dispersion (p99 − p1)/median (%)",
+             *["-" if cell.dispersion is None else f"{100 * cell.dispersion:.2f}" for cell in cells]],
+        ]
+    rows.append(["Searches with a result", *[str(cell.n) for cell in cells]])
+    rows.append(["Proportion: current/previous", *scale_up([_median(cell) for cell in cells])])
+    return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
+
+
+def comparison_table(all_series: list[Series], method_exact: bool = True) -> Table | None:
+    """Medians of every setup side by side, and each over the baseline measured in the same run.
+
+    On a shared 2-core machine absolute rates are noisy; the ratio to the baseline of the same run is the
+    figure worth comparing.
+    """
+    chosen = [s for s in all_series if s.rfc8219_exact == method_exact]
+    if not chosen:
+        return None
+    cores = sorted({c for s in chosen for c in s.cells})
+    baseline = next((s for s in chosen if s.topology == "baseline"), None)
+    rows = []
+    for series in chosen:
+        rows.append([f"{series.setup}: median (queries/s)",
+                     *[_cell_median(series.cells[c]) if c in series.cells else "-" for c in cores]])
+        if baseline is not None and series is not baseline:
+            ratios = []
+            for c in cores:
+                mine, base = _median_at(series, c), _median_at(baseline, c)
+                ratios.append("-" if mine is None or not base else f"{mine / base:.2f}")
+            rows.append([f"{series.setup} / baseline", *ratios])
+    label = "RFC 8219 binary search" if method_exact else "fast search (not RFC 8219 exact)"
+    title = f"Medians side by side, {label}: resolved queries/s, and each over the same run's baseline"
+    return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
+
+
+def _median(cell: Throughput) -> float | None:
+    return cell.median if cell.status in ("ok", "upper-bound-not-failed") else None
+
+
+def _median_at(series: Series, cores: int) -> float | None:
+    cell = series.cells.get(cores)
+    return None if cell is None else _median(cell)
