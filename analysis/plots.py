@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: the suite runs headless
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 from xlatbench.analysis.records import IdleCapture, Series  # noqa: E402
 from xlatbench.analysis.tables import conditions_text  # noqa: E402
@@ -20,6 +21,8 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     """Median throughput per core count, min-max as error bars, one line per setup and method."""
     plotted = False
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    setups = list(dict.fromkeys(series.setup for series in all_series))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for series in all_series:
         points = [(c, cell) for c, cell in sorted(series.cells.items()) if cell.median is not None]
         if not points:
@@ -31,7 +34,8 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         above = [cell.maximum - cell.median for _, cell in points]
         style = "-o" if series.rfc8219_exact else "--s"
         short = "RFC 8219" if series.rfc8219_exact else "fast, not RFC 8219 exact"
-        ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4,
+        colour = colours[setups.index(series.setup) % len(colours)]
+        ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,
                     label=f"{series.setup} ({short})")
         plotted = True
     if not plotted:
@@ -43,6 +47,7 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     ax.set_xlabel("active DUT cores")
     ax.set_ylabel("throughput (resolved queries/s)")
     ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     conditions = conditions_text(all_series[0]) if all_series else ""

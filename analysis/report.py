@@ -62,9 +62,9 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
     lines = [
         f"# xlatbench report: campaign {campaign.name}",
         "",
-        f"Store: `{campaign.path}`. Host: {host.get('cpu_model', '?')}, {host.get('cpus_online', '?')} CPUs online, "
-        f"kernel {host.get('kernel', '?')}. Tester: {tester.get('tool', 'xlatperf')} "
-        f"{tester.get('version', '?')}.",
+        f"Store: `{campaign.path}`. Host: {host.get('cpu_model', '?')}, "
+        f"{host.get('cpus_online', '?')} CPUs online, kernel {host.get('kernel', '?')}. "
+        f"Tester: {tester.get('tool', 'xlatperf')} {tester.get('version', '?')}.",
         "Throughput = the highest query rate the chain answered with at most the stated loss within the "
         "timeout (RFC 8219). Each table names the DUT implementation that produced it.",
         "",

@@ -1,0 +1,129 @@
+"""The report against known answers: the paper's own Tables 2 and 3 fed through the store format."""
+
+import json
+
+import pytest
+
+from xlatbench.analysis.bottleneck import verdict
+from xlatbench.analysis.records import ReportError, load_campaign
+from xlatbench.analysis.report import write_report
+from xlatbench.analysis.tables import throughput_table
+
+CORES = [1, 2, 4, 8, 16]
+# Lencse & Nagy 2022, Table 2 (Jool 464XLAT) and Table 3 (Jool MAP-T): median, minimum, maximum (qps) and
+# the published "Proportion: current/previous" row.
+PAPER = {
+    "464xlat": ([165403, 236869, 425021, 510155, 530064], [163280, 236185, 420311, 499999, 529881],
+                [167041, 237553, 425782, 510321, 530222], ["-", "1.43", "1.79", "1.20", "1.04"]),
+    "mapt": ([143498, 250858, 475051, 835180, 1183615], [140624, 245311, 470311, 812499, 1179686],
+             [145314, 251953, 475818, 837295, 1184387], ["-", "1.75", "1.89", "1.76", "1.42"]),
+}
+JOOL = {"topology": "464xlat",
+        "translators": {"dut1": {"implementation": "jool_siit", "version": "4.2.0-rc2"},
+                        "dut2": {"implementation": "jool", "version": "4.2.0-rc2"}}}
+
+
+def summary_record(setup, cores, median, low, high, method="rfc8219-binary", status="ok"):
+    return {
+        "key": f"summary:{setup}/cores{cores}/{method}", "type": "summary",
+        "campaign": {"name": "paper"}, "setup": {"name": setup, "kind": "chain", "topology": setup},
+        "cores": cores, "dut": JOOL,
+        "tester": {"tool": "xlatperf", "version": "t", "options": {"timeout_s": 0.25}},
+        "host": {"cpu_model": "Xeon E5-2683", "cpus_online": 32, "kernel": "4.19"},
+        "summary": {"method": method, "status": status, "rfc8219_exact": method == "rfc8219-binary",
+                    "summary": {"n": 10, "median": median, "min": low, "max": high,
+                                "p1": None, "p99": None, "dispersion": None},
+                    "tester_limit_qps": None,
+                    "settings": {"duration_s": 60, "rest_s": 10, "loss_ratio": 1e-4, "repetitions": 10}},
+    }
+
+
+def write_store(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.fixture
+def paper_store(tmp_path):
+    records = []
+    for setup, (medians, lows, highs, _) in PAPER.items():
+        records += [summary_record(setup, c, m, lo, hi)
+                    for c, m, lo, hi in zip(CORES, medians, lows, highs, strict=True)]
+    return write_store(tmp_path / "paper.jsonl", records)
+
+
+@pytest.mark.parametrize("setup", PAPER)
+def test_table_reproduces_the_papers_rows(paper_store, setup):
+    series = next(s for s in load_campaign(paper_store).series if s.setup == setup)
+    table = throughput_table(series)
+    medians, lows, highs, proportions = PAPER[setup]
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert table.header[1:] == [str(c) for c in CORES]
+    assert rows["Median (queries/s)"] == [f"{m:,}" for m in medians]
+    assert rows["Minimum (queries/s)"] == [f"{m:,}" for m in lows]
+    assert rows["Maximum (queries/s)"] == [f"{m:,}" for m in highs]
+    # The paper's scale-up row, recomputed here from its medians.
+    assert rows["Proportion: current/previous"] == proportions
+    assert "jool_siit 4.2.0-rc2" in table.title and "RFC 8219" in table.title
+
+
+def test_report_writes_tables_figures_and_names_the_dut(paper_store, tmp_path):
+    report, text = write_report(paper_store, tmp_path / "out")
+    assert report.exists() and (tmp_path / "out" / "throughput-vs-cores.png").stat().st_size > 10_000
+    assert "1,183,615" in text and "jool 4.2.0-rc2" in text
+    csv_text = (tmp_path / "out" / "tables.csv").read_text()
+    assert "Proportion: current/previous,-,1.43,1.79,1.20,1.04" in csv_text
+
+
+def test_tester_limit_is_shown_as_such_not_as_a_number(tmp_path):
+    record = summary_record("464xlat", 1, None, None, None, status="tester-limited")
+    record["summary"]["summary"] = None
+    record["summary"]["tester_limit_qps"] = 250000.0
+    table = throughput_table(load_campaign(write_store(tmp_path / "s.jsonl", [record])).series[0])
+    assert table.rows[0][1] == "tester limit at 250,000"
+
+
+def test_an_empty_or_unfinished_store_says_what_to_do(tmp_path):
+    with pytest.raises(ReportError, match="no records"):
+        load_campaign(write_store(tmp_path / "empty.jsonl", []))
+    trial_only = {"key": "trial:x", "type": "trial"}
+    with pytest.raises(ReportError, match="no finished search summary"):
+        load_campaign(write_store(tmp_path / "t.jsonl", [trial_only]))
+
+
+def idle_records(cpu_s, counters, idle_by_cpu):
+    base = {"setup": {"name": "464xlat", "topology": "464xlat"}, "cores": 1,
+            "dut": {**JOOL, "namespaces": {}}, "campaign": {"name": "c"}}
+    stats = {"cpu_s": cpu_s, "counters": counters}
+    run = {**base, "key": "idle:1", "type": "idle-run",
+           "trial": {"duration_s": 10.0, "loss_ratio": 0.0, "dut_stats": stats}}
+    per_second = [{"second": s, "runs": 1, "cpus": {cpu: {"idle": v} for cpu, v in idle_by_cpu.items()}}
+                  for s in (1, 2, 3)]
+    mean = {**base, "key": "idle-mean:1", "type": "idle-mean", "rate_qps": 20000, "runs": 1, "interval_s": 1,
+            "per_second": per_second}
+    return [summary_record("464xlat", 1, 20000, 19000, 21000), run, mean]
+
+
+def test_verdict_names_the_saturated_translator(tmp_path):
+    drops = {"dut2:nat64": {"dropped": 1200}}
+    records = idle_records({"dut1": 4.1, "dut2": 9.7}, drops, {"0": 40.0, "1": 2.0})
+    capture = load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0]
+    assert capture.dut_cpu_share == {"dut1": pytest.approx(41.0), "dut2": pytest.approx(97.0)}
+    found = verdict(capture)
+    assert found.bottleneck == "dut2"
+    assert any("97.0 % of one CPU" in line for line in found.evidence)
+    assert any("dut2:nat64:dropped" in line for line in found.evidence)
+
+
+def test_verdict_stays_undecided_without_attributable_evidence(tmp_path):
+    store = write_store(tmp_path / "i.jsonl", idle_records({}, {}, {"0": 30.0}))
+    found = verdict(load_campaign(store).idle[0])
+    assert found.bottleneck is None
+    assert "not determined" in found.text()
+
+
+def test_verdict_reports_disagreeing_evidence(tmp_path):
+    records = idle_records({"dut1": 9.5, "dut2": 2.0}, {"dut2:nat64": {"dropped": 5000}}, {"0": 5.0})
+    found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
+    assert found.bottleneck is None
+    assert any("disagrees" in line for line in found.evidence)
