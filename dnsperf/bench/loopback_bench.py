@@ -1,0 +1,275 @@
+"""Loopback benchmark of the xlatperf tester against Knot, side by side with DNS-OARC dnsperf.
+
+Prints figures; asserts nothing. On a 2-core machine: knotd (1 UDP worker) on one CPU, every tester
+on the other. It measures, in one run:
+
+1. the server's self-paced capacity: dnsperf without -Q (-c 10 -q 100), queries/s answered;
+2. the highest rate with at most 0.01 % loss over --duration s trials (binary search), for xlatperf
+   with 1 and 2 thread pairs and for dnsperf -Q; a dnsperf trial counts only if it really sent
+   rate x duration queries (it silently slows down at its in-flight cap), an xlatperf trial only
+   if its verdict is "ok";
+3. each tester's CPU-seconds per million queries at one common rate (getrusage of the child);
+4. xlatperf's peak RSS for a short and a 10x longer trial at the same rate.
+
+Run as root (it raises net.core.rmem_max/rmem_default to --rmem if lower, and restores them):
+    .venv/bin/python dnsperf/bench/loopback_bench.py --out bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from xlatbench.paths import tester_binary
+from xlatbench.zones import KnotConfig, KnotServer
+
+LOSS_LIMIT = 1e-4  # 0.01 %, RFC 8219 as the paper applies it
+SYSCTLS = ("net.core.rmem_max", "net.core.rmem_default")
+
+
+@dataclass
+class Trial:
+    """One tester run. rate_qps asked (None: self-paced); counts in queries; cpu_s = user + system s."""
+
+    tester: str
+    rate_qps: float | None
+    duration_s: float
+    sent: int
+    answered: int
+    loss_ratio: float
+    counts: bool        # the tester really offered what was asked (verdict ok / sent all)
+    cpu_s: float
+    max_rss_kib: int
+    qps: float          # answered queries per second of the trial
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.counts and self.loss_ratio <= LOSS_LIMIT
+
+    @property
+    def cpu_per_million_s(self) -> float:
+        return self.cpu_s / self.sent * 1e6 if self.sent else float("nan")
+
+
+def run_measured(argv: list[str], timeout_s: float) -> tuple[str, float, int]:
+    """Runs argv; returns stdout+stderr, the child's CPU-seconds (user+system) and peak RSS in KiB."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + timeout_s
+    output = ""
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    while True:
+        chunk = proc.stdout.read()
+        if chunk:
+            output += chunk
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            output += proc.stdout.read() or ""
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"timed out: {' '.join(argv)}")
+        time.sleep(0.05)
+    return output, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+@dataclass
+class Bench:
+    port: int
+    duration_s: float
+    tester_cpu: int
+    dnsperf_data: Path
+    workdir: Path
+
+    def xlatperf(self, rate: float, threads: int = 1, ports: int = 4, duration_s: float | None = None,
+                 extra: tuple[str, ...] = ()) -> Trial:
+        duration = duration_s or self.duration_s
+        out = self.workdir / "xlatperf.json"
+        argv = [str(tester_binary()), "--server", "127.0.0.1", "--port", str(self.port), "--rate", str(rate),
+                "--duration", str(duration), "--threads", str(threads), "--ports-per-thread", str(ports),
+                "--sender-cpus", str(self.tester_cpu), "--receiver-cpus", str(self.tester_cpu),
+                "--json", str(out), "--quiet", *extra]
+        text, cpu_s, rss = run_measured(argv, duration * 3 + 30)
+        result = json.loads(out.read_text())
+        totals = result["totals"]
+        ok = result["verdict"]["status"] == "ok"
+        return Trial(f"xlatperf {threads}x{ports}", rate, duration, totals["sent"], totals["valid"],
+                     result["loss_ratio"], ok, cpu_s, rss, totals["valid"] / duration,
+                     "; ".join(result["verdict"]["reasons"]))
+
+    def dnsperf(self, rate: float | None, clients: int = 1, outstanding: int = 10000,
+                duration_s: float | None = None) -> Trial:
+        duration = duration_s or self.duration_s
+        argv = ["taskset", "-c", str(self.tester_cpu), "dnsperf", "-s", "127.0.0.1", "-p", str(self.port),
+                "-d", str(self.dnsperf_data), "-l", str(duration), "-c", str(clients), "-q", str(outstanding),
+                "-t", "1"]
+        if rate is not None:
+            argv += ["-Q", str(int(rate))]
+        text, cpu_s, rss = run_measured(argv, duration * 3 + 30)
+        sent = int(re.search(r"Queries sent:\s+(\d+)", text).group(1))
+        completed = int(re.search(r"Queries completed:\s+(\d+)", text).group(1))
+        qps = float(re.search(r"Queries per second:\s+([\d.]+)", text).group(1))
+        # dnsperf counts every reply as completed; loss here is what never came back within 1 s.
+        loss = 1 - completed / sent if sent else 1.0
+        counts = rate is None or sent >= rate * duration * (1 - LOSS_LIMIT)
+        name = "dnsperf -Q" if rate is not None else f"dnsperf -c {clients} -q {outstanding}"
+        return Trial(name, rate, duration, sent, completed, loss, counts, cpu_s, rss, qps,
+                     "" if counts else f"sent only {sent} of {int(rate * duration)}")
+
+
+def search(trial: Callable[[float], Trial], low: float, high: float, rest_s: float,
+           log: Callable[[str], None]) -> tuple[float, list[Trial]]:
+    """Highest rate in [low, high] that passes, to within 1 % (binary search; low is assumed to pass)."""
+    trials, best = [], 0.0
+    while high - low > max(low * 0.01, 1000):
+        rate = round((low + high) / 2, -2)
+        result = trial(rate)
+        trials.append(result)
+        log(f"  {result.tester:>16} {rate:>9.0f} q/s: sent {result.sent}, loss {result.loss_ratio * 100:.4f} %"
+            f" -> {'pass' if result.passed else 'FAIL'} {result.note}")
+        if result.passed:
+            low, best = rate, rate
+        else:
+            high = rate
+        time.sleep(rest_s)
+    return best or low, trials
+
+
+@contextmanager
+def rmem_at_least(size: int, log: Callable[[str], None]) -> Iterator[dict[str, int]]:
+    """Raises the root rmem sysctls to `size` if lower; restores what it changed."""
+    before = {name: int(Path(f"/proc/sys/{name.replace('.', '/')}").read_text()) for name in SYSCTLS}
+    changed = {name: value for name, value in before.items() if value < size}
+    for name in changed:
+        subprocess.run(["sysctl", "-q", "-w", f"{name}={size}"], check=True)
+        log(f"set {name}={size} (was {changed[name]})")
+    try:
+        yield {name: max(value, size) for name, value in before.items()}
+    finally:
+        for name, value in changed.items():
+            subprocess.run(["sysctl", "-q", "-w", f"{name}={value}"], check=True)
+            log(f"restored {name}={value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=random.randint(42000, 48000),
+                        help="Knot UDP port on 127.0.0.1 (default: random high port)")
+    parser.add_argument("--duration", type=float, default=10.0, help="trial length, s (default: %(default)s)")
+    parser.add_argument("--rest", type=float, default=2.0, help="pause between trials, s (default: %(default)s)")
+    parser.add_argument("--common-rate", type=float, default=100_000,
+                        help="rate for the CPU comparison, queries/s (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3, help="CPU comparison repetitions (default: %(default)s)")
+    parser.add_argument("--rss-rate", type=float, default=50_000,
+                        help="rate of the RSS comparison, queries/s (default: %(default)s)")
+    parser.add_argument("--rss-durations", type=float, nargs=2, default=(10.0, 100.0),
+                        help="short and long trial of the RSS comparison, s (default: 10 100)")
+    parser.add_argument("--tester-cpu", type=int, default=0, help="CPU of every tester (default: %(default)s)")
+    parser.add_argument("--server-cpu", type=int, default=1, help="CPU of knotd (default: %(default)s)")
+    parser.add_argument("--rmem", type=int, default=4 << 20, help="root rmem sysctls at least this, bytes")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["capacity", "search", "cpu", "rss"],
+                        help="parts to skip")
+    parser.add_argument("--out", type=Path, help="also write every trial and figure as JSON here")
+    args = parser.parse_args(argv)
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanups
+    report: dict[str, object] = {"conditions": {}, "trials": []}
+    with tempfile.TemporaryDirectory(prefix="xlp-bench-") as tmp, rmem_at_least(args.rmem, log) as rmem:
+        workdir = Path(tmp)
+        data = workdir / "queries.txt"
+        data.write_text("".join(f"010-000-{i >> 8:03d}-{i & 255:03d}.dns64perf.test AAAA\n" for i in range(65536)))
+        knot = KnotServer(workdir / "knot", KnotConfig(listen=(("127.0.0.1", args.port),), udp_workers=1,
+                                                      cpus=(args.server_cpu,)))
+        with knot:
+            bench = Bench(args.port, args.duration, args.tester_cpu, data, workdir)
+            xlp_version = subprocess.run([str(tester_binary()), "--version"], capture_output=True,
+                                         text=True).stdout.strip()
+            conditions = {
+                "cpus_online": os.cpu_count(), "tester_cpu": args.tester_cpu, "server_cpu": args.server_cpu,
+                "rmem": rmem, "knot": knot.describe(), "xlatperf": xlp_version,
+                "dnsperf": "DNS-OARC dnsperf 2.10.0 (Debian), -c 1 -q 10000 -t 1 for -Q runs",
+                "trial_s": args.duration, "loss_limit": LOSS_LIMIT,
+                "kernel": os.uname().release,
+            }
+            report["conditions"] = conditions
+            log(f"conditions: {json.dumps(conditions)}")
+            trials: list[Trial] = []
+
+            figures: dict[str, float] = {}
+            if "capacity" not in args.skip:
+                runs = [bench.dnsperf(None, clients=10, outstanding=100) for _ in range(3)]
+                trials += runs
+                figures["server_capacity_qps"] = statistics.median(t.qps for t in runs)
+                log(f"server self-paced capacity (dnsperf -c 10 -q 100): "
+                    f"{', '.join(f'{t.qps:.0f}' for t in runs)} queries/s; median "
+                    f"{figures['server_capacity_qps']:.0f} queries/s")
+            if "search" not in args.skip:
+                high = figures.get("server_capacity_qps", 300_000) * 1.5
+                for name, fn in (("xlatperf_1x4", lambda r: bench.xlatperf(r, 1, 4)),
+                                 ("xlatperf_2x4", lambda r: bench.xlatperf(r, 2, 4)),
+                                 ("dnsperf_Q", lambda r: bench.dnsperf(r))):
+                    log(f"search {name}:")
+                    best, found = search(fn, 10_000, high, args.rest, log)
+                    trials += found
+                    figures[f"{name}_passed_qps"] = best
+                    log(f"  highest passing rate {name}: {best:.0f} queries/s")
+            if "cpu" not in args.skip:
+                per_tester: dict[str, list[Trial]] = {"xlatperf 1x4": [], "dnsperf -Q": []}
+                for _ in range(args.repeat):
+                    per_tester["xlatperf 1x4"].append(bench.xlatperf(args.common_rate, 1, 4))
+                    time.sleep(args.rest)
+                    per_tester["dnsperf -Q"].append(bench.dnsperf(args.common_rate))
+                    time.sleep(args.rest)
+                for name, runs in per_tester.items():
+                    trials += runs
+                    values = [t.cpu_per_million_s for t in runs]
+                    figures[f"cpu_per_million_s {name}"] = statistics.median(values)
+                    log(f"CPU at {args.common_rate:.0f} queries/s, {name}: "
+                        f"{', '.join(f'{v:.3f}' for v in values)} CPU-s per million queries "
+                        f"(sent {', '.join(str(t.sent) for t in runs)}; loss "
+                        f"{', '.join(f'{t.loss_ratio * 100:.4f} %' for t in runs)})")
+            if "rss" not in args.skip:
+                for duration in args.rss_durations:
+                    t = bench.xlatperf(args.rss_rate, 1, 4, duration_s=duration)
+                    trials.append(t)
+                    figures[f"xlatperf_max_rss_kib_{duration:.0f}s"] = t.max_rss_kib
+                    log(f"xlatperf peak RSS at {args.rss_rate:.0f} queries/s for {duration:.0f} s: "
+                        f"{t.max_rss_kib} KiB (sent {t.sent}, loss {t.loss_ratio * 100:.4f} %)")
+            report["knot_after"] = knot.describe()
+        report["figures"] = figures
+        report["trials"] = [asdict(t) | {"passed": t.passed, "cpu_per_million_s": t.cpu_per_million_s}
+                            for t in trials]
+    log("figures: " + json.dumps(figures, indent=2))
+    capacity = figures.get("server_capacity_qps")
+    if capacity:
+        for key in ("xlatperf_1x4_passed_qps", "xlatperf_2x4_passed_qps", "dnsperf_Q_passed_qps"):
+            if key in figures:
+                log(f"  {key} / server capacity = {figures[key] / capacity:.3f}")
+    if "cpu_per_million_s dnsperf -Q" in figures:
+        ratio = figures["cpu_per_million_s xlatperf 1x4"] / figures["cpu_per_million_s dnsperf -Q"]
+        log(f"  CPU per query, xlatperf / dnsperf -Q = {ratio:.3f}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
