@@ -140,8 +140,9 @@ def search(trial: Callable[[float], Trial], low: float, high: float, rest_s: flo
         rate = round((low + high) / 2, -2)
         result = trial(rate)
         trials.append(result)
-        log(f"  {result.tester:>16} {rate:>9.0f} q/s: sent {result.sent}, loss {result.loss_ratio * 100:.4f} %"
-            f" -> {'pass' if result.passed else 'FAIL'} {result.note}")
+        verdict = "pass" if result.passed else "FAIL"
+        log(f"  {result.tester:>16} {rate:>9.0f} q/s: sent {result.sent}, "
+            f"loss {result.loss_ratio * 100:.4f} % -> {verdict} {result.note}")
         if result.passed:
             low, best = rate, rate
         else:
@@ -170,16 +171,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=random.randint(42000, 48000),
                         help="Knot UDP port on 127.0.0.1 (default: random high port)")
-    parser.add_argument("--duration", type=float, default=10.0, help="trial length, s (default: %(default)s)")
-    parser.add_argument("--rest", type=float, default=2.0, help="pause between trials, s (default: %(default)s)")
+    parser.add_argument("--duration", type=float, default=10.0,
+                        help="trial length, s (default: %(default)s)")
+    parser.add_argument("--rest", type=float, default=2.0,
+                        help="pause between trials, s (default: %(default)s)")
     parser.add_argument("--common-rate", type=float, default=100_000,
                         help="rate for the CPU comparison, queries/s (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=3, help="CPU comparison repetitions (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="CPU comparison repetitions (default: %(default)s)")
     parser.add_argument("--rss-rate", type=float, default=50_000,
                         help="rate of the RSS comparison, queries/s (default: %(default)s)")
     parser.add_argument("--rss-durations", type=float, nargs=2, default=(10.0, 100.0),
                         help="short and long trial of the RSS comparison, s (default: 10 100)")
-    parser.add_argument("--tester-cpu", type=int, default=0, help="CPU of every tester (default: %(default)s)")
+    parser.add_argument("--tester-cpu", type=int, default=0,
+                        help="CPU of every tester (default: %(default)s)")
     parser.add_argument("--server-cpu", type=int, default=1, help="CPU of knotd (default: %(default)s)")
     parser.add_argument("--rmem", type=int, default=4 << 20, help="root rmem sysctls at least this, bytes")
     parser.add_argument("--skip", nargs="*", default=[], choices=["capacity", "search", "cpu", "rss"],
@@ -195,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="xlp-bench-") as tmp, rmem_at_least(args.rmem, log) as rmem:
         workdir = Path(tmp)
         data = workdir / "queries.txt"
-        data.write_text("".join(f"010-000-{i >> 8:03d}-{i & 255:03d}.dns64perf.test AAAA\n" for i in range(65536)))
+        data.write_text("".join(f"010-000-{i >> 8:03d}-{i & 255:03d}.dns64perf.test AAAA\n"
+                                for i in range(65536)))
         knot = KnotServer(workdir / "knot", KnotConfig(listen=(("127.0.0.1", args.port),), udp_workers=1,
                                                       cpus=(args.server_cpu,)))
         with knot:
