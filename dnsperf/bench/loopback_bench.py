@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,25 +68,24 @@ class Trial:
 
 def run_measured(argv: list[str], timeout_s: float) -> tuple[str, float, int]:
     """Runs argv; returns stdout+stderr, the child's CPU-seconds (user+system) and peak RSS in KiB."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + timeout_s
-    output = ""
-    assert proc.stdout is not None
-    os.set_blocking(proc.stdout.fileno(), False)
-    while True:
-        chunk = proc.stdout.read()
-        if chunk:
-            output += chunk
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            output += proc.stdout.read() or ""
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            break
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"timed out: {' '.join(argv)}")
-        time.sleep(0.05)
-    return output, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    with tempfile.TemporaryFile(mode="w+") as output:
+        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT)
+        killer = threading.Timer(timeout_s, proc.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()  # interrupted: leave no tester behind
+            proc.wait()
+            raise
+        finally:
+            killer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        output.seek(0)
+        text = output.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited with {proc.returncode}: {text[-500:]}")
+    return text, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 @dataclass
