@@ -167,7 +167,7 @@ def rmem_at_least(size: int, log: Callable[[str], None]) -> Iterator[dict[str, i
             log(f"restored {name}={value}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=random.randint(42000, 48000),
                         help="Knot UDP port on 127.0.0.1 (default: random high port)")
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--common-rate", type=float, default=100_000,
                         help="rate for the CPU comparison, queries/s (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=3,
-                        help="CPU comparison repetitions (default: %(default)s)")
+                        help="repetitions of the capacity and CPU measurements (default: %(default)s)")
     parser.add_argument("--rss-rate", type=float, default=50_000,
                         help="rate of the RSS comparison, queries/s (default: %(default)s)")
     parser.add_argument("--rss-durations", type=float, nargs=2, default=(10.0, 100.0),
@@ -190,79 +190,70 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", nargs="*", default=[], choices=["capacity", "search", "cpu", "rss"],
                         help="parts to skip")
     parser.add_argument("--out", type=Path, help="also write every trial and figure as JSON here")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    def log(text: str) -> None:
-        print(text, flush=True)
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanups
-    report: dict[str, object] = {"conditions": {}, "trials": []}
-    with tempfile.TemporaryDirectory(prefix="xlp-bench-") as tmp, rmem_at_least(args.rmem, log) as rmem:
-        workdir = Path(tmp)
-        data = workdir / "queries.txt"
-        data.write_text("".join(f"010-000-{i >> 8:03d}-{i & 255:03d}.dns64perf.test AAAA\n"
-                                for i in range(65536)))
-        knot = KnotServer(workdir / "knot", KnotConfig(listen=(("127.0.0.1", args.port),), udp_workers=1,
-                                                      cpus=(args.server_cpu,)))
-        with knot:
-            bench = Bench(args.port, args.duration, args.tester_cpu, data, workdir)
-            xlp_version = subprocess.run([str(tester_binary()), "--version"], capture_output=True,
-                                         text=True).stdout.strip()
-            conditions = {
-                "cpus_online": os.cpu_count(), "tester_cpu": args.tester_cpu, "server_cpu": args.server_cpu,
-                "rmem": rmem, "knot": knot.describe(), "xlatperf": xlp_version,
-                "dnsperf": "DNS-OARC dnsperf 2.10.0 (Debian), -c 1 -q 10000 -t 1 for -Q runs",
-                "trial_s": args.duration, "loss_limit": LOSS_LIMIT,
-                "kernel": os.uname().release,
-            }
-            report["conditions"] = conditions
-            log(f"conditions: {json.dumps(conditions)}")
-            trials: list[Trial] = []
+def log(text: str) -> None:
+    print(text, flush=True)
 
-            figures: dict[str, float] = {}
-            if "capacity" not in args.skip:
-                runs = [bench.dnsperf(None, clients=10, outstanding=100) for _ in range(3)]
-                trials += runs
-                figures["server_capacity_qps"] = statistics.median(t.qps for t in runs)
-                log(f"server self-paced capacity (dnsperf -c 10 -q 100): "
-                    f"{', '.join(f'{t.qps:.0f}' for t in runs)} queries/s; median "
-                    f"{figures['server_capacity_qps']:.0f} queries/s")
-            if "search" not in args.skip:
-                high = figures.get("server_capacity_qps", 300_000) * 1.5
-                for name, fn in (("xlatperf_1x4", lambda r: bench.xlatperf(r, 1, 4)),
-                                 ("xlatperf_2x4", lambda r: bench.xlatperf(r, 2, 4)),
-                                 ("dnsperf_Q", lambda r: bench.dnsperf(r))):
-                    log(f"search {name}:")
-                    best, found = search(fn, 10_000, high, args.rest, log)
-                    trials += found
-                    figures[f"{name}_passed_qps"] = best
-                    log(f"  highest passing rate {name}: {best:.0f} queries/s")
-            if "cpu" not in args.skip:
-                per_tester: dict[str, list[Trial]] = {"xlatperf 1x4": [], "dnsperf -Q": []}
-                for _ in range(args.repeat):
-                    per_tester["xlatperf 1x4"].append(bench.xlatperf(args.common_rate, 1, 4))
-                    time.sleep(args.rest)
-                    per_tester["dnsperf -Q"].append(bench.dnsperf(args.common_rate))
-                    time.sleep(args.rest)
-                for name, runs in per_tester.items():
-                    trials += runs
-                    values = [t.cpu_per_million_s for t in runs]
-                    figures[f"cpu_per_million_s {name}"] = statistics.median(values)
-                    log(f"CPU at {args.common_rate:.0f} queries/s, {name}: "
-                        f"{', '.join(f'{v:.3f}' for v in values)} CPU-s per million queries "
-                        f"(sent {', '.join(str(t.sent) for t in runs)}; loss "
-                        f"{', '.join(f'{t.loss_ratio * 100:.4f} %' for t in runs)})")
-            if "rss" not in args.skip:
-                for duration in args.rss_durations:
-                    t = bench.xlatperf(args.rss_rate, 1, 4, duration_s=duration)
-                    trials.append(t)
-                    figures[f"xlatperf_max_rss_kib_{duration:.0f}s"] = t.max_rss_kib
-                    log(f"xlatperf peak RSS at {args.rss_rate:.0f} queries/s for {duration:.0f} s: "
-                        f"{t.max_rss_kib} KiB (sent {t.sent}, loss {t.loss_ratio * 100:.4f} %)")
-            report["knot_after"] = knot.describe()
-        report["figures"] = figures
-        report["trials"] = [asdict(t) | {"passed": t.passed, "cpu_per_million_s": t.cpu_per_million_s}
-                            for t in trials]
+
+def measure_capacity(bench: Bench, repeat: int, figures: dict[str, float]) -> list[Trial]:
+    runs = [bench.dnsperf(None, clients=10, outstanding=100) for _ in range(repeat)]
+    figures["server_capacity_qps"] = statistics.median(t.qps for t in runs)
+    log(f"server self-paced capacity (dnsperf -c 10 -q 100): {', '.join(f'{t.qps:.0f}' for t in runs)} "
+        f"queries/s; median {figures['server_capacity_qps']:.0f} queries/s")
+    return runs
+
+
+def run_searches(bench: Bench, rest_s: float, figures: dict[str, float]) -> list[Trial]:
+    trials: list[Trial] = []
+    high = figures.get("server_capacity_qps", 300_000) * 1.5
+    testers: dict[str, Callable[[float], Trial]] = {
+        "xlatperf_1x4": lambda r: bench.xlatperf(r, 1, 4),
+        "xlatperf_2x4": lambda r: bench.xlatperf(r, 2, 4),
+        "dnsperf_Q": lambda r: bench.dnsperf(r),
+    }
+    for name, trial in testers.items():
+        log(f"search {name}:")
+        best, found = search(trial, 10_000, high, rest_s, log)
+        trials += found
+        figures[f"{name}_passed_qps"] = best
+        log(f"  highest passing rate {name}: {best:.0f} queries/s")
+    return trials
+
+
+def compare_cpu(bench: Bench, rate: float, repeat: int, rest_s: float,
+                figures: dict[str, float]) -> list[Trial]:
+    per_tester: dict[str, list[Trial]] = {"xlatperf 1x4": [], "dnsperf -Q": []}
+    for _ in range(repeat):  # interleaved, so drifting load hits both alike
+        per_tester["xlatperf 1x4"].append(bench.xlatperf(rate, 1, 4))
+        time.sleep(rest_s)
+        per_tester["dnsperf -Q"].append(bench.dnsperf(rate))
+        time.sleep(rest_s)
+    trials: list[Trial] = []
+    for name, runs in per_tester.items():
+        trials += runs
+        values = [t.cpu_per_million_s for t in runs]
+        figures[f"cpu_per_million_s {name}"] = statistics.median(values)
+        log(f"CPU at {rate:.0f} queries/s, {name}: {', '.join(f'{v:.3f}' for v in values)} CPU-s per million "
+            f"queries (sent {', '.join(str(t.sent) for t in runs)}; loss "
+            f"{', '.join(f'{t.loss_ratio * 100:.4f} %' for t in runs)}; counts {[t.counts for t in runs]})")
+    return trials
+
+
+def compare_rss(bench: Bench, rate: float, durations: tuple[float, float],
+                figures: dict[str, float]) -> list[Trial]:
+    trials = []
+    for duration in durations:
+        t = bench.xlatperf(rate, 1, 4, duration_s=duration)
+        trials.append(t)
+        figures[f"xlatperf_max_rss_kib_{duration:.0f}s"] = t.max_rss_kib
+        log(f"xlatperf peak RSS at {rate:.0f} queries/s for {duration:.0f} s: {t.max_rss_kib} KiB "
+            f"(sent {t.sent}, loss {t.loss_ratio * 100:.4f} %)")
+    return trials
+
+
+def print_ratios(figures: dict[str, float]) -> None:
     log("figures: " + json.dumps(figures, indent=2))
     capacity = figures.get("server_capacity_qps")
     if capacity:
@@ -272,6 +263,45 @@ def main(argv: list[str] | None = None) -> int:
     if "cpu_per_million_s dnsperf -Q" in figures:
         ratio = figures["cpu_per_million_s xlatperf 1x4"] / figures["cpu_per_million_s dnsperf -Q"]
         log(f"  CPU per query, xlatperf / dnsperf -Q = {ratio:.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanups
+    report: dict[str, object] = {}
+    figures: dict[str, float] = {}
+    trials: list[Trial] = []
+    with tempfile.TemporaryDirectory(prefix="xlp-bench-") as tmp, rmem_at_least(args.rmem, log) as rmem:
+        workdir = Path(tmp)
+        data = workdir / "queries.txt"
+        data.write_text("".join(f"010-000-{i >> 8:03d}-{i & 255:03d}.dns64perf.test AAAA\n"
+                                for i in range(65536)))
+        knot = KnotServer(workdir / "knot", KnotConfig(listen=(("127.0.0.1", args.port),), udp_workers=1,
+                                                      cpus=(args.server_cpu,)))
+        with knot:
+            bench = Bench(args.port, args.duration, args.tester_cpu, data, workdir)
+            version = subprocess.run([str(tester_binary()), "--version"], capture_output=True, text=True)
+            report["conditions"] = {
+                "cpus_online": os.cpu_count(), "tester_cpu": args.tester_cpu, "server_cpu": args.server_cpu,
+                "rmem": rmem, "knot": knot.describe(), "xlatperf": version.stdout.strip(),
+                "xlatperf_options": "defaults (batch 64, send and receive ticks 1 ms) unless in the trial",
+                "dnsperf": "DNS-OARC dnsperf 2.10.0 (Debian), -c 1 -q 10000 -t 1 for -Q runs",
+                "trial_s": args.duration, "loss_limit": LOSS_LIMIT, "kernel": os.uname().release,
+            }
+            log(f"conditions: {json.dumps(report['conditions'])}")
+            if "capacity" not in args.skip:
+                trials += measure_capacity(bench, args.repeat, figures)
+            if "search" not in args.skip:
+                trials += run_searches(bench, args.rest, figures)
+            if "cpu" not in args.skip:
+                trials += compare_cpu(bench, args.common_rate, args.repeat, args.rest, figures)
+            if "rss" not in args.skip:
+                trials += compare_rss(bench, args.rss_rate, tuple(args.rss_durations), figures)
+            report["knot_after"] = knot.describe()
+    report["figures"] = figures
+    report["trials"] = [asdict(t) | {"passed": t.passed, "cpu_per_million_s": t.cpu_per_million_s}
+                        for t in trials]
+    print_ratios(figures)
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))
     return 0
