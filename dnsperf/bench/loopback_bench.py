@@ -132,23 +132,30 @@ class Bench:
                      "" if counts else f"sent only {sent} of {int(rate * duration)}")
 
 
-def search(trial: Callable[[float], Trial], low: float, high: float, rest_s: float,
-           log: Callable[[str], None]) -> tuple[float, list[Trial]]:
-    """Highest rate in [low, high] that passes, to within 1 % (binary search; low is assumed to pass)."""
-    trials, best = [], 0.0
-    while high - low > max(low * 0.01, 1000):
-        rate = round((low + high) / 2, -2)
-        result = trial(rate)
-        trials.append(result)
+@dataclass
+class Search:
+    """Binary search for the highest passing rate in [low, high], to within 1 % (low is assumed to pass)."""
+
+    name: str
+    trial: Callable[[float], Trial]
+    low: float
+    high: float
+    best: float = 0.0
+
+    def done(self) -> bool:
+        return self.high - self.low <= max(self.low * 0.01, 1000)
+
+    def step(self) -> Trial:
+        rate = round((self.low + self.high) / 2, -2)
+        result = self.trial(rate)
         verdict = "pass" if result.passed else "FAIL"
-        log(f"  {result.tester:>16} {rate:>9.0f} q/s: sent {result.sent}, "
+        log(f"  {self.name:>14} {rate:>9.0f} q/s: sent {result.sent}, "
             f"loss {result.loss_ratio * 100:.4f} % -> {verdict} {result.note}")
         if result.passed:
-            low, best = rate, rate
+            self.low = self.best = rate
         else:
-            high = rate
-        time.sleep(rest_s)
-    return best or low, trials
+            self.high = rate
+        return result
 
 
 @contextmanager
@@ -206,19 +213,22 @@ def measure_capacity(bench: Bench, repeat: int, figures: dict[str, float]) -> li
 
 
 def run_searches(bench: Bench, rest_s: float, figures: dict[str, float]) -> list[Trial]:
-    trials: list[Trial] = []
+    """The three searches step in turn, one trial each, so that a drifting machine load hits all alike."""
     high = figures.get("server_capacity_qps", 300_000) * 1.5
-    testers: dict[str, Callable[[float], Trial]] = {
-        "xlatperf_1x4": lambda r: bench.xlatperf(r, 1, 4),
-        "xlatperf_2x4": lambda r: bench.xlatperf(r, 2, 4),
-        "dnsperf_Q": lambda r: bench.dnsperf(r),
-    }
-    for name, trial in testers.items():
-        log(f"search {name}:")
-        best, found = search(trial, 10_000, high, rest_s, log)
-        trials += found
-        figures[f"{name}_passed_qps"] = best
-        log(f"  highest passing rate {name}: {best:.0f} queries/s")
+    searches = [
+        Search("xlatperf_1x4", lambda r: bench.xlatperf(r, 1, 4), 10_000, high),
+        Search("xlatperf_2x4", lambda r: bench.xlatperf(r, 2, 4), 10_000, high),
+        Search("dnsperf_Q", lambda r: bench.dnsperf(r), 10_000, high),
+    ]
+    trials: list[Trial] = []
+    while not all(s.done() for s in searches):
+        for search in searches:
+            if not search.done():
+                trials.append(search.step())
+                time.sleep(rest_s)
+    for search in searches:
+        figures[f"{search.name}_passed_qps"] = search.best or search.low
+        log(f"highest passing rate {search.name}: {search.best or search.low:.0f} queries/s")
     return trials
 
 
