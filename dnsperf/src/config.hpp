@@ -19,7 +19,7 @@ struct Config {
     double duration_s = 10;               // trial length; ignored when queries > 0
     std::uint64_t queries = 0;            // 0: rate × duration
     unsigned threads = 1;                 // sender + receiver thread pairs
-    unsigned ports_per_thread = 1;        // source ports (sockets) per sender
+    unsigned ports_per_thread = 4;        // source ports (sockets) per sender
     std::uint16_t first_port = 0;         // 0: ephemeral ports chosen by the kernel
     std::string bind;                     // local address; empty: any of the server's family
     double timeout_s = 0.25;              // a reply later than this is "late" (RFC 8219)
@@ -31,11 +31,11 @@ struct Config {
     std::uint64_t rcvbuf = 4u << 20;      // bytes asked per socket; 0: kernel default
     std::uint64_t sndbuf = 0;             // bytes asked per socket; 0: kernel default
     unsigned batch = 64;                  // most queries per sendmmsg / replies per recvmmsg
-    double send_tick_s = 50e-6;           // a sender wakes at most this often (s)
-    double recv_tick_s = 200e-6;          // a receiver that read replies sleeps this long before reading again (s)
+    double send_tick_s = 1e-3;            // a sender wakes at most this often (s)
+    double recv_tick_s = 1e-3;            // a receiver that read replies sleeps this long before reading again (s)
     double send_tolerance = 1e-5;         // allowed relative excess of the send window
-    double send_tolerance_s = 1e-3;       // allowed absolute excess of the send window (s)
-    double max_lag_s = 0.01;              // largest allowed delay of one query behind schedule (s)
+    double send_tolerance_s = 2e-3;       // allowed absolute excess of the send window (s)
+    double max_lag_s = 0.02;              // largest allowed delay of one query behind schedule (s)
     std::string json_path;                // empty: no JSON file
     std::string run_id;                   // empty: a random one
     bool quiet = false;

@@ -33,7 +33,6 @@ namespace {
 constexpr std::size_t kReplyBufferSize = 4096;       // larger datagrams are cut and counted malformed
 constexpr std::int64_t kReceiverPollNs = 50'000'000; // a receiver re-checks its sender this often
 constexpr std::uint64_t kMaxLagRecordedNs = 100'000'000'000;  // lags histogram range: 100 s
-constexpr int kReceiverNice = 10;                    // receivers yield to senders
 constexpr std::int64_t kStartLeadNs = 20'000'000;    // threads start this long before query 0
 
 // Adds to a counter only this thread writes, readable by the progress printer.
@@ -48,12 +47,8 @@ double thread_cpu_s() {
            static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
-void name_and_pin(const std::string& name, int cpu, int nice_increment) {
+void name_and_pin(const std::string& name, int cpu) {
     pthread_setname_np(pthread_self(), name.c_str());
-    // Per-thread nice (Linux): a receiver yields its CPU to a sender that shares it, so
-    // sending keeps to the schedule; replies wait meanwhile in the socket buffer with
-    // their kernel timestamps, so their latency is still measured right.
-    if (nice_increment != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), getpriority(PRIO_PROCESS, 0) + nice_increment);
     if (cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -424,11 +419,11 @@ int cpu_for(const std::vector<int>& cpus, unsigned index) {
 
 // Runs `body` as a named, pinned thread; records its CPU time, affinity and any escaped exception.
 template <typename Body>
-std::thread start_thread(std::string& failure, std::string name, int cpu, int nice_increment, double& cpu_s,
-                         int& last_cpu, std::vector<int>& allowed, Body body) {
+std::thread start_thread(std::string& failure, std::string name, int cpu, double& cpu_s, int& last_cpu,
+                         std::vector<int>& allowed, Body body) {
     try {
-        return std::thread([&failure, name, cpu, nice_increment, &cpu_s, &last_cpu, &allowed, body]() mutable {
-            name_and_pin(name, cpu, nice_increment);
+        return std::thread([&failure, name, cpu, &cpu_s, &last_cpu, &allowed, body]() mutable {
+            name_and_pin(name, cpu);
             allowed = allowed_cpus();
             try {
                 body();
@@ -528,7 +523,6 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
         Pair& pair = *pairs[i];
         Receiver& receiver = *receivers[i];
         threads.push_back(start_thread(pair.receiver_failure, "xlp-recv-" + std::to_string(i), pair.result.receiver_cpu,
-                                       kReceiverNice,
                                        pair.result.receive.cpu_s, pair.result.receive.last_cpu,
                                        pair.result.receiver_allowed, [&pair, &receiver] {
                                            receiver.run();
@@ -538,7 +532,7 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     for (std::size_t i = 0; i < pairs.size(); ++i) {
         Pair& pair = *pairs[i];
         Sender& sender = *senders[i];
-        threads.push_back(start_thread(pair.sender_failure, "xlp-send-" + std::to_string(i), pair.result.sender_cpu, 0,
+        threads.push_back(start_thread(pair.sender_failure, "xlp-send-" + std::to_string(i), pair.result.sender_cpu,
                                        pair.result.send.cpu_s, pair.result.send.last_cpu,
                                        pair.result.sender_allowed, [&pair, &sender] {
                                            sender.run();

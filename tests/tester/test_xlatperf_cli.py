@@ -19,7 +19,8 @@ def test_help_lists_every_option_with_its_default(xlatperf):
     assert out.returncode == 0
     for text in ("--server", "--port PORT:INT in [1 - 65535]=53", "--rate QPS=1000", "--duration S=10",
                  "--timeout S=0.25", "--domain NAME=dns64perf.test", "--qtype TYPE=AAAA",
-                 "--subnet CIDR=10.0.0.0/16", "--threads N=1", "queries/s", "--json FILE", "--quiet"):
+                 "--subnet CIDR=10.0.0.0/16", "--threads N=1", "--ports-per-thread K=4", "queries/s",
+                 "--json FILE", "--quiet"):
         assert text in out.stdout
 
 
