@@ -63,10 +63,11 @@ def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings
     seeds = iter(range(seed, seed + 1000))
 
     def make() -> Measurer:
-        return FakeDut(capacity_qps, noise=noise, buffer_queries=buffer_queries, seed=next(seeds), clock=clock,
-                       sleep=True)
+        return FakeDut(capacity_qps, noise=noise, buffer_queries=buffer_queries, seed=next(seeds),
+                       clock=clock, sleep=True)
 
-    label = (f"simulated DUT: capacity {capacity_qps:.0f} queries/s, per-trial noise {100 * noise:g} % (1 sigma), "
+    label = (f"simulated DUT: capacity {capacity_qps:.0f} queries/s, "
+             f"per-trial noise {100 * noise:g} % (1 sigma), "
              f"buffer {buffer_queries:.0f} queries, seed {seed}")
     return compare(label, make, settings, clock)
 

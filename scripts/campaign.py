@@ -111,12 +111,16 @@ class CampaignRun:
         envs = {s.name: make_environment(s, c.tester) for s in c.setups}
         plan = planned_searches(c, lambda s: envs[s.name].max_cores())
         self._report_capped(envs)
-        total = sum(estimate_search_s(p[3], p[4]) for p in plan) + self._idle_estimate(plan)
+        self._estimates = [estimate_search_s(p[3], p[4]) for p in plan]
+        self._idle_left_s = self._idle_estimate(plan)
+        self._remaining_s = sum(self._estimates) + self._idle_left_s
+        self._finished = 0
+        total = self._remaining_s
         done = sum(r["trial"]["duration_s"] + r["trial"]["rest_before_s"]
                    for r in stored if r["type"] == "trial")
         self.bar = tqdm(total=max(total, done), initial=done, unit="s", disable=not self.progress,
                         file=self.out, desc=c.name, dynamic_ncols=True,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s trial time "
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} s of trials "
                                    "[{elapsed}<{remaining}]{postfix}")
         if stored:
             self._say(f"resuming {c.name}: {len(self.replay)} trials already in {c.store} are replayed, "
@@ -129,11 +133,11 @@ class CampaignRun:
         self._print_tables()
         return self.results
 
-    # -- one setup -------------------------------------------------------------------------------------------
+    # -- one setup --------------------------------------------------------------------------------
     def _run_setup(self, setup: SetupSpec, env: Environment) -> None:
         c = self.campaign
         state: dict[str, Any] = {"up": False, "cores": None, "applied": None}
-        runner = TrialRunner(None, clock=getattr(env, "clock", None) or RealClock())
+        runner = TrialRunner(None, clock=getattr(env, "clock", None) or RealClock(), replay=self.replay)
         previous_medians: dict[tuple[str, str], float] = {}
         try:
             for cores in capped_cores(c.cores, env.max_cores()):
@@ -151,6 +155,8 @@ class CampaignRun:
                                                  on_outcome=lambda o, ctx=context: self._store_outcome(
                                                      o, ctx))
                         self._store_summary(repeated, context)
+                        self._finished += 1
+                        self._reestimate(self._finished)
                         self.results.append(ConfigResult(setup.name, cores, name, method, repeated,
                                                         self._implementation(env)))
                         if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
@@ -173,7 +179,7 @@ class CampaignRun:
             state["cores"] = cores
         return env.measurer()
 
-    # -- records ---------------------------------------------------------------------------------------------
+    # -- records ----------------------------------------------------------------------------------
     def _base(self, key: str, kind: str, ctx: dict[str, Any]) -> dict[str, Any]:
         c, env = self.campaign, ctx["env"]
         return {
@@ -199,7 +205,7 @@ class CampaignRun:
         entry["raw"] = record.result.raw
         self._append(entry)
         self.new_trials += 1
-        self.bar.update(record.result.duration_s + record.rest_before_s)
+        self._advance(record.result.duration_s + record.rest_before_s)
 
     def _store_outcome(self, outcome: SearchOutcome, ctx: dict[str, Any]) -> None:
         key = f"search:{outcome.search_id}"
@@ -223,7 +229,7 @@ class CampaignRun:
         self.store.append(entry)
         self.keys.add(entry["key"])
 
-    # -- idle capture ----------------------------------------------------------------------------------------
+    # -- idle capture -----------------------------------------------------------------------------
     def _idle_capture(self, setup: SetupSpec, env: Environment, runner: TrialRunner, cores: int,
                       state: dict[str, Any]) -> None:
         c = self.campaign
@@ -243,6 +249,7 @@ class CampaignRun:
         runs: list[list[dict[str, Any]]] = []
         for run in range(1, c.idle.runs + 1):
             key = f"idle:{prefix}/run{run}"
+            self._idle_left_s = max(0.0, self._idle_left_s - duration - rest)
             if key in self.idle_stored:
                 runs.append(self.idle_stored[key]["samples"])
                 runner.owe_rest(rest)
@@ -267,7 +274,7 @@ class CampaignRun:
                           "samples": samples, "raw": result.raw,
                           "note": "simulated time: no CPU samples" if simulated else None})
             self._append(entry)
-            self.bar.update(duration + rest_taken)
+            self._advance(duration + rest_taken)
         key = f"idle-mean:{prefix}"
         if key not in self.keys:
             entry = self._base(key, "idle-mean", ctx)
@@ -287,7 +294,7 @@ class CampaignRun:
         rest = c.idle.rest_s if c.idle.rest_s is not None else settings.rest_s
         return len(configs) * c.idle.runs * (duration + rest)
 
-    # -- checks and output -----------------------------------------------------------------------------------
+    # -- checks and output ------------------------------------------------------------------------
     def _check_campaign(self, stored: list[dict[str, Any]]) -> None:
         for record in stored:
             sha = record.get("campaign", {}).get("sha256")
@@ -327,6 +334,18 @@ class CampaignRun:
                                           if s else ["-", "-", "-"])
                 cells += [f"{ratio:.2f}" if ratio else "-", r.repeated.status]
                 self._say("  " + " | ".join(cells))
+
+    def _advance(self, seconds: float) -> None:
+        """Move the bar by trial time; an underestimated total grows instead of overflowing."""
+        if self.bar.total is not None and self.bar.n + seconds > self.bar.total:
+            self.bar.total = self.bar.n + seconds + self._remaining_s
+        self.bar.update(seconds)
+
+    def _reestimate(self, finished: int) -> None:
+        """After the finished-th planned search: total = trial time so far + estimate of what is left."""
+        self._remaining_s = sum(self._estimates[finished:]) + self._idle_left_s
+        self.bar.total = self.bar.n + self._remaining_s
+        self.bar.refresh()
 
     def _say(self, text: str) -> None:
         if self.progress:

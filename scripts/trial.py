@@ -86,6 +86,8 @@ class Measurer(Protocol):
 class TesterOutputError(RuntimeError):
     """The tester's JSON is missing or lacks a field the suite relies on."""
 
+    __test__ = False  # a name pytest would otherwise try to collect
+
 
 def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float) -> TrialResult:
     """Build a TrialResult from xlatperf's JSON (fields of docs/ARCHITECTURE.md).

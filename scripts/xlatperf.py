@@ -20,6 +20,8 @@ STARTUP_ALLOWANCE_S = 30.0
 class TesterError(RuntimeError):
     """xlatperf could not run a trial; the message carries its own one-line error."""
 
+    __test__ = False
+
 
 @dataclass(frozen=True)
 class TesterOptions:
@@ -47,6 +49,7 @@ class TesterOptions:
     qtype: str | None = None
     subnet: str | None = None
     extra_args: tuple[str, ...] = ()
+    __test__ = False  # a name pytest would otherwise try to collect
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
