@@ -61,7 +61,8 @@ class FakeChain:
         self.calls = 0
 
     def describe(self) -> dict:
-        return {"topology": self.topology, "implementations": {"dut1": "fake-clat 1.0", "dut2": "fake-plat 1.0"}}
+        return {"topology": self.topology,
+                "implementations": {"dut1": "fake-clat 1.0", "dut2": "fake-plat 1.0"}}
 
     def client_argv(self, argv: list[str]) -> list[str]:
         self.log.append(("client_argv", list(argv)))

@@ -95,7 +95,8 @@ def test_tester_limited_trial_is_reported_not_a_number(search) -> None:
 
 def test_tester_limit_stops_repetitions_and_gives_no_median() -> None:
     clock = SimClock()
-    repeated = repeat_search(runner_for(fake(clock, tester_limit_qps=120_000), clock), SETTINGS, RFC8219, "tl")
+    runner = runner_for(fake(clock, tester_limit_qps=120_000), clock)
+    repeated = repeat_search(runner, SETTINGS, RFC8219, "tl")
     assert repeated.status == TESTER_LIMITED and repeated.summary is None
     assert len(repeated.outcomes) == 1
     assert "tester limit reached" in repeated.describe()
@@ -139,13 +140,14 @@ def test_fast_search_is_faster_and_marked_not_exact() -> None:
 
 
 def test_fast_search_verifies_at_full_length_when_short_trials_are_optimistic() -> None:
-    # A queue of 100 000 queries makes 5 s trials pass 20 000 queries/s above capacity; 60 s trials only 1 667.
+    # A queue of 100 000 queries lets 5 s trials pass 20 000 queries/s above capacity, 60 s trials 1 667.
     clock = SimClock()
     outcome = fast_search(runner_for(fake(clock, buffer_queries=100_000), clock), SETTINGS, "opt")
     full_capacity = (CAPACITY + 100_000 / 60) / (1 - 1e-4)
     assert outcome.status == OK
     assert full_capacity - SETTINGS.error_qps < outcome.throughput_qps <= full_capacity
-    passing = [t for t in outcome.trials if t.result.rate_qps == outcome.throughput_qps and t.verdict == "pass"]
+    passing = [t for t in outcome.trials
+               if t.result.rate_qps == outcome.throughput_qps and t.verdict == "pass"]
     assert any(t.phase == "full" for t in passing)
 
 
