@@ -21,6 +21,7 @@ from xlatbench.scripts.envs import (
     Environment,
     FakeEnvironment,
     LoopbackEnvironment,
+    emulation_config,
 )
 from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
 from xlatbench.scripts.xlatperf import TesterOptions
@@ -174,11 +175,27 @@ def _setups(raw: Any) -> tuple[SetupSpec, ...]:
             raise CampaignFileError(f"{where}: a fake setup needs capacity_qps")
         if kind == "chain" and "topology" not in table:
             raise CampaignFileError(f"{where}: a chain setup needs topology (baseline | 464xlat | mapt)")
+        if kind == "chain" and table.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
+            _check_emulation_options(where, str(table["topology"]), table.get("options", {}))
         setups.append(SetupSpec(name, kind, {k: v for k, v in table.items() if k not in ("name", "kind")}))
     names = [s.name for s in setups]
     if len(set(names)) != len(names):
         raise CampaignFileError(f"[[setup]] names must be unique, got {names}")
     return tuple(setups)
+
+
+def _check_emulation_options(where: str, topology: str, options: Any) -> None:
+    """Catch a typo in a chain's options now rather than hours into a campaign."""
+    if not isinstance(options, dict):
+        raise CampaignFileError(f"{where}: options must be a table")
+    try:
+        from xlatbench.setups import EmulationConfig  # noqa: F401
+    except ImportError:
+        return  # the setups part is not installed: the chain fails with its own message when brought up
+    try:
+        emulation_config(topology, **options)
+    except (TypeError, ValueError) as err:
+        raise CampaignFileError(f"{where}: {err}") from None
 
 
 def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:

@@ -150,7 +150,28 @@ def load_factory(spec: str) -> ChainFactory:
         raise ValueError(f"cannot load chain factory {spec!r}: {err}") from None
 
 
-DEFAULT_CHAIN_FACTORY = "xlatbench.setups.emulation:emulated_chain"
+DEFAULT_CHAIN_FACTORY = "xlatbench.scripts.envs:emulated_chain"
+
+
+def emulation_config(topology: str, **options: Any) -> Any:
+    """The setups part's EmulationConfig from campaign options (TOML lists become tuples)."""
+    from xlatbench.setups import EmulationConfig
+
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    try:
+        return EmulationConfig(topology=topology, **values)
+    except TypeError as err:
+        raise ValueError(f"chain options {sorted(options)}: {err}") from None
+
+
+def emulated_chain(topology: str, **options: Any) -> Any:
+    """Bring an emulated chain up (setups' EmulatedChain; it tears down what it made if up fails).
+
+    Returns the chain, a context manager whose exit takes every namespace, cgroup and table down.
+    """
+    from xlatbench.setups import EmulatedChain
+
+    return EmulatedChain.up(emulation_config(topology, **options))
 
 
 @dataclass
