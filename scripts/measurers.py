@@ -62,8 +62,8 @@ class ChainMeasurer:
         flows = self.tester.threads * self.tester.ports_per_thread
         if max_flows is not None and flows > max_flows:
             raise ValueError(f"the tester would use {flows} source ports (threads x ports_per_thread) "
-                             f"but the {self.chain.topology} chain carries only {max_flows} flows (MAP-T port set): "
-                             "lower threads or ports_per_thread")
+                             f"but the {self.chain.topology} chain carries only {max_flows} flows "
+                             "(MAP-T port set): lower threads or ports_per_thread")
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         binary = self.binary or find_tester()
