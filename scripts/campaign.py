@@ -327,12 +327,14 @@ class CampaignRun:
                       f"{100 * _loss(self.campaign, search):g} %, DUT: {rows[0].implementation}")
             medians = [r.repeated.summary.median if r.repeated.summary else None for r in rows]
             ratios = scale_up([m or 0.0 for m in medians])
-            self._say("  " + " | ".join(["cores", "median", "min", "max", "current/previous", "status"]))
+            self._say("  " + " | ".join(["cores", "median", "min", "max", "current/previous", "status",
+                                         "trials", "time s"]))
             for r, ratio in zip(rows, ratios, strict=True):
                 s = r.repeated.summary
                 cells = [str(r.cores)] + ([f"{s.median:.0f}", f"{s.minimum:.0f}", f"{s.maximum:.0f}"]
                                           if s else ["-", "-", "-"])
-                cells += [f"{ratio:.2f}" if ratio else "-", r.repeated.status]
+                cells += [f"{ratio:.2f}" if ratio else "-", r.repeated.status, str(r.repeated.trials),
+                          f"{r.repeated.elapsed_s:.0f}"]
                 self._say("  " + " | ".join(cells))
 
     def _advance(self, seconds: float) -> None:

@@ -190,7 +190,7 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         estimate = estimate_search_s(settings, method)
         total += estimate
         print(f"  {setup.name} ({setup.kind}), {cores} core(s), search {name!r}, {method}: "
-              f"{settings.repetitions} repetitions, ~{estimate / 3600:.1f} h of trials")
+              f"{settings.repetitions} repetitions, ~{_hours(estimate)} of trials")
     if campaign.idle.runs:
         configs = {(p[0].name, p[1]) for p in plan}
         _, settings = campaign.idle_search()
@@ -199,9 +199,13 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         idle = len(configs) * campaign.idle.runs * per
         total += idle
         print(f"  idle capture: {campaign.idle.runs} runs x {len(configs)} configurations, "
-              f"~{idle / 3600:.1f} h")
-    print(f"total: ~{total / 3600:.1f} h (simulated setups take no real time)")
+              f"~{_hours(idle)}")
+    print(f"total: ~{_hours(total)} (simulated setups take no real time)")
     return 0
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
 def _one_config_campaign(args: argparse.Namespace, methods: list[str], store: Path) -> CampaignRun:
