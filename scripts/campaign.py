@@ -21,7 +21,7 @@ from tqdm import tqdm
 from xlatbench.scripts.campaignfile import Campaign, SetupSpec, make_environment
 from xlatbench.scripts.clock import RealClock
 from xlatbench.scripts.cpuload import CpuSampler, mean_per_second
-from xlatbench.scripts.envs import Environment
+from xlatbench.scripts.envs import Environment, implementation_label
 from xlatbench.scripts.hostinfo import host_info
 from xlatbench.scripts.repeat import RepeatedSearch, repeat_search
 from xlatbench.scripts.search import (
@@ -314,8 +314,7 @@ class CampaignRun:
                           f"{available} core(s)")
 
     def _implementation(self, env: Environment) -> str:
-        info = env.describe()
-        return str(info.get("implementation") or info.get("implementations") or info.get("topology") or "?")
+        return implementation_label(env.describe())
 
     def _print_tables(self) -> None:
         groups: dict[tuple[str, str, str], list[ConfigResult]] = {}

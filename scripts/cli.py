@@ -15,7 +15,7 @@ from typing import Any
 from xlatbench.scripts.bench import print_comparison, real, simulated
 from xlatbench.scripts.campaign import CampaignRun, estimate_search_s, planned_searches
 from xlatbench.scripts.campaignfile import load_campaign, make_environment, parse_campaign
-from xlatbench.scripts.envs import KINDS
+from xlatbench.scripts.envs import KINDS, implementation_label
 from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings
 
 
@@ -79,6 +79,8 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
                    help="fake: capacity at one core, queries/s (default: the paper's 464XLAT 1-core median)")
     g.add_argument("--noise", type=float, default=0.005, help="fake: per-trial capacity noise, fraction")
     g.add_argument("--buffer", type=float, default=5000.0, help="fake: queue absorbing bursts, queries")
+    g.add_argument("--realtime", action="store_true",
+                   help="fake: trials really take their duration (default: simulated time, instant)")
     g.add_argument("--knot-cpus", help="loopback: CPUs for knotd, e.g. 1")
     t = parser.add_argument_group("tester (xlatperf)")
     t.add_argument("--port", type=int, default=53)
@@ -106,7 +108,7 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
 def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
     if args.dut == "fake":
         return {"name": "fake", "kind": "fake", "capacity_qps": args.capacity, "noise": args.noise,
-                "buffer_queries": args.buffer, "realtime": True}
+                "buffer_queries": args.buffer, "realtime": args.realtime}
     if args.dut == "loopback":
         table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
         if args.knot_cpus:
@@ -166,10 +168,14 @@ def _run_campaign(run: CampaignRun) -> int:
         try:
             run.run()
         except KeyboardInterrupt:
-            print(f"\ninterrupted: {run.new_trials} new trial(s) stored in {run.campaign.store}, "
-                  "the environment "
-                  "was torn down; run the same command again to resume", file=sys.stderr)
+            print(f"\ninterrupted: {run.new_trials} new trial(s) stored in {run.campaign.store}, the "
+                  "environment was torn down; run the same command again to resume", file=sys.stderr)
             return 130
+        except (OSError, RuntimeError, ValueError) as err:
+            print(f"xlatbench {run.campaign.name}: {err} ({run.new_trials} new trial(s) stored in "
+                  f"{run.campaign.store}; fix the cause and run the same command again to resume)",
+                  file=sys.stderr)
+            return 1
     print(f"results: {run.campaign.store} ({run.new_trials} new trials)", file=sys.stderr)
     return 0
 
@@ -262,8 +268,7 @@ def _bench(args: argparse.Namespace) -> int:
         env.up()
         try:
             applied = env.set_cores(args.cores)
-            what = args.topology if args.dut == "chain" else args.dut
-            label = f"{what}: {json.dumps(env.describe())}; cores {json.dumps(applied)}"
+            label = f"{implementation_label(env.describe())}; DUT cores {json.dumps(applied)}"
             print_comparison(real(label, env.measurer(), settings), sys.stdout, time_kind="real")
         finally:
             env.down()
