@@ -128,6 +128,9 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
     setups = _setups(data.get("setup"))
+    if any(setup.kind != "fake" for setup in setups):
+        for search_name, settings in searches:
+            _check_outstanding(search_name, settings, tester)
     normalized = json.dumps(data, sort_keys=True, default=str).encode()
     return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
                     hashlib.sha256(normalized).hexdigest())
@@ -182,6 +185,23 @@ def _setups(raw: Any) -> tuple[SetupSpec, ...]:
     if len(set(names)) != len(names):
         raise CampaignFileError(f"[[setup]] names must be unique, got {names}")
     return tuple(setups)
+
+
+# xlatperf refuses more queries in flight per socket than half the 16-bit DNS transaction IDs.
+MAX_OUTSTANDING_PER_SOCKET = 32768
+
+
+def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions) -> None:
+    """Fail now, not at the first trial, when max_rate_qps is more than xlatperf can keep in flight."""
+    sockets = tester.threads * tester.ports_per_thread
+    outstanding = settings.max_rate_qps / sockets * tester.timeout_s
+    if outstanding > MAX_OUTSTANDING_PER_SOCKET:
+        needed = int(settings.max_rate_qps * tester.timeout_s / MAX_OUTSTANDING_PER_SOCKET) + 1
+        raise CampaignFileError(
+            f"search {name!r}: max_rate_qps {settings.max_rate_qps:.0f} over {sockets} tester socket(s) "
+            f"keeps {outstanding:.0f} queries in flight per socket, xlatperf allows "
+            f"{MAX_OUTSTANDING_PER_SOCKET}: "
+            f"set [tester] threads x ports_per_thread >= {needed}")
 
 
 def _check_emulation_options(where: str, topology: str, options: Any) -> None:

@@ -270,3 +270,12 @@ def test_cli_errors_are_one_line_and_nonzero(tmp_path: Path) -> None:
     process = run_cli("search", "--dut", "fake", "--error-ratio", "3")
     _, err = process.communicate(timeout=60)
     assert process.returncode != 0 and "error_ratio" in err and len(err.strip().splitlines()) == 1
+
+
+def test_more_queries_in_flight_than_the_tester_allows_is_refused_up_front(tmp_path: Path) -> None:
+    data = chain_campaign(tmp_path / "x.jsonl")
+    data["search"] = {**data["search"], "max_rate_qps": 200_000}
+    with pytest.raises(CampaignFileError, match="ports_per_thread >= 2"):
+        parse_campaign(data, "c.toml")
+    data["tester"] = {"ports_per_thread": 2}
+    parse_campaign(data, "c.toml")
