@@ -119,11 +119,25 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--chain-option expects KEY=VALUE, got {item!r}")
-        options[key] = value
+        options[key] = _option_value(value)
     table = {"name": args.topology, "kind": "chain", "topology": args.topology, "options": options}
     if args.chain_factory:
         table["factory"] = args.chain_factory
     return table
+
+
+def _option_value(text: str) -> Any:
+    """KEY=VALUE from the command line: numbers, true/false and comma lists as TOML would give them."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if "," in text:
+        return [_option_value(part) for part in text.split(",")]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _tester_table(args: argparse.Namespace) -> dict[str, Any]:
