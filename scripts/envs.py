@@ -6,6 +6,7 @@ trials without it), and always torn down, also on Ctrl-C.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import tempfile
 from collections.abc import Callable
@@ -174,7 +175,14 @@ def emulation_config(topology: str, **options: Any) -> Any:
     """The setups part's EmulationConfig from campaign options (TOML lists become tuples)."""
     from xlatbench.setups import EmulationConfig
 
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    tuple_fields = {f.name for f in dataclasses.fields(EmulationConfig) if "tuple" in str(f.type)}
+    values = {}
+    for key, value in options.items():
+        if isinstance(value, list):
+            value = tuple(value)
+        elif key in tuple_fields and isinstance(value, int):
+            value = (value,)  # a one-CPU list given as a number
+        values[key] = value
     try:
         return EmulationConfig(topology=topology, **values)
     except TypeError as err:
