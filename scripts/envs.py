@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+import os
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -196,7 +199,29 @@ def emulated_chain(topology: str, **options: Any) -> Any:
     """
     from xlatbench.setups import EmulatedChain
 
-    return EmulatedChain.up(emulation_config(topology, **options))
+    config = emulation_config(topology, **options)
+    clear_killed_run(config.prefix)
+    return EmulatedChain.up(config)
+
+
+def clear_killed_run(prefix: str) -> None:
+    """Take down what a killed run of this prefix left (a resumed campaign meets it after `kill -9`),
+    unless the process that brought it up is still alive: then the prefix is in use and we refuse."""
+    from xlatbench.setups.emulation import down, leftovers, statefile
+
+    found = leftovers(prefix)
+    if not found:
+        return
+    try:
+        owner = int(json.loads(statefile(prefix).read_text()).get("pid", 0))
+    except (OSError, ValueError, TypeError):
+        owner = 0
+    if owner and owner != os.getpid() and Path(f"/proc/{owner}").exists():
+        raise RuntimeError(f"chain prefix {prefix!r} is in use by running process {owner}: pick another "
+                           "prefix in the setup's options, or stop that process")
+    print(f"removing what a killed run with prefix {prefix!r} left: {', '.join(found[:4])}"
+          f"{' ...' if len(found) > 4 else ''}", file=sys.stderr)
+    down(prefix)
 
 
 @dataclass
