@@ -57,7 +57,9 @@ class RepeatedSearch:
     def describe(self, unit: str = "queries/s") -> str:
         label = "RFC 8219 binary search" if self.rfc8219_exact else "fast search (not RFC 8219 exact)"
         if self.status == TESTER_LIMITED:
-            return f"{label}: tester limit reached at {self.tester_limit_qps:.0f} {unit}, no throughput"
+            last = self.outcomes[-1].trials[-1].result.reasons if self.outcomes[-1].trials else ()
+            why = f" ({'; '.join(last)})" if last else ""
+            return f"{label}: tester limit reached at {self.tester_limit_qps:.0f} {unit}{why}, no throughput"
         if self.summary is None:
             return f"{label}: {self.status}, no throughput"
         s = self.summary

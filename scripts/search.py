@@ -34,6 +34,9 @@ class SearchSettings:
     repetitions: how many times the whole search runs (paper: 10).
     short_duration_s: fast search only: duration of its bracketing trials, s.
     short_rest_s: fast search only: rest after a short trial, s.
+    tester_retries: a tester-limited trial is run again (after the rest) up to this many times before the
+        search gives up with "tester limit reached": a sender preempted once on a shared machine says nothing
+        about the tester's capacity. Every attempt is recorded.
     """
 
     max_rate_qps: float
@@ -46,6 +49,7 @@ class SearchSettings:
     repetitions: int = 10
     short_duration_s: float = 5.0
     short_rest_s: float = 2.0
+    tester_retries: int = 2
 
     def __post_init__(self) -> None:
         problems = []
@@ -64,6 +68,8 @@ class SearchSettings:
             problems.append("trial durations must be positive")
         if self.rest_s < 0 or self.short_rest_s < 0:
             problems.append("rests must not be negative")
+        if self.tester_retries < 0:
+            problems.append(f"tester_retries must not be negative, got {self.tester_retries}")
         if self.repetitions < 1:
             problems.append(f"repetitions must be at least 1, got {self.repetitions}")
         if problems:
@@ -224,7 +230,9 @@ class SearchOutcome:
     def describe(self) -> str:
         exact = "RFC 8219 binary search" if self.rfc8219_exact else "fast search, not RFC 8219 exact"
         if self.status == TESTER_LIMITED:
-            return f"tester limit reached at {self.tester_limit_qps:.0f} queries/s ({exact})"
+            reasons = "; ".join(self.trials[-1].result.reasons) if self.trials else ""
+            return (f"tester limit reached at {self.tester_limit_qps:.0f} queries/s ({exact})"
+                    + (f": {reasons}" if reasons else ""))
         if self.status == BELOW_LOWER:
             return (f"below the lower bound: nothing passed, throughput < {self.upper_qps:.0f} queries/s "
                     f"({exact})")
@@ -256,10 +264,13 @@ class _Search:
 
     def trial(self, phase: str, duration_s: float, rate_qps: float, lower: float,
               upper: float) -> TrialRecord:
-        record = self.runner.run(self.search_id, len(self.trials), phase, duration_s, float(round(rate_qps)),
-                                 (lower, upper), self.settings.loss_ratio,
-                                 self.settings.rest_after(duration_s))
-        self.trials.append(record)
+        for _ in range(1 + self.settings.tester_retries):
+            record = self.runner.run(self.search_id, len(self.trials), phase, duration_s,
+                                     float(round(rate_qps)), (lower, upper), self.settings.loss_ratio,
+                                     self.settings.rest_after(duration_s))
+            self.trials.append(record)
+            if record.verdict != TESTER_LIMITED:
+                break
         return record
 
     def outcome(self, status: str, lower: float, upper: float, throughput: float | None = None,

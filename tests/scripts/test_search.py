@@ -93,6 +93,39 @@ def test_tester_limited_trial_is_reported_not_a_number(search) -> None:
     assert "tester limit reached at" in outcome.describe()
 
 
+class FlakyTester:
+    """Tester-limited on the listed trial numbers (1-based), otherwise a DUT of capacity CAPACITY."""
+
+    def __init__(self, limited: set[int]) -> None:
+        self.dut = FakeDut(CAPACITY)
+        self.limited = limited
+        self.n = 0
+
+    def measure(self, duration_s: float, rate_qps: float):
+        self.n += 1
+        result = self.dut.measure(duration_s, rate_qps)
+        if self.n in self.limited:
+            from dataclasses import replace
+
+            return replace(result, tester_limited=True, reasons=("sender lagged 12 ms behind",))
+        return result
+
+
+def test_a_tester_limited_trial_is_retried_and_every_attempt_recorded() -> None:
+    outcome = rfc8219_search(TrialRunner(FlakyTester({2, 3}), clock=SimClock()), SETTINGS, "flaky")
+    assert outcome.status == OK
+    assert [t.verdict for t in outcome.trials[1:4]] == [TESTER_LIMITED, TESTER_LIMITED, "fail"]
+    assert outcome.trials[1].result.rate_qps == outcome.trials[3].result.rate_qps == 250_000
+    assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
+
+
+def test_a_tester_limited_trial_three_times_stops_the_search() -> None:
+    outcome = rfc8219_search(TrialRunner(FlakyTester({2, 3, 4}), clock=SimClock()), SETTINGS, "flaky")
+    assert outcome.status == TESTER_LIMITED and outcome.tester_limit_qps == 250_000
+    assert len(outcome.trials) == 4
+    assert "sender lagged 12 ms behind" in outcome.describe()
+
+
 def test_tester_limit_stops_repetitions_and_gives_no_median() -> None:
     clock = SimClock()
     runner = runner_for(fake(clock, tester_limit_qps=120_000), clock)
