@@ -58,17 +58,18 @@ def compare(label: str, make_measurer: object, settings: SearchSettings, clock: 
 
 
 def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings: SearchSettings,
-              seed: int) -> Comparison:
+              seed: int, background_loss: float = 0.0) -> Comparison:
     clock = SimClock()
     seeds = iter(range(seed, seed + 1000))
 
     def make() -> Measurer:
         return FakeDut(capacity_qps, noise=noise, buffer_queries=buffer_queries, seed=next(seeds),
-                       clock=clock, sleep=True)
+                       background_loss=background_loss, clock=clock, sleep=True)
 
     label = (f"simulated DUT: capacity {capacity_qps:.0f} queries/s, "
              f"per-trial noise {100 * noise:g} % (1 sigma), "
-             f"buffer {buffer_queries:.0f} queries, seed {seed}")
+             f"buffer {buffer_queries:.0f} queries, random loss {100 * background_loss:g} % of queries, "
+             f"seed {seed}")
     return compare(label, make, settings, clock)
 
 

@@ -155,7 +155,7 @@ def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
 
 SETUP_KEYS = {
     "fake": {"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed", "realtime",
-             "cores_available"},
+             "cores_available", "background_loss"},
     "loopback": {"knot_cpus", "udp_workers"},
     "chain": {"topology", "options", "factory", "cpu_map"},
 }
@@ -225,6 +225,7 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
         return FakeEnvironment(
             capacity_qps=float(p["capacity_qps"]), scaling=float(p.get("scaling", 1.0)),
             noise=float(p.get("noise", 0.0)), buffer_queries=float(p.get("buffer_queries", 0.0)),
+            background_loss=float(p.get("background_loss", 0.0)),
             tester_limit_qps=p.get("tester_limit_qps"), seed=int(p.get("seed", 1)), realtime=realtime,
             cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock())
     if setup.kind == "loopback":

@@ -79,6 +79,8 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
                    help="fake: capacity at one core, queries/s (default: the paper's 464XLAT 1-core median)")
     g.add_argument("--noise", type=float, default=0.005, help="fake: per-trial capacity noise, fraction")
     g.add_argument("--buffer", type=float, default=5000.0, help="fake: queue absorbing bursts, queries")
+    g.add_argument("--background-loss", type=float, default=0.00002,
+                   help="fake: share of queries lost at random at any rate (default: 0.00002 = 0.002 %%)")
     g.add_argument("--realtime", action="store_true",
                    help="fake: trials really take their duration (default: simulated time, instant)")
     g.add_argument("--knot-cpus", help="loopback: CPUs for knotd, e.g. 1")
@@ -108,7 +110,8 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
 def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
     if args.dut == "fake":
         return {"name": "fake", "kind": "fake", "capacity_qps": args.capacity, "noise": args.noise,
-                "buffer_queries": args.buffer, "realtime": args.realtime}
+                "buffer_queries": args.buffer, "background_loss": args.background_loss,
+                "realtime": args.realtime}
     if args.dut == "loopback":
         table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
         if args.knot_cpus:
@@ -271,7 +274,8 @@ def _bench(args: argparse.Namespace) -> int:
     settings = SearchSettings(**_search_table(args))
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
-            print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed), sys.stdout)
+            print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,
+                                       args.background_loss), sys.stdout)
         return 0
     data = {"campaign": {"name": "bench", "cores": [args.cores]}, "search": {"name": "cli", "max_rate_qps": 2,
                                                                           "error_qps": 1},

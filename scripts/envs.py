@@ -86,6 +86,7 @@ class FakeEnvironment(Environment):
     noise: float = 0.0
     buffer_queries: float = 0.0
     tester_limit_qps: float | None = None
+    background_loss: float = 0.0
     seed: int = 1
     realtime: bool = False
     cores_available: int = 16
@@ -105,12 +106,14 @@ class FakeEnvironment(Environment):
     def measurer(self) -> Measurer:
         return FakeDut(self.capacity_qps * self._cores ** self.scaling, noise=self.noise,
                        buffer_queries=self.buffer_queries, tester_limit_qps=self.tester_limit_qps,
+                       background_loss=self.background_loss,
                        seed=self.seed * 1000 + self._cores, clock=self.clock, sleep=True)
 
     def describe(self) -> dict[str, Any]:
         return {"implementation": "fake", "version": "n/a", "capacity_qps_1core": self.capacity_qps,
                 "scaling": self.scaling, "noise": self.noise, "buffer_queries": self.buffer_queries,
-                "tester_limit_qps": self.tester_limit_qps, "time": "real" if self.realtime else "simulated"}
+                "tester_limit_qps": self.tester_limit_qps, "background_loss": self.background_loss,
+                "time": "real" if self.realtime else "simulated"}
 
     def tester_version(self) -> str | None:
         return "fake"

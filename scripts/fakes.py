@@ -3,11 +3,14 @@
 The model: a DUT forwards at most `capacity` queries/s; a queue of `buffer` queries absorbs an excess for a
 while, so a short trial slightly above capacity may still pass (as real socket buffers do); with `noise` the
 capacity of each trial is drawn around the nominal one (real DUTs vary by some % between trials); above
-`tester_limit_qps` the tester, not the DUT, cannot keep up and the trial is tester-limited.
+`tester_limit_qps` the tester, not the DUT, cannot keep up and the trial is tester-limited; with
+`background_loss` every query may also be lost at random (a real chain loses the odd query on a busy
+machine at any rate: a one-second trial then fails the 0.01 % criterion by a single query).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -23,6 +26,7 @@ class FakeDut:
     noise: standard deviation of each trial's capacity, as a fraction of capacity (0 = deterministic).
     buffer_queries: queries a queue absorbs above capacity before dropping, count.
     tester_limit_qps: rate above which the trial is tester-limited, queries/s (None = unlimited).
+    background_loss: probability that any query is lost at random, fraction (0 = none).
     seed: seed of the noise generator (same seed, same trials).
     clock: a SimClock to advance by each trial's duration (simulated time), or a RealClock to really wait.
     sleep: if True, a trial takes its duration on `clock`; if False it is instantaneous.
@@ -32,6 +36,7 @@ class FakeDut:
     noise: float = 0.0
     buffer_queries: float = 0.0
     tester_limit_qps: float | None = None
+    background_loss: float = 0.0
     seed: int = 1
     clock: Clock = field(default_factory=RealClock)
     sleep: bool = False
@@ -41,8 +46,8 @@ class FakeDut:
     def __post_init__(self) -> None:
         if self.capacity_qps <= 0:
             raise ValueError(f"fake DUT capacity must be positive, got {self.capacity_qps} queries/s")
-        if self.noise < 0 or self.buffer_queries < 0:
-            raise ValueError("fake DUT noise and buffer must not be negative")
+        if self.noise < 0 or self.buffer_queries < 0 or not 0 <= self.background_loss < 1:
+            raise ValueError("fake DUT noise and buffer must not be negative, background_loss in [0, 1)")
         self._rng = random.Random(self.seed)
 
     def trial_capacity_qps(self, duration_s: float) -> float:
@@ -65,5 +70,20 @@ class FakeDut:
                                achieved_rate_qps=self.tester_limit_qps)
         capacity = self.trial_capacity_qps(duration_s)
         valid = min(scheduled, round(capacity * duration_s))
+        if self.background_loss:
+            valid -= min(valid, _poisson(self._rng, valid * self.background_loss))
         loss = 1.0 - valid / scheduled if scheduled else 1.0
         return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson draw (exact below a mean of 30, normal approximation above)."""
+    if mean <= 0:
+        return 0
+    if mean > 30:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, k, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        k += 1
+        product *= rng.random()
+    return k

@@ -228,3 +228,16 @@ def test_noise_makes_results_spread() -> None:
     repeated = repeat_search(runner_for(fake(clock, noise=0.01, seed=3), clock), SETTINGS, RFC8219, "n")
     values = [o.throughput_qps for o in repeated.outcomes]
     assert statistics.pstdev(values) > 0
+
+
+def test_a_single_query_lost_in_a_short_trial_does_not_drag_the_fast_search_down() -> None:
+    # 0.005 % of queries lost at random at every rate: a 0.5 s trial at 7 500 queries/s (3 750 queries,
+    # 0.375 allowed) fails the 0.01 % criterion on a single lost query, which happens in 17 % of such trials,
+    # far below capacity. Full-length trials there pass (0.005 % < 0.01 %).
+    settings = SearchSettings(max_rate_qps=1_000_000, error_qps=500, duration_s=60, rest_s=10,
+                              short_duration_s=0.5, short_rest_s=1, repetitions=5)
+    for method in (RFC8219, FAST):
+        clock = SimClock()
+        repeated = repeat_search(runner_for(fake(clock, background_loss=0.00005, seed=11), clock), settings,
+                                 method, "bg")
+        assert abs(repeated.summary.median - THRESHOLD) <= 2 * settings.error_qps, method
