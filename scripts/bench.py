@@ -6,13 +6,16 @@ sum of trial durations and rests). Environment: any campaign setup (e.g. an emul
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
 from xlatbench.scripts.clock import Clock, RealClock, SimClock
 from xlatbench.scripts.fakes import FakeDut
-from xlatbench.scripts.repeat import RepeatedSearch, repeat_search
-from xlatbench.scripts.search import FAST, RFC8219, SearchSettings, TrialRunner
+from xlatbench.scripts.fastsearch import fast_search
+from xlatbench.scripts.repeat import RepeatedSearch, summarize_outcomes
+from xlatbench.scripts.search import FAST, RFC8219, SearchOutcome, SearchSettings, TrialRunner, rfc8219_search
 from xlatbench.scripts.trial import Measurer
 
 
@@ -45,16 +48,27 @@ class Comparison:
         return abs(self.rfc.summary.median - self.fast.summary.median) <= (self.error_qps or 0)
 
 
-def compare(label: str, make_measurer: object, settings: SearchSettings, clock: Clock) -> Comparison:
-    """Run R RFC searches then R fast searches, each on a fresh measurer from make_measurer()."""
-    results = {}
-    walls = {}
-    for method in (RFC8219, FAST):
-        runner = TrialRunner(make_measurer(), clock=clock)  # type: ignore[operator]
-        started = clock.now()
-        results[method] = repeat_search(runner, settings, method, f"bench/{method}")
-        walls[method] = clock.now() - started
-    return Comparison(label, results[RFC8219], results[FAST], walls[RFC8219], walls[FAST], settings)
+def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchSettings,
+            clock: Clock) -> Comparison:
+    """R repetitions of each search, interleaved (RFC, fast, RFC, fast, ...) so a machine whose load drifts
+    treats both alike; each fast repetition starts from the median of the earlier fast results."""
+    runner = TrialRunner(make_measurer(), clock=clock)
+    outcomes: dict[str, list[SearchOutcome]] = {RFC8219: [], FAST: []}
+    walls = {RFC8219: 0.0, FAST: 0.0}
+    for repetition in range(1, settings.repetitions + 1):
+        for method in (RFC8219, FAST):
+            runner.measurer = make_measurer()
+            started = clock.now()
+            sid = f"bench/{method}/rep{repetition}"
+            if method == RFC8219:
+                outcome = rfc8219_search(runner, settings, sid)
+            else:
+                earlier = [o.throughput_qps for o in outcomes[FAST] if o.throughput_qps is not None]
+                outcome = fast_search(runner, settings, sid, statistics.median(earlier) if earlier else None)
+            walls[method] += clock.now() - started
+            outcomes[method].append(outcome)
+    return Comparison(label, summarize_outcomes(RFC8219, outcomes[RFC8219]),
+                      summarize_outcomes(FAST, outcomes[FAST]), walls[RFC8219], walls[FAST], settings)
 
 
 def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings: SearchSettings,

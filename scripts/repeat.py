@@ -106,10 +106,10 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
             on_outcome(outcome)
         if outcome.status == TESTER_LIMITED:
             break
-    return _summarize(method, outcomes)
+    return summarize_outcomes(method, outcomes)
 
 
-def _summarize(method: str, outcomes: list[SearchOutcome]) -> RepeatedSearch:
+def summarize_outcomes(method: str, outcomes: list[SearchOutcome]) -> RepeatedSearch:
     statuses = {o.status for o in outcomes}
     numbers = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
     if TESTER_LIMITED in statuses:
