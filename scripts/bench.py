@@ -1,0 +1,108 @@
+"""Side-by-side benchmark of the RFC 8219 binary search and the fast search (prints, never gates).
+
+Simulated: a fake DUT of known capacity with per-trial noise and a buffer, in simulated time (wall time =
+sum of trial durations and rests). Environment: any campaign setup (e.g. an emulated chain), in real time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from xlatbench.scripts.clock import Clock, RealClock, SimClock
+from xlatbench.scripts.fakes import FakeDut
+from xlatbench.scripts.fastsearch import fast_search
+from xlatbench.scripts.repeat import RepeatedSearch, summarize_outcomes
+from xlatbench.scripts.search import FAST, RFC8219, SearchOutcome, SearchSettings, TrialRunner, rfc8219_search
+from xlatbench.scripts.trial import Measurer
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Both searches on one DUT. wall_s: time on the clock (simulated or real), s."""
+
+    label: str
+    rfc: RepeatedSearch
+    fast: RepeatedSearch
+    rfc_wall_s: float
+    fast_wall_s: float
+    settings: SearchSettings
+
+    @property
+    def time_ratio(self) -> float:
+        return self.fast_wall_s / self.rfc_wall_s if self.rfc_wall_s else float("nan")
+
+    @property
+    def error_qps(self) -> float | None:
+        if self.rfc.summary is None:
+            return None
+        return self.settings.width_qps(self.rfc.summary.median)
+
+    @property
+    def same_answer(self) -> bool | None:
+        """True when both medians differ by at most the search's error width."""
+        if self.rfc.summary is None or self.fast.summary is None:
+            return None
+        return abs(self.rfc.summary.median - self.fast.summary.median) <= (self.error_qps or 0)
+
+
+def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchSettings,
+            clock: Clock) -> Comparison:
+    """R repetitions of each search, interleaved (RFC, fast, RFC, fast, ...) so a machine whose load drifts
+    treats both alike; each fast repetition starts from the median of the earlier fast results."""
+    runner = TrialRunner(make_measurer(), clock=clock)
+    outcomes: dict[str, list[SearchOutcome]] = {RFC8219: [], FAST: []}
+    walls = {RFC8219: 0.0, FAST: 0.0}
+    for repetition in range(1, settings.repetitions + 1):
+        for method in (RFC8219, FAST):
+            runner.measurer = make_measurer()
+            started = clock.now()
+            sid = f"bench/{method}/rep{repetition}"
+            if method == RFC8219:
+                outcome = rfc8219_search(runner, settings, sid)
+            else:
+                earlier = [o.throughput_qps for o in outcomes[FAST] if o.throughput_qps is not None]
+                outcome = fast_search(runner, settings, sid, statistics.median(earlier) if earlier else None)
+            walls[method] += clock.now() - started
+            outcomes[method].append(outcome)
+    return Comparison(label, summarize_outcomes(RFC8219, outcomes[RFC8219]),
+                      summarize_outcomes(FAST, outcomes[FAST]), walls[RFC8219], walls[FAST], settings)
+
+
+def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings: SearchSettings,
+              seed: int, background_loss: float = 0.0) -> Comparison:
+    clock = SimClock()
+    seeds = iter(range(seed, seed + 1000))
+
+    def make() -> Measurer:
+        return FakeDut(capacity_qps, noise=noise, buffer_queries=buffer_queries, seed=next(seeds),
+                       background_loss=background_loss, clock=clock, sleep=True)
+
+    label = (f"simulated DUT: capacity {capacity_qps:.0f} queries/s, "
+             f"per-trial noise {100 * noise:g} % (1 sigma), "
+             f"buffer {buffer_queries:.0f} queries, random loss {100 * background_loss:g} % of queries, "
+             f"seed {seed}")
+    return compare(label, make, settings, clock)
+
+
+def real(label: str, measurer: Measurer, settings: SearchSettings) -> Comparison:
+    return compare(label, lambda: measurer, settings, RealClock())
+
+
+def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -> None:
+    s = c.settings
+    err = f"{s.error_qps:g} queries/s" if s.error_qps else f"{100 * (s.error_ratio or 0):g} % of the result"
+    print(c.label, file=out)
+    print(f"  settings: bounds {s.min_rate_qps:.0f}-{s.max_rate_qps:.0f} queries/s, error {err}, loss <= "
+          f"{100 * s.loss_ratio:g} %, full trials {s.duration_s:g} s + {s.rest_s:g} s rest, short trials "
+          f"{s.short_duration_s:g} s + {s.short_rest_s:g} s rest, {s.repetitions} repetitions", file=out)
+    for name, rep, wall in (("RFC 8219 binary", c.rfc, c.rfc_wall_s), ("fast (not RFC 8219 exact)", c.fast,
+                                                                       c.fast_wall_s)):
+        print(f"  {name:27s} {rep.describe()}; {rep.trials} trials; {time_kind} wall time {wall:.0f} s",
+              file=out)
+    same = {True: "yes", False: "NO", None: "n/a"}[c.same_answer]
+    error = f"{c.error_qps:.0f} queries/s" if c.error_qps is not None else "n/a"
+    print(f"  same median within the error bound ({error}): {same}; fast/RFC wall time "
+          f"{100 * c.time_ratio:.1f} % (target <= 40 %)", file=out)

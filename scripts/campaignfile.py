@@ -1,0 +1,275 @@
+"""Campaign files (TOML): topologies x core counts x search settings x idle capture, validated up front.
+
+Every table rejects keys it does not know, so a typo fails at once with the key's name instead of running a
+38-hour campaign with a default. See README (section "Measurement") and campaigns/*.toml for examples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from xlatbench.scripts.clock import RealClock, SimClock
+from xlatbench.scripts.envs import (
+    DEFAULT_CHAIN_FACTORY,
+    KINDS,
+    ChainEnvironment,
+    Environment,
+    FakeEnvironment,
+    LoopbackEnvironment,
+    emulation_config,
+)
+from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
+from xlatbench.scripts.xlatperf import TesterOptions
+
+DEFAULT_CORES = (1, 2, 4, 8, 16)
+
+
+class CampaignFileError(ValueError):
+    """The campaign file is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class IdleSpec:
+    """CPU-idle capture at a configuration's median rate.
+
+    runs: full-length trials per configuration (paper: 100; 0 = no capture).
+    duration_s, rest_s: of each run, s (default: the search's duration_s and rest_s).
+    interval_s: CPU sampling period, s.
+    method: whose median rate the runs use ("rfc8219-binary" or "fast").
+    search: name of the search settings whose median is used (default: the first).
+    """
+
+    runs: int = 0
+    duration_s: float | None = None
+    rest_s: float | None = None
+    interval_s: float = 1.0
+    method: str = RFC8219
+    search: str | None = None
+
+
+@dataclass(frozen=True)
+class SetupSpec:
+    """One thing to measure.
+
+    name: unique label; kind: fake | loopback | chain; params: the rest of its table.
+    """
+
+    name: str
+    kind: str
+    params: dict[str, Any]
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, **self.params}
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A parsed campaign file. sha256: hash of its normalized content (every record carries it)."""
+
+    name: str
+    file: str
+    store: Path
+    methods: tuple[str, ...]
+    cores: tuple[int, ...]
+    searches: tuple[tuple[str, SearchSettings], ...]
+    tester: TesterOptions
+    idle: IdleSpec
+    setups: tuple[SetupSpec, ...]
+    sha256: str
+
+    def idle_search(self) -> tuple[str, SearchSettings]:
+        if self.idle.search is None:
+            return self.searches[0]
+        return next((n, s) for n, s in self.searches if n == self.idle.search)
+
+
+def load_campaign(path: Path, store: Path | None = None) -> Campaign:
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CampaignFileError(f"{path}: no such campaign file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CampaignFileError(f"{path}: not valid TOML: {err}") from None
+    try:
+        return parse_campaign(data, str(path), store)
+    except (CampaignFileError, ValueError, TypeError) as err:
+        raise CampaignFileError(f"{path}: {err}") from None
+
+
+def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -> Campaign:
+    _only(data, "top level", {"campaign", "search", "tester", "idle", "setup"})
+    head = _table(data, "campaign")
+    _only(head, "[campaign]", {"name", "store", "methods", "cores"})
+    name = _str(head, "name", "[campaign]")
+    methods = tuple(head.get("methods", [RFC8219]))
+    for method in methods:
+        if method not in METHODS:
+            raise CampaignFileError(f"[campaign] methods: unknown method {method!r}; use {list(METHODS)}")
+    if not methods:
+        raise CampaignFileError("[campaign] methods is empty")
+    cores = tuple(head.get("cores", DEFAULT_CORES))
+    if not cores or any(not isinstance(c, int) or c < 1 for c in cores):
+        raise CampaignFileError(f"[campaign] cores must be a list of positive integers, got {list(cores)}")
+    store_path = store or Path(head.get("store", f"results/{name}.jsonl"))
+    searches = _searches(data.get("search"))
+    tester = _dataclass(TesterOptions, _table(data, "tester", required=False), "[tester]",
+                        convert={"extra_args": tuple})
+    idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
+    if idle.method not in METHODS or idle.method not in methods:
+        raise CampaignFileError(f"[idle] method {idle.method!r} is not one of the campaign's methods "
+                                f"{list(methods)}")
+    if idle.search is not None and idle.search not in {n for n, _ in searches}:
+        raise CampaignFileError(f"[idle] search {idle.search!r} names no [[search]] table")
+    if idle.runs < 0 or idle.interval_s <= 0:
+        raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
+    setups = _setups(data.get("setup"))
+    if any(setup.kind != "fake" for setup in setups):
+        for search_name, settings in searches:
+            _check_outstanding(search_name, settings, tester)
+    normalized = json.dumps(data, sort_keys=True, default=str).encode()
+    return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
+                    hashlib.sha256(normalized).hexdigest())
+
+
+def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
+    if raw is None:
+        raise CampaignFileError("no [search] table: say at least max_rate_qps and error_qps or error_ratio")
+    tables = raw if isinstance(raw, list) else [dict(raw, name=raw.get("name", "default"))]
+    result = []
+    for i, table in enumerate(tables):
+        where = f"[[search]] #{i + 1}"
+        if "name" not in table:
+            raise CampaignFileError(f"{where}: every [[search]] table needs a name")
+        settings_table = {k: v for k, v in table.items() if k != "name"}
+        result.append((str(table["name"]), _dataclass(SearchSettings, settings_table, where)))
+    names = [n for n, _ in result]
+    if len(set(names)) != len(names):
+        raise CampaignFileError(f"[[search]] names must be unique, got {names}")
+    return tuple(result)
+
+
+SETUP_KEYS = {
+    "fake": {"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed", "realtime",
+             "cores_available", "background_loss"},
+    "loopback": {"knot_cpus", "udp_workers"},
+    "chain": {"topology", "options", "factory", "cpu_map"},
+}
+
+
+def _setups(raw: Any) -> tuple[SetupSpec, ...]:
+    if not raw or not isinstance(raw, list):
+        raise CampaignFileError("no [[setup]] tables: say what to measure (kind = fake | loopback | chain)")
+    setups = []
+    for i, table in enumerate(raw):
+        where = f"[[setup]] #{i + 1}"
+        kind = table.get("kind")
+        if kind not in KINDS:
+            raise CampaignFileError(f"{where}: kind must be one of {list(KINDS)}, got {kind!r}")
+        _only(table, where, {"name", "kind"} | SETUP_KEYS[kind])
+        name = str(table.get("name", table.get("topology", kind)))
+        if "/" in name or not name:
+            raise CampaignFileError(f"{where}: name {name!r} must be non-empty and contain no '/'")
+        if kind == "fake" and "capacity_qps" not in table:
+            raise CampaignFileError(f"{where}: a fake setup needs capacity_qps")
+        if kind == "chain" and "topology" not in table:
+            raise CampaignFileError(f"{where}: a chain setup needs topology (baseline | 464xlat | mapt)")
+        if kind == "chain" and table.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
+            _check_emulation_options(where, str(table["topology"]), table.get("options", {}))
+        setups.append(SetupSpec(name, kind, {k: v for k, v in table.items() if k not in ("name", "kind")}))
+    names = [s.name for s in setups]
+    if len(set(names)) != len(names):
+        raise CampaignFileError(f"[[setup]] names must be unique, got {names}")
+    return tuple(setups)
+
+
+# xlatperf refuses more queries in flight per socket than half the 16-bit DNS transaction IDs.
+MAX_OUTSTANDING_PER_SOCKET = 32768
+
+
+def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions) -> None:
+    """Fail now, not at the first trial, when max_rate_qps is more than xlatperf can keep in flight."""
+    sockets = tester.threads * tester.ports_per_thread
+    outstanding = settings.max_rate_qps / sockets * tester.timeout_s
+    if outstanding > MAX_OUTSTANDING_PER_SOCKET:
+        needed = int(settings.max_rate_qps * tester.timeout_s / MAX_OUTSTANDING_PER_SOCKET) + 1
+        raise CampaignFileError(
+            f"search {name!r}: max_rate_qps {settings.max_rate_qps:.0f} over {sockets} tester socket(s) "
+            f"keeps {outstanding:.0f} queries in flight per socket, xlatperf allows "
+            f"{MAX_OUTSTANDING_PER_SOCKET}: "
+            f"set [tester] threads x ports_per_thread >= {needed}")
+
+
+def _check_emulation_options(where: str, topology: str, options: Any) -> None:
+    """Catch a typo in a chain's options now rather than hours into a campaign."""
+    if not isinstance(options, dict):
+        raise CampaignFileError(f"{where}: options must be a table")
+    try:
+        from xlatbench.setups import EmulationConfig  # noqa: F401
+    except ImportError:
+        return  # the setups part is not installed: the chain fails with its own message when brought up
+    try:
+        emulation_config(topology, **options)
+    except (TypeError, ValueError) as err:
+        raise CampaignFileError(f"{where}: {err}") from None
+
+
+def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
+    p = setup.params
+    if setup.kind == "fake":
+        realtime = bool(p.get("realtime", False))
+        return FakeEnvironment(
+            capacity_qps=float(p["capacity_qps"]), scaling=float(p.get("scaling", 1.0)),
+            noise=float(p.get("noise", 0.0)), buffer_queries=float(p.get("buffer_queries", 0.0)),
+            background_loss=float(p.get("background_loss", 0.0)),
+            tester_limit_qps=p.get("tester_limit_qps"), seed=int(p.get("seed", 1)), realtime=realtime,
+            cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock())
+    if setup.kind == "loopback":
+        cpus = p.get("knot_cpus")
+        return LoopbackEnvironment(tester, knot_cpus=tuple(cpus) if cpus is not None else None,
+                                   udp_workers=int(p.get("udp_workers", 1)))
+    cpu_map = {int(k): [int(c) for c in v] for k, v in p.get("cpu_map", {}).items()}
+    return ChainEnvironment(str(p["topology"]), tester, options=dict(p.get("options", {})),
+                            factory=str(p.get("factory", DEFAULT_CHAIN_FACTORY)), cpu_map=cpu_map)
+
+
+def _table(data: dict[str, Any], key: str, required: bool = True) -> dict[str, Any]:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise CampaignFileError(f"missing [{key}] table")
+        return {}
+    if not isinstance(value, dict):
+        raise CampaignFileError(f"[{key}] must be a table")
+    return value
+
+
+def _only(table: dict[str, Any], where: str, allowed: set[str]) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise CampaignFileError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def _str(table: dict[str, Any], key: str, where: str) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not value or "/" in value:
+        raise CampaignFileError(f"{where} {key} must be a non-empty string without '/'")
+    return value
+
+
+def _dataclass(cls: type, table: dict[str, Any], where: str, convert: dict[str, Any] | None = None) -> Any:
+    allowed = {f.name for f in fields(cls)}
+    _only(table, where, allowed)
+    values = {k: (convert[k](v) if convert and k in convert else v) for k, v in table.items()}
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as err:
+        raise CampaignFileError(f"{where}: {err}") from None
+
+
+def settings_record(settings: SearchSettings) -> dict[str, Any]:
+    return asdict(settings)

@@ -1,0 +1,293 @@
+"""Subcommands of the measurement part: `campaign run|plan FILE`, `search`, `trial`, `search-bench`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from xlatbench.scripts.bench import print_comparison, real, simulated
+from xlatbench.scripts.campaign import CampaignRun, estimate_search_s, planned_searches
+from xlatbench.scripts.campaignfile import load_campaign, make_environment, parse_campaign
+from xlatbench.scripts.envs import KINDS, implementation_label
+from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    campaign = subparsers.add_parser("campaign", help="run a campaign file unattended (resumable)")
+    actions = campaign.add_subparsers(dest="campaign_action", required=True)
+    run = actions.add_parser("run", help="run (or resume) a campaign; results go to its JSON Lines store")
+    run.add_argument("file", type=Path, help="campaign TOML file (see campaigns/demo.toml)")
+    run.add_argument("--store", type=Path, help="results store (default: the file's [campaign] store)")
+    run.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
+    run.set_defaults(func=_campaign_run)
+    plan = actions.add_parser("plan", help="print what a campaign would run and roughly how long")
+    plan.add_argument("file", type=Path)
+    plan.set_defaults(func=_campaign_plan)
+
+    search = subparsers.add_parser("search", help="one throughput search (repeated), every trial stored")
+    _dut_args(search)
+    _search_args(search)
+    search.add_argument("--method", choices=[*METHODS, "both"], default=RFC8219,
+                        help="RFC 8219 binary search, the fast search, or both (default: %(default)s)")
+    search.add_argument("--store", type=Path,
+                        help="results store (default: results/search-UTCSTAMP.jsonl)")
+    search.add_argument("--no-progress", action="store_true")
+    search.set_defaults(func=_search)
+
+    trial = subparsers.add_parser("trial", help="one trial at one rate; prints its result as JSON")
+    _dut_args(trial)
+    trial.add_argument("--rate", type=_positive, required=True, help="query rate, queries/s")
+    trial.add_argument("--duration", type=_positive, default=60.0, help="trial duration, s (default: 60)")
+    trial.add_argument("--loss-ratio", type=float, default=1e-4, help="pass criterion (default: 1e-4)")
+    trial.set_defaults(func=_trial)
+
+    bench = subparsers.add_parser("search-bench", help="RFC 8219 vs fast search side by side (prints only)")
+    _dut_args(bench, default_kind="fake")
+    _search_args(bench)
+    bench.add_argument("--seeds", type=int, default=3, help="simulated runs with different noise seeds")
+    bench.set_defaults(func=_bench)
+
+
+# -- arguments -----------------------------------------------------------------------------------
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) -> None:
+    g = parser.add_argument_group("what to measure")
+    g.add_argument("--dut", choices=KINDS, default=default_kind, required=default_kind is None,
+                   help="fake (simulated DUT), loopback (tester vs Knot on 127.0.0.1) or chain (emulated)")
+    g.add_argument("--topology", default="baseline", help="chain: baseline | 464xlat | mapt")
+    g.add_argument("--chain-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="chain: option for the setups factory (repeatable), e.g. prefix=xb1")
+    g.add_argument("--chain-factory", help="chain: module:function that yields a Chain")
+    g.add_argument("--cores", type=int, default=1, help="DUT cores (default: 1)")
+    g.add_argument("--capacity", type=_positive, default=165403.0,
+                   help="fake: capacity at one core, queries/s (default: the paper's 464XLAT 1-core median)")
+    g.add_argument("--noise", type=float, default=0.005, help="fake: per-trial capacity noise, fraction")
+    g.add_argument("--buffer", type=float, default=5000.0, help="fake: queue absorbing bursts, queries")
+    g.add_argument("--background-loss", type=float, default=0.00002,
+                   help="fake: share of queries lost at random at any rate (default: 0.00002 = 0.002 %%)")
+    g.add_argument("--realtime", action="store_true",
+                   help="fake: trials really take their duration (default: simulated time, instant)")
+    g.add_argument("--knot-cpus", help="loopback: CPUs for knotd, e.g. 1")
+    t = parser.add_argument_group("tester (xlatperf)")
+    t.add_argument("--port", type=int, default=53)
+    t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--ports-per-thread", type=int, default=1)
+    t.add_argument("--timeout", type=_positive, default=0.25, help="answer timeout, s (default: 0.25)")
+    t.add_argument("--sender-cpus")
+    t.add_argument("--receiver-cpus")
+
+
+def _search_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("search")
+    g.add_argument("--min-rate", type=float, default=0.0, help="lower bound, queries/s (default: 0)")
+    g.add_argument("--max-rate", type=_positive, default=1_000_000.0, help="upper bound, queries/s")
+    g.add_argument("--error", type=_positive, help="stop width, queries/s (default 500 w/o --error-ratio)")
+    g.add_argument("--error-ratio", type=float, help="stop width as a fraction of the lower bound")
+    g.add_argument("--loss-ratio", type=float, default=1e-4, help="highest passing loss (default: 1e-4)")
+    g.add_argument("--duration", type=_positive, default=60.0, help="full trial, s (default: 60)")
+    g.add_argument("--rest", type=float, default=10.0, help="rest after a full trial, s (default: 10)")
+    g.add_argument("--repetitions", type=int, default=10, help="searches to run (default: 10)")
+    g.add_argument("--short-duration", type=_positive, default=5.0, help="fast search: short trial, s")
+    g.add_argument("--short-rest", type=float, default=2.0, help="fast search: rest after a short trial, s")
+
+
+def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
+    if args.dut == "fake":
+        return {"name": "fake", "kind": "fake", "capacity_qps": args.capacity, "noise": args.noise,
+                "buffer_queries": args.buffer, "background_loss": args.background_loss,
+                "realtime": args.realtime}
+    if args.dut == "loopback":
+        table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
+        if args.knot_cpus:
+            table["knot_cpus"] = [int(c) for c in args.knot_cpus.split(",")]
+        return table
+    options = {}
+    for item in args.chain_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--chain-option expects KEY=VALUE, got {item!r}")
+        options[key] = _option_value(value)
+    table = {"name": args.topology, "kind": "chain", "topology": args.topology, "options": options}
+    if args.chain_factory:
+        table["factory"] = args.chain_factory
+    return table
+
+
+def _option_value(text: str) -> Any:
+    """KEY=VALUE from the command line: numbers, true/false and comma lists as TOML would give them."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if "," in text:
+        return [_option_value(part) for part in text.split(",")]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _tester_table(args: argparse.Namespace) -> dict[str, Any]:
+    table = {"port": args.port, "threads": args.threads, "ports_per_thread": args.ports_per_thread,
+             "timeout_s": args.timeout}
+    if args.sender_cpus:
+        table["sender_cpus"] = args.sender_cpus
+    if args.receiver_cpus:
+        table["receiver_cpus"] = args.receiver_cpus
+    return table
+
+
+def _search_table(args: argparse.Namespace) -> dict[str, Any]:
+    table: dict[str, Any] = {"min_rate_qps": args.min_rate, "max_rate_qps": args.max_rate,
+                             "loss_ratio": args.loss_ratio, "duration_s": args.duration, "rest_s": args.rest,
+                             "repetitions": args.repetitions, "short_duration_s": args.short_duration,
+                             "short_rest_s": args.short_rest}
+    if args.error is None and args.error_ratio is None:
+        args.error = 500.0
+    if args.error is not None:
+        table["error_qps"] = args.error
+    if args.error_ratio is not None:
+        table["error_ratio"] = args.error_ratio
+    return table
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM tears down like Ctrl-C (environments are left in `finally` blocks)."""
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_campaign(run: CampaignRun) -> int:
+    with _sigterm_as_interrupt():
+        try:
+            run.run()
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: {run.new_trials} new trial(s) stored in {run.campaign.store}, the "
+                  "environment was torn down; run the same command again to resume", file=sys.stderr)
+            return 130
+        except (OSError, RuntimeError, ValueError) as err:
+            print(f"xlatbench {run.campaign.name}: {err} ({run.new_trials} new trial(s) stored in "
+                  f"{run.campaign.store}; fix the cause and run the same command again to resume)",
+                  file=sys.stderr)
+            return 1
+    print(f"results: {run.campaign.store} ({run.new_trials} new trials)", file=sys.stderr)
+    return 0
+
+
+# -- commands ------------------------------------------------------------------------------------
+def _campaign_run(args: argparse.Namespace) -> int:
+    campaign = load_campaign(args.file, args.store)
+    return _run_campaign(CampaignRun(campaign, progress=not args.no_progress))
+
+
+def _campaign_plan(args: argparse.Namespace) -> int:
+    campaign = load_campaign(args.file)
+    envs = {s.name: make_environment(s, campaign.tester) for s in campaign.setups}
+    plan = planned_searches(campaign, lambda s: envs[s.name].max_cores())
+    total = 0.0
+    print(f"campaign {campaign.name!r} -> {campaign.store}")
+    for setup, cores, name, settings, method in plan:
+        estimate = estimate_search_s(settings, method)
+        total += estimate
+        print(f"  {setup.name} ({setup.kind}), {cores} core(s), search {name!r}, {method}: "
+              f"{settings.repetitions} repetitions, ~{_hours(estimate)} of trials")
+    if campaign.idle.runs:
+        configs = {(p[0].name, p[1]) for p in plan}
+        _, settings = campaign.idle_search()
+        per = (campaign.idle.duration_s or settings.duration_s) + (
+            campaign.idle.rest_s if campaign.idle.rest_s is not None else settings.rest_s)
+        idle = len(configs) * campaign.idle.runs * per
+        total += idle
+        print(f"  idle capture: {campaign.idle.runs} runs x {len(configs)} configurations, "
+              f"~{_hours(idle)}")
+    print(f"total: ~{_hours(total)} (simulated setups take no real time)")
+    return 0
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def _one_config_campaign(args: argparse.Namespace, methods: list[str], store: Path) -> CampaignRun:
+    data = {"campaign": {"name": f"{args.command}", "methods": methods, "cores": [args.cores]},
+            "search": {"name": "cli", **_search_table(args)},
+            "tester": _tester_table(args), "setup": [_setup_table(args)]}
+    return CampaignRun(parse_campaign(data, "<command line>", store), progress=not args.no_progress)
+
+
+def _search(args: argparse.Namespace) -> int:
+    methods = [RFC8219, FAST] if args.method == "both" else [args.method]
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    store = args.store or Path(f"results/search-{stamp}.jsonl")
+    return _run_campaign(_one_config_campaign(args, methods, store))
+
+
+def _trial(args: argparse.Namespace) -> int:
+    data = {"campaign": {"name": "trial", "cores": [args.cores]},
+            "search": {"name": "cli", "max_rate_qps": args.rate + 1, "error_qps": 1},
+            "tester": _tester_table(args), "setup": [_setup_table(args)]}
+    campaign = parse_campaign(data, "<command line>")
+    env = make_environment(campaign.setups[0], campaign.tester)
+    if args.cores > env.max_cores():
+        raise ValueError(f"--cores {args.cores}: the DUTs have only {env.max_cores()} core(s)")
+    with _sigterm_as_interrupt():
+        env.up()
+        try:
+            applied = env.set_cores(args.cores)
+            result = env.measurer().measure(args.duration, args.rate)
+            verdict = ("tester-limited" if result.tester_limited
+                       else "pass" if result.passed(args.loss_ratio) else "fail")
+            print(json.dumps({"verdict": verdict, "trial": result.to_dict(with_raw=False), "cores": applied,
+                              "dut": env.describe(), "tester_version": env.tester_version()}, indent=2))
+            print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {verdict}, "
+                  f"loss {100 * result.loss_ratio:.4f} % ({result.lost} of {result.sent} queries)"
+                  f"{'; ' + '; '.join(result.reasons) if result.reasons else ''}", file=sys.stderr)
+        finally:
+            env.down()
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    settings = SearchSettings(**_search_table(args))
+    if args.dut == "fake":
+        for seed in range(1, args.seeds + 1):
+            print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,
+                                       args.background_loss), sys.stdout)
+        return 0
+    data = {"campaign": {"name": "bench", "cores": [args.cores]}, "search": {"name": "cli", "max_rate_qps": 2,
+                                                                          "error_qps": 1},
+            "tester": _tester_table(args), "setup": [_setup_table(args)]}
+    campaign = parse_campaign(data, "<command line>")
+    env = make_environment(campaign.setups[0], campaign.tester)
+    with _sigterm_as_interrupt():
+        env.up()
+        try:
+            applied = env.set_cores(args.cores)
+            label = f"{implementation_label(env.describe())}; DUT cores {json.dumps(applied)}"
+            print_comparison(real(label, env.measurer(), settings), sys.stdout, time_kind="real")
+        finally:
+            env.down()
+    return 0

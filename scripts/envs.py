@@ -1,0 +1,281 @@
+"""What a campaign measures: a fake DUT, Knot on loopback, or an emulated chain, behind one interface.
+
+An environment is brought up only when a trial really has to run (a resumed campaign replays stored
+trials without it), and always torn down, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xlatbench.scripts.clock import Clock, RealClock
+from xlatbench.scripts.fakes import FakeDut
+from xlatbench.scripts.hostinfo import usable_cpus
+from xlatbench.scripts.measurers import ChainLike, ChainMeasurer, LoopbackMeasurer
+from xlatbench.scripts.trial import Measurer
+from xlatbench.scripts.xlatperf import TesterOptions
+
+KINDS = ("fake", "loopback", "chain")
+
+
+def implementation_label(info: dict[str, Any]) -> str:
+    """One line naming what produced a number, from an environment's describe()."""
+    translators = info.get("translators")
+    if isinstance(translators, dict) and translators:
+        parts = [f"{host} {v.get('implementation', '?')} {v.get('version', '?')}"
+                 for host, v in translators.items() if isinstance(v, dict)]
+        return f"{info.get('topology', '?')}: " + ", ".join(parts)
+    kernel = info.get("kernel")
+    if isinstance(kernel, dict):
+        return f"{info.get('topology', '?')}: linux forwarding (kernel {kernel.get('version', '?')})"
+    server = info.get("server")
+    if isinstance(server, dict):
+        name = f"{server.get('implementation')} {server.get('version')}"
+        return f"{info.get('implementation', '?')}, server {name}"
+    return f"{info.get('implementation', info.get('topology', '?'))} {info.get('version', '')}".strip()
+
+
+class Environment:
+    """One setup of a campaign. Subclasses fill in up/down/measurer/describe."""
+
+    simulated = False
+
+    def up(self) -> None: ...
+
+    def down(self) -> None: ...
+
+    def max_cores(self) -> int:
+        return 1
+
+    def dut_cpus(self, count: int) -> list[int]:
+        return list(range(count))
+
+    def set_cores(self, count: int) -> dict[str, Any]:
+        return {"cores": count}
+
+    def measurer(self) -> Measurer:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def tester_version(self) -> str | None:
+        return None
+
+
+@dataclass
+class FakeEnvironment(Environment):
+    """A fake DUT whose capacity grows with cores: capacity_qps x cores ** scaling.
+
+    capacity_qps: capacity at one core, queries/s. scaling: exponent (1 = linear). noise, buffer_queries,
+    tester_limit_qps, seed: see FakeDut. realtime: trials really take their duration (for kill tests);
+    otherwise time is simulated. cores_available: largest core count the fake DUT "has".
+    """
+
+    capacity_qps: float
+    scaling: float = 1.0
+    noise: float = 0.0
+    buffer_queries: float = 0.0
+    tester_limit_qps: float | None = None
+    background_loss: float = 0.0
+    seed: int = 1
+    realtime: bool = False
+    cores_available: int = 16
+    clock: Clock = field(default_factory=RealClock)
+    _cores: int = field(default=1, init=False)
+
+    def __post_init__(self) -> None:
+        self.simulated = not self.realtime
+
+    def max_cores(self) -> int:
+        return self.cores_available
+
+    def set_cores(self, count: int) -> dict[str, Any]:
+        self._cores = count
+        return {"cores": count, "capacity_qps": self.capacity_qps * count ** self.scaling}
+
+    def measurer(self) -> Measurer:
+        return FakeDut(self.capacity_qps * self._cores ** self.scaling, noise=self.noise,
+                       buffer_queries=self.buffer_queries, tester_limit_qps=self.tester_limit_qps,
+                       background_loss=self.background_loss,
+                       seed=self.seed * 1000 + self._cores, clock=self.clock, sleep=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"implementation": "fake", "version": "n/a", "capacity_qps_1core": self.capacity_qps,
+                "scaling": self.scaling, "noise": self.noise, "buffer_queries": self.buffer_queries,
+                "tester_limit_qps": self.tester_limit_qps, "background_loss": self.background_loss,
+                "time": "real" if self.realtime else "simulated"}
+
+    def tester_version(self) -> str | None:
+        return "fake"
+
+
+@dataclass
+class LoopbackEnvironment(Environment):
+    """xlatperf against Knot on 127.0.0.1 (a tester self-test; no DUT, so one "core" only).
+
+    knot_cpus: CPUs knotd is pinned to (NOTES: keep it off the tester's core).
+    """
+
+    tester: TesterOptions
+    knot_cpus: tuple[int, ...] | None = None
+    udp_workers: int = 1
+    workdir: Path | None = None
+    _server: Any = field(default=None, init=False)
+    _measurer: LoopbackMeasurer | None = field(default=None, init=False)
+
+    def up(self) -> None:
+        from xlatbench.zones.knot import KnotConfig, KnotServer
+
+        workdir = self.workdir or Path(tempfile.mkdtemp(prefix="xlatbench-knot-"))
+        config = KnotConfig(listen=(("127.0.0.1", self.tester.port),), udp_workers=self.udp_workers,
+                            cpus=self.knot_cpus)
+        self._server = KnotServer(workdir, config)
+        self._server.start()
+        self._measurer = LoopbackMeasurer(tester=self.tester, knot_description=self._server.describe())
+
+    def down(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def measurer(self) -> Measurer:
+        assert self._measurer is not None, "environment not up"
+        return self._measurer
+
+    def describe(self) -> dict[str, Any]:
+        server = self._server.describe() if self._server is not None else {"implementation": "knot"}
+        return {"implementation": "loopback (no DUT)", "server": server}
+
+    def tester_version(self) -> str | None:
+        return self._measurer.last_tester_version if self._measurer else None
+
+
+ChainFactory = Callable[..., Any]
+
+
+def load_factory(spec: str) -> ChainFactory:
+    """"module:function" -> the function (a context manager yielding a Chain)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"chain factory must look like 'package.module:function', got {spec!r}")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"cannot load chain factory {spec!r}: {err}") from None
+
+
+DEFAULT_CHAIN_FACTORY = "xlatbench.scripts.envs:emulated_chain"
+
+
+def emulation_config(topology: str, **options: Any) -> Any:
+    """The setups part's EmulationConfig from campaign options (TOML lists become tuples)."""
+    from xlatbench.setups import EmulationConfig
+
+    tuple_fields = {f.name for f in dataclasses.fields(EmulationConfig) if "tuple" in str(f.type)}
+    values = {}
+    for key, value in options.items():
+        if isinstance(value, list):
+            value = tuple(value)
+        elif key in tuple_fields and isinstance(value, int):
+            value = (value,)  # a one-CPU list given as a number
+        values[key] = value
+    try:
+        return EmulationConfig(topology=topology, **values)
+    except TypeError as err:
+        raise ValueError(f"chain options {sorted(options)}: {err}") from None
+
+
+def emulated_chain(topology: str, **options: Any) -> Any:
+    """Bring an emulated chain up (setups' EmulatedChain; it tears down what it made if up fails).
+
+    Returns the chain, a context manager whose exit takes every namespace, cgroup and table down.
+    """
+    from xlatbench.setups import EmulatedChain
+
+    config = emulation_config(topology, **options)
+    clear_killed_run(config.prefix)
+    return EmulatedChain.up(config)
+
+
+def clear_killed_run(prefix: str) -> None:
+    """Take down what a killed run of this prefix left (a resumed campaign meets it after `kill -9`),
+    unless the process that brought it up is still alive: then the prefix is in use and we refuse."""
+    from xlatbench.setups.emulation import down, leftovers, statefile
+
+    found = leftovers(prefix)
+    if not found:
+        return
+    try:
+        owner = int(json.loads(statefile(prefix).read_text()).get("pid", 0))
+    except (OSError, ValueError, TypeError):
+        owner = 0
+    if owner and owner != os.getpid() and Path(f"/proc/{owner}").exists():
+        raise RuntimeError(f"chain prefix {prefix!r} is in use by running process {owner}: pick another "
+                           "prefix in the setup's options, or stop that process")
+    print(f"removing what a killed run with prefix {prefix!r} left: {', '.join(found[:4])}"
+          f"{' ...' if len(found) > 4 else ''}", file=sys.stderr)
+    down(prefix)
+
+
+@dataclass
+class ChainEnvironment(Environment):
+    """An emulated chain from the setups part, measured with xlatperf in its client namespace.
+
+    topology: "baseline" | "464xlat" | "mapt". options: passed to the factory (backend, prefix...).
+    factory: "module:function" returning a context manager that yields a Chain.
+    cpu_map: core count -> DUT CPUs; default: the highest-numbered CPUs (the tester keeps CPU 0).
+    """
+
+    topology: str
+    tester: TesterOptions
+    options: dict[str, Any] = field(default_factory=dict)
+    factory: str = DEFAULT_CHAIN_FACTORY
+    cpu_map: dict[int, list[int]] = field(default_factory=dict)
+    _context: Any = field(default=None, init=False)
+    _chain: ChainLike | None = field(default=None, init=False)
+    _measurer: ChainMeasurer | None = field(default=None, init=False)
+
+    def up(self) -> None:
+        self._context = load_factory(self.factory)(topology=self.topology, **self.options)
+        self._chain = self._context.__enter__()
+        self._measurer = ChainMeasurer(self._chain, self.tester)
+
+    def down(self) -> None:
+        if self._context is not None:
+            context, self._context, self._chain = self._context, None, None
+            context.__exit__(None, None, None)
+
+    def max_cores(self) -> int:
+        return len(usable_cpus())
+
+    def dut_cpus(self, count: int) -> list[int]:
+        if count in self.cpu_map:
+            return list(self.cpu_map[count])
+        return usable_cpus()[-count:]
+
+    def set_cores(self, count: int) -> dict[str, Any]:
+        assert self._chain is not None, "environment not up"
+        cpus = self.dut_cpus(count)
+        return {"cores": count, "cpus": cpus, "applied": self._chain.set_dut_cpus(cpus)}
+
+    def measurer(self) -> Measurer:
+        assert self._measurer is not None, "environment not up"
+        return self._measurer
+
+    def describe(self) -> dict[str, Any]:
+        if self._chain is None:
+            return {"topology": self.topology}
+        return self._chain.describe()
+
+    def tester_version(self) -> str | None:
+        return self._measurer.last_tester_version if self._measurer else None

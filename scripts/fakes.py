@@ -1,0 +1,89 @@
+"""Fake DUTs of known capacity: the searches are tested against an answer fixed in advance.
+
+The model: a DUT forwards at most `capacity` queries/s; a queue of `buffer` queries absorbs an excess for a
+while, so a short trial slightly above capacity may still pass (as real socket buffers do); with `noise` the
+capacity of each trial is drawn around the nominal one (real DUTs vary by some % between trials); above
+`tester_limit_qps` the tester, not the DUT, cannot keep up and the trial is tester-limited; with
+`background_loss` every query may also be lost at random (a real chain loses the odd query on a busy
+machine at any rate: a one-second trial then fails the 0.01 % criterion by a single query).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from xlatbench.scripts.clock import Clock, RealClock
+from xlatbench.scripts.trial import TrialResult
+
+
+@dataclass
+class FakeDut:
+    """A Measurer whose answer is known.
+
+    capacity_qps: nominal capacity, queries/s.
+    noise: standard deviation of each trial's capacity, as a fraction of capacity (0 = deterministic).
+    buffer_queries: queries a queue absorbs above capacity before dropping, count.
+    tester_limit_qps: rate above which the trial is tester-limited, queries/s (None = unlimited).
+    background_loss: probability that any query is lost at random, fraction (0 = none).
+    seed: seed of the noise generator (same seed, same trials).
+    clock: a SimClock to advance by each trial's duration (simulated time), or a RealClock to really wait.
+    sleep: if True, a trial takes its duration on `clock`; if False it is instantaneous.
+    """
+
+    capacity_qps: float
+    noise: float = 0.0
+    buffer_queries: float = 0.0
+    tester_limit_qps: float | None = None
+    background_loss: float = 0.0
+    seed: int = 1
+    clock: Clock = field(default_factory=RealClock)
+    sleep: bool = False
+    trials: int = field(default=0, init=False)
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.capacity_qps <= 0:
+            raise ValueError(f"fake DUT capacity must be positive, got {self.capacity_qps} queries/s")
+        if self.noise < 0 or self.buffer_queries < 0 or not 0 <= self.background_loss < 1:
+            raise ValueError("fake DUT noise and buffer must not be negative, background_loss in [0, 1)")
+        self._rng = random.Random(self.seed)
+
+    def trial_capacity_qps(self, duration_s: float) -> float:
+        """This trial's capacity: nominal, jittered by noise, plus what the buffer absorbs in duration_s."""
+        jitter = self._rng.gauss(0.0, self.noise) if self.noise else 0.0
+        return max(0.0, self.capacity_qps * (1.0 + jitter)) + self.buffer_queries / duration_s
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        if duration_s <= 0 or rate_qps <= 0:
+            raise ValueError(f"a trial needs a positive duration and rate, got {duration_s} s, "
+                             f"{rate_qps} queries/s")
+        self.trials += 1
+        if self.sleep:
+            self.clock.sleep(duration_s)
+        scheduled = round(rate_qps * duration_s)
+        if self.tester_limit_qps is not None and rate_qps > self.tester_limit_qps:
+            sent = round(self.tester_limit_qps * duration_s)
+            return TrialResult(rate_qps, duration_s, sent, sent, 0.0, tester_limited=True,
+                               reasons=(f"fake tester offers at most {self.tester_limit_qps:.0f} queries/s",),
+                               achieved_rate_qps=self.tester_limit_qps)
+        capacity = self.trial_capacity_qps(duration_s)
+        valid = min(scheduled, round(capacity * duration_s))
+        if self.background_loss:
+            valid -= min(valid, _poisson(self._rng, valid * self.background_loss))
+        loss = 1.0 - valid / scheduled if scheduled else 1.0
+        return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson draw (exact below a mean of 30, normal approximation above)."""
+    if mean <= 0:
+        return 0
+    if mean > 30:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, k, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        k += 1
+        product *= rng.random()
+    return k

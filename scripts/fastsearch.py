@@ -1,0 +1,122 @@
+"""A faster throughput search that aims at the RFC 8219 answer with fewer full-length trials.
+
+Not RFC 8219 exact; its results say so. How it differs from the binary search:
+
+1. Bracketing with short trials (`short_duration_s`, `short_rest_s`). With a first guess (the earlier
+   repetitions' or the previous core count's result) it steps away from the guess by the error width,
+   doubling the step, until the answer is bracketed; without one it halves [min, max] like the RFC search;
+   then it halves the bracket with short trials down to the error width. A short trial counts as a failure
+   only when it is decisive: it already lost more queries than a whole full-length trial may lose
+   (loss_ratio x rate x duration_s), so a full-length trial, which starts the same way, cannot pass. A short
+   trial with fewer losses than that says nothing certain about full length and counts as a pass: a single
+   query lost in a one-second trial must not drag the bracket far below the answer.
+2. Verification at full length: the lower end of the short bracket is measured with a full-length trial.
+   Its upper end is a decisive failure, so it needs none.
+3. If the full-length trial fails, the search steps down from it (doubling the step) with full-length
+   trials until one passes and halves the bracket with full-length trials.
+
+The answer is the highest rate that passed a full-length trial with a full-length or decisive failure at
+most the error width above it: the RFC 8219 search's criterion, reached through fewer full-length trials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xlatbench.scripts.search import (
+    BELOW_LOWER,
+    FAST,
+    OK,
+    PASS,
+    TESTER_LIMITED,
+    UPPER_NOT_FAILED,
+    SearchOutcome,
+    SearchSettings,
+    TrialRecord,
+    TrialRunner,
+    _Search,
+    midpoint,
+)
+
+
+class _TesterLimited(Exception):
+    def __init__(self, rate_qps: float, lower: float, upper: float) -> None:
+        super().__init__(rate_qps)
+        self.rate_qps, self.lower, self.upper = rate_qps, lower, upper
+
+
+@dataclass
+class _Bracket:
+    """lower/upper: rates, queries/s; *_measured: False while a bound is still only min/max."""
+
+    lower: float
+    upper: float
+    lower_measured: bool = False
+    upper_measured: bool = False
+
+    def anchor(self) -> float:
+        return self.lower if self.lower_measured else self.upper
+
+
+def fast_search(runner: TrialRunner, settings: SearchSettings, search_id: str,
+                guess_qps: float | None = None) -> SearchOutcome:
+    """Search as described in the module docstring; guess_qps: first rate to try, queries/s (optional)."""
+    s = _Search(runner, settings, search_id, FAST)
+    try:
+        return _run(s, guess_qps)
+    except _TesterLimited as limited:
+        return s.outcome(TESTER_LIMITED, limited.lower, limited.upper, tester_limit=limited.rate_qps)
+
+
+def _run(s: _Search, guess: float | None) -> SearchOutcome:
+    cfg = s.settings
+    short = _Bracket(cfg.min_rate_qps, cfg.max_rate_qps)
+    if guess is not None and cfg.min_rate_qps < round(guess) < cfg.max_rate_qps:
+        _measure(s, "short", round(guess), short)
+    _step_and_halve(s, short, "short")
+
+    full = _Bracket(cfg.min_rate_qps, short.upper, upper_measured=short.upper_measured)
+    if short.lower_measured:
+        _measure(s, "full", short.lower, full)
+    _step_and_halve(s, full, "full")
+    if not full.lower_measured:
+        return s.outcome(BELOW_LOWER, full.lower, full.upper)
+    status = OK if full.upper_measured else UPPER_NOT_FAILED
+    return s.outcome(status, full.lower, full.upper, throughput=full.lower)
+
+
+def _step_and_halve(s: _Search, b: _Bracket, phase: str) -> None:
+    """Step away from the one measured bound (doubling) until both are measured, then halve to the width."""
+    cfg = s.settings
+    step = cfg.width_qps(b.anchor())
+    while b.lower_measured != b.upper_measured and not cfg.done(b.lower, b.upper):
+        rate = b.lower + step if b.lower_measured else b.upper - step
+        if not b.lower < rate < b.upper:
+            break
+        _measure(s, phase, rate, b)
+        step *= 2
+    while not cfg.done(b.lower, b.upper):
+        rate = midpoint(b.lower, b.upper)
+        if not b.lower < rate < b.upper:
+            break
+        _measure(s, phase, rate, b)
+
+
+def _measure(s: _Search, phase: str, rate: float, b: _Bracket) -> None:
+    duration = s.settings.duration_s if phase == "full" else s.settings.short_duration_s
+    record = s.trial(phase, duration, rate, b.lower, b.upper)
+    if record.verdict == TESTER_LIMITED:
+        raise _TesterLimited(rate, b.lower, b.upper)
+    if _counts_as_pass(record, s.settings):
+        b.lower, b.lower_measured = rate, True
+    else:
+        b.upper, b.upper_measured = rate, True
+
+
+def _counts_as_pass(record: TrialRecord, cfg: SearchSettings) -> bool:
+    if record.verdict == PASS:
+        return True
+    if record.phase == "full":
+        return False
+    # A short trial fails only decisively: more lost than a full-length trial may lose.
+    return record.result.lost <= cfg.loss_ratio * record.result.rate_qps * cfg.duration_s

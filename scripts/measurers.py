@@ -1,0 +1,116 @@
+"""Measurers that run the real tester: against Knot on loopback, or through an emulated chain."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from xlatbench.scripts.trial import TrialResult, result_from_xlatperf
+from xlatbench.scripts.xlatperf import TesterOptions, find_tester, run_trial
+
+
+class ChainLike(Protocol):
+    """The part of `xlatbench.setups.Chain` (docs/ARCHITECTURE.md) a measurement uses."""
+
+    topology: str
+    server_address: str
+    client_address: str
+
+    def describe(self) -> dict: ...
+    def client_argv(self, argv: list[str]) -> list[str]: ...
+    def set_dut_cpus(self, cpus: list[int]) -> dict: ...
+    def dut_cpu_times(self) -> dict[str, float]: ...
+    def counters(self) -> dict[str, dict[str, int]]: ...
+
+
+def counter_deltas(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict:
+    """Per hop, per counter: after - before (counters present in both snapshots)."""
+    deltas: dict[str, dict[str, int]] = {}
+    for hop, values in after.items():
+        old = before.get(hop, {})
+        deltas[hop] = {name: int(value) - int(old[name]) for name, value in values.items()
+                       if name in old and isinstance(value, int | float)}
+    return deltas
+
+
+def cpu_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Per DUT: CPU-seconds its translator processes used between the two snapshots."""
+    return {dut: round(float(after[dut]) - float(before.get(dut, 0.0)), 6) for dut in after}
+
+
+def tester_version(doc: dict[str, Any] | None) -> str | None:
+    return None if doc is None else doc.get("header", {}).get("version")
+
+
+@dataclass
+class ChainMeasurer:
+    """xlatperf in the client host of an emulated chain, with the DUTs' CPU time and hop counters per trial.
+
+    chain: the emulated chain (already up).
+    tester: xlatperf options.
+    binary: xlatperf path (default: the build's, see xlatbench.paths).
+    """
+
+    chain: ChainLike
+    tester: TesterOptions = field(default_factory=TesterOptions)
+    binary: Path | None = None
+    last_tester_version: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        max_flows = getattr(self.chain, "max_flows", None)
+        flows = self.tester.threads * self.tester.ports_per_thread
+        if max_flows is not None and flows > max_flows:
+            raise ValueError(f"the tester would use {flows} source ports (threads x ports_per_thread) "
+                             f"but the {self.chain.topology} chain carries only {max_flows} flows "
+                             "(MAP-T port set): lower threads or ports_per_thread")
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        binary = self.binary or find_tester()
+        cpu_before, counters_before = self.chain.dut_cpu_times(), self.chain.counters()
+        doc = run_trial(self.chain.client_argv([]), binary, self.chain.server_address, rate_qps, duration_s,
+                        self.tester)
+        cpu_after, counters_after = self.chain.dut_cpu_times(), self.chain.counters()
+        self.last_tester_version = tester_version(doc)
+        result = result_from_xlatperf(doc, rate_qps, duration_s)
+        dut = {"cpu_s": cpu_deltas(cpu_before, cpu_after),
+               "counters": counter_deltas(counters_before, counters_after)}
+        return _with_dut(result, dut)
+
+    def describe(self) -> dict[str, Any]:
+        return {"measurer": "chain", "chain": self.chain.describe(), "tester_options": _options(self.tester)}
+
+
+@dataclass
+class LoopbackMeasurer:
+    """xlatperf against a Knot server on loopback: the tester's self-test (no DUT in between).
+
+    server: address Knot listens on (127.0.0.1); tester.port must be Knot's port.
+    knot_description: what KnotServer.describe() said, recorded with the results.
+    """
+
+    server: str = "127.0.0.1"
+    tester: TesterOptions = field(default_factory=TesterOptions)
+    binary: Path | None = None
+    knot_description: dict[str, Any] | None = None
+    last_tester_version: str | None = field(default=None, init=False)
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        binary = self.binary or find_tester()
+        doc = run_trial([], binary, self.server, rate_qps, duration_s, self.tester)
+        self.last_tester_version = tester_version(doc)
+        return result_from_xlatperf(doc, rate_qps, duration_s)
+
+    def describe(self) -> dict[str, Any]:
+        return {"measurer": "loopback", "server": self.knot_description,
+                "tester_options": _options(self.tester)}
+
+
+def _with_dut(result: TrialResult, dut: dict[str, Any]) -> TrialResult:
+    return replace(result, dut_stats=dut)
+
+
+def _options(options: TesterOptions) -> dict[str, Any]:
+    data = asdict(options)
+    data["extra_args"] = list(options.extra_args)
+    return data

@@ -1,0 +1,124 @@
+"""A search repeated R times and summarized (median/min/max, percentiles and dispersion from 20 runs)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from xlatbench.scripts.fastsearch import fast_search
+from xlatbench.scripts.search import (
+    FAST,
+    OK,
+    RFC8219,
+    TESTER_LIMITED,
+    UPPER_NOT_FAILED,
+    SearchOutcome,
+    SearchSettings,
+    TrialRunner,
+    rfc8219_search,
+)
+from xlatbench.scripts.stats import Summary, summarize
+
+
+@dataclass(frozen=True)
+class RepeatedSearch:
+    """R repetitions of one search method.
+
+    outcomes: one per repetition run (fewer than R when a tester limit stopped them).
+    summary: of the throughputs of the outcomes with a number, queries/s (None when none has one).
+    status: "ok", "tester-limited" (no number), "upper-bound-not-failed" (a lower bound only) or
+        "below-lower-bound".
+    """
+
+    method: str
+    outcomes: tuple[SearchOutcome, ...]
+    summary: Summary | None
+    status: str
+
+    @property
+    def rfc8219_exact(self) -> bool:
+        return self.method == RFC8219
+
+    @property
+    def tester_limit_qps(self) -> float | None:
+        limits = [o.tester_limit_qps for o in self.outcomes if o.tester_limit_qps is not None]
+        return min(limits) if limits else None
+
+    @property
+    def elapsed_s(self) -> float:
+        return sum(o.elapsed_s for o in self.outcomes)
+
+    @property
+    def trials(self) -> int:
+        return sum(len(o.trials) for o in self.outcomes)
+
+    def describe(self, unit: str = "queries/s") -> str:
+        label = "RFC 8219 binary search" if self.rfc8219_exact else "fast search (not RFC 8219 exact)"
+        if self.status == TESTER_LIMITED:
+            last = self.outcomes[-1].trials[-1].result.reasons if self.outcomes[-1].trials else ()
+            why = f" ({'; '.join(last)})" if last else ""
+            return f"{label}: tester limit reached at {self.tester_limit_qps:.0f} {unit}{why}, no throughput"
+        if self.summary is None:
+            return f"{label}: {self.status}, no throughput"
+        s = self.summary
+        text = (f"{label}: median {s.median:.0f} {unit}, min {s.minimum:.0f}, max {s.maximum:.0f} "
+                f"over {s.n} searches")
+        if s.dispersion is not None:
+            text += f", p1 {s.p1:.0f}, p99 {s.p99:.0f}, dispersion {100 * s.dispersion:.2f} %"
+        if self.status == UPPER_NOT_FAILED:
+            text += " (some searches never failed: a lower bound, raise max_rate_qps)"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "status": self.status, "rfc8219_exact": self.rfc8219_exact,
+                "summary": None if self.summary is None else self.summary.to_dict(),
+                "tester_limit_qps": self.tester_limit_qps, "throughputs_qps":
+                [o.throughput_qps for o in self.outcomes], "trials": self.trials, "elapsed_s": self.elapsed_s}
+
+
+def search_id(prefix: str, method: str, repetition: int) -> str:
+    return f"{prefix}/{method}/rep{repetition}"
+
+
+def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id_prefix: str,
+                  first_guess_qps: float | None = None,
+                  on_outcome: Callable[[SearchOutcome], None] | None = None) -> RepeatedSearch:
+    """Run `settings.repetitions` searches; stop early at a tester limit (no repetition can give a number).
+
+    The fast search starts each repetition at the median of the earlier repetitions' results (the first at
+    first_guess_qps, e.g. the previous core count's median): that is where most of its speed comes from.
+    """
+    if method not in (RFC8219, FAST):
+        raise ValueError(f"unknown search method {method!r}; use {RFC8219!r} or {FAST!r}")
+    outcomes: list[SearchOutcome] = []
+    for repetition in range(1, settings.repetitions + 1):
+        sid = search_id(id_prefix, method, repetition)
+        if method == RFC8219:
+            outcome = rfc8219_search(runner, settings, sid)
+        else:
+            earlier = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
+            guess = statistics.median(earlier) if earlier else first_guess_qps
+            outcome = fast_search(runner, settings, sid, guess_qps=guess)
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+        if outcome.status == TESTER_LIMITED:
+            break
+    return summarize_outcomes(method, outcomes)
+
+
+def summarize_outcomes(method: str, outcomes: list[SearchOutcome]) -> RepeatedSearch:
+    statuses = {o.status for o in outcomes}
+    numbers = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
+    if TESTER_LIMITED in statuses:
+        return RepeatedSearch(method, tuple(outcomes), None, TESTER_LIMITED)
+    summary = summarize(numbers) if numbers else None
+    if summary is None:
+        status = outcomes[0].status if outcomes else OK
+    elif UPPER_NOT_FAILED in statuses:
+        status = UPPER_NOT_FAILED
+    else:
+        status = OK
+    return RepeatedSearch(method, tuple(outcomes), summary, status)

@@ -1,0 +1,127 @@
+"""The one thing a search sees: a trial at a rate for a duration, and its result.
+
+`TrialResult` and `Measurer` are the contract of docs/ARCHITECTURE.md; `result_from_xlatperf` turns the
+tester's JSON document into a `TrialResult` for every measurer that runs the real tester.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+# The paper's acceptance criterion: at most one query in 10 000 lost (0.01 %).
+DEFAULT_LOSS_RATIO = 1e-4
+
+# A tester that sent fewer than this share of the queries it was asked for did not offer the asked rate,
+# whatever its own verdict says (dnsperf -Q silently slows down above capacity; see shared NOTES).
+MIN_SENT_SHARE = 0.99
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """Outcome of one trial.
+
+    rate_qps: asked query rate, queries/s.
+    duration_s: asked trial duration, s.
+    sent: queries sent, count.
+    valid: valid answers received within the timeout, count.
+    loss_ratio: 1 - valid / sent, fraction (1.0 when nothing was sent).
+    tester_limited: True when the tester could not offer the asked rate; never DUT loss.
+    reasons: why the trial is tester-limited (empty otherwise).
+    achieved_rate_qps: rate the tester really offered, queries/s.
+    raw: the tester's JSON document, or None (fake DUTs).
+    dut_stats: what the DUT side did during the trial, or None: {"cpu_s": {dut: CPU-seconds of its translator
+        processes}, "counters": {hop: {counter: increase}}} (ChainMeasurer).
+    """
+
+    rate_qps: float
+    duration_s: float
+    sent: int
+    valid: int
+    loss_ratio: float
+    tester_limited: bool = False
+    reasons: tuple[str, ...] = ()
+    achieved_rate_qps: float = 0.0
+    raw: dict[str, Any] | None = field(default=None, compare=False)
+    dut_stats: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def lost(self) -> int:
+        """Queries without a valid answer in time, count."""
+        return max(0, self.sent - self.valid)
+
+    def passed(self, loss_ratio: float = DEFAULT_LOSS_RATIO) -> bool:
+        """True when the DUT met the criterion; False for DUT loss. Meaningless if tester_limited."""
+        return not self.tester_limited and self.sent > 0 and self.loss_ratio <= loss_ratio
+
+    def to_dict(self, with_raw: bool = True) -> dict[str, Any]:
+        data = asdict(self)
+        data["reasons"] = list(self.reasons)
+        if not with_raw:
+            data.pop("raw")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        return cls(
+            rate_qps=float(data["rate_qps"]),
+            duration_s=float(data["duration_s"]),
+            sent=int(data["sent"]),
+            valid=int(data["valid"]),
+            loss_ratio=float(data["loss_ratio"]),
+            tester_limited=bool(data.get("tester_limited", False)),
+            reasons=tuple(data.get("reasons", ())),
+            achieved_rate_qps=float(data.get("achieved_rate_qps", 0.0)),
+            raw=data.get("raw"),
+            dut_stats=data.get("dut_stats"),
+        )
+
+
+class Measurer(Protocol):
+    """Runs one trial; the searches never know how."""
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult: ...
+
+
+class TesterOutputError(RuntimeError):
+    """The tester's JSON is missing or lacks a field the suite relies on."""
+
+    __test__ = False  # a name pytest would otherwise try to collect
+
+
+def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float) -> TrialResult:
+    """Build a TrialResult from xlatperf's JSON (fields of docs/ARCHITECTURE.md).
+
+    A trial is tester-limited when the tester says so (`verdict.status == "tester-limited"`) or when it sent
+    clearly fewer queries than rate x duration: both mean the asked rate was not offered.
+    """
+    try:
+        totals = doc["totals"]
+        sent = int(totals["sent"])
+        valid = int(totals["valid"])
+        verdict = doc["verdict"]
+        status = str(verdict["status"])
+        reasons = [str(r) for r in verdict.get("reasons", [])]
+        achieved = float(doc.get("send", {}).get("achieved_rate_qps", 0.0))
+    except (KeyError, TypeError, ValueError) as err:
+        raise TesterOutputError(f"xlatperf JSON lacks a required field ({err!r}); "
+                                "is the tester up to date?") from None
+    if status not in ("ok", "tester-limited"):
+        raise TesterOutputError(f"xlatperf verdict.status {status!r} is neither 'ok' nor 'tester-limited'")
+    limited = status == "tester-limited"
+    scheduled = rate_qps * duration_s
+    if scheduled >= 1 and sent < MIN_SENT_SHARE * scheduled:
+        limited = True
+        reasons.append(f"sent {sent} of {scheduled:.0f} scheduled queries (< {MIN_SENT_SHARE:.0%})")
+    loss = 1.0 - valid / sent if sent > 0 else 1.0
+    return TrialResult(
+        rate_qps=rate_qps,
+        duration_s=duration_s,
+        sent=sent,
+        valid=valid,
+        loss_ratio=float(doc.get("loss_ratio", loss)) if sent > 0 else 1.0,
+        tester_limited=limited,
+        reasons=tuple(reasons),
+        achieved_rate_qps=achieved,
+        raw=doc,
+    )

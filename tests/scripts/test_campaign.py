@@ -1,0 +1,281 @@
+"""Campaigns: records, core sweeps, idle capture, resume after SIGKILL, Ctrl-C teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fakechain
+import pytest
+
+from xlatbench.scripts.campaign import CampaignMismatch, CampaignRun
+from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
+from xlatbench.scripts.measurers import ChainMeasurer
+from xlatbench.scripts.store import ResultStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fake_campaign(store: Path, **overrides: object) -> dict:
+    data = {
+        "campaign": {"name": "t", "methods": ["rfc8219-binary", "fast"], "cores": [1, 2, 4]},
+        "search": {"max_rate_qps": 100_000, "error_qps": 500, "duration_s": 60, "rest_s": 10,
+                   "repetitions": 3},
+        "idle": {"runs": 2},
+        "setup": [{"name": "sim", "kind": "fake", "capacity_qps": 20_000, "scaling": 0.9,
+                   "cores_available": 2}],
+    }
+    data.update(overrides)
+    return data
+
+
+def records(store: Path) -> list[dict]:
+    return list(ResultStore(store).records())
+
+
+def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> None:
+    store = tmp_path / "r.jsonl"
+    results = CampaignRun(parse_campaign(fake_campaign(store), "t.toml", store), progress=False).run()
+    # Core counts capped at what the fake DUT has (2): 1 and 2; two methods each.
+    assert [(r.cores, r.method) for r in results] == [
+        (1, "rfc8219-binary"), (1, "fast"), (2, "rfc8219-binary"), (2, "fast")]
+    for r in results:
+        capacity = 20_000 * r.cores ** 0.9 / (1 - 1e-4)
+        assert abs(r.repeated.summary.median - capacity) <= 500
+    stored = records(store)
+    trials = [r for r in stored if r["type"] == "trial"]
+    assert len({r["key"] for r in stored}) == len(stored)
+    assert len(trials) == sum(r.repeated.trials for r in results)
+    first = trials[0]
+    assert first["cores"] == 1 and first["setup"]["kind"] == "fake"
+    assert first["host"]["kernel"] and first["host"]["cpu_model"]
+    assert first["tester"]["version"] == "fake" and first["dut"]["implementation"] == "fake"
+    assert first["search"]["settings"]["duration_s"] == 60 and first["search"]["step"] == 0
+    assert {t["search"]["rfc8219_exact"] for t in trials if t["search"]["method"] == "fast"} == {False}
+    assert {t["cores"] for t in trials} == {1, 2}
+    idle = [r for r in stored if r["type"] == "idle-run"]
+    assert len(idle) == 4 and all(r["rate_qps"] > 0 for r in idle)
+    assert len([r for r in stored if r["type"] == "idle-mean"]) == 2
+    assert len([r for r in stored if r["type"] == "summary"]) == 4
+
+
+def test_rerunning_a_finished_campaign_measures_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "r.jsonl"
+    campaign = parse_campaign(fake_campaign(store), "t.toml", store)
+    CampaignRun(campaign, progress=False).run()
+    before = store.read_bytes()
+    again = CampaignRun(campaign, progress=False)
+    results = again.run()
+    assert again.new_trials == 0 and store.read_bytes() == before
+    assert results[0].repeated.summary is not None
+
+
+def test_a_changed_campaign_does_not_resume_an_old_store(tmp_path: Path) -> None:
+    store = tmp_path / "r.jsonl"
+    CampaignRun(parse_campaign(fake_campaign(store), "t.toml", store), progress=False).run()
+    other = fake_campaign(store)
+    other["search"] = {**other["search"], "error_qps": 400}
+    with pytest.raises(CampaignMismatch, match="another campaign"):
+        CampaignRun(parse_campaign(other, "t.toml", store), progress=False).run()
+
+
+def chain_campaign(store: Path, idle_runs: int = 0) -> dict:
+    return {
+        "campaign": {"name": "c", "methods": ["rfc8219-binary"], "cores": [1, 2]},
+        "search": {"max_rate_qps": 20_000, "error_qps": 1000, "duration_s": 0.1, "rest_s": 0,
+                   "repetitions": 1},
+        "idle": {"runs": idle_runs, "duration_s": 0.3, "rest_s": 0, "interval_s": 0.1},
+        "setup": [{"name": "fc", "kind": "chain", "topology": "baseline", "factory": "fakechain:fake_chain",
+                   "options": {"prefix": "xbt"}}],
+    }
+
+
+def test_chain_campaign_records_dut_cpu_counters_and_cores(tmp_path: Path, monkeypatch) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    for key, value in fakechain.env_with_fake_tester(tmp_path, 5000, FAKE_REALTIME="1").items():
+        monkeypatch.setenv(key, value)
+    fakechain.LOG.clear()
+    store = tmp_path / "c.jsonl"
+    results = CampaignRun(parse_campaign(chain_campaign(store, idle_runs=2), "c.toml", store),
+                          progress=False).run()
+    assert [r.cores for r in results] == [1, 2]
+    for r in results:
+        assert abs(r.repeated.summary.median - 5000 / (1 - 1e-4)) <= 1000
+    cpus = [entry[1] for entry in fakechain.LOG if entry[0] == "set_dut_cpus"]
+    assert cpus == [[max(os.sched_getaffinity(0))], sorted(os.sched_getaffinity(0))[-2:]]
+    assert fakechain.LOG[0] == ("up", "baseline", {"prefix": "xbt"}) and fakechain.LOG[-1][0] == "down"
+    stored = records(store)
+    trial = next(r for r in stored if r["type"] == "trial")
+    assert trial["trial"]["dut_stats"]["cpu_s"] == {"dut1": 0.5, "dut2": 0.25}
+    assert trial["trial"]["dut_stats"]["counters"] == {"dut1:eth0": {"rx_dropped": 3, "rx_packets": 100}}
+    assert trial["dut"]["implementations"]["dut2"] == "fake-plat 1.0"
+    assert trial["tester"]["version"] == "fake-1.0" and trial["raw"]["header"]["tool"] == "xlatperf"
+    cpus = trial["dut_cpus"]["cpus"]
+    assert trial["dut_cpus"]["applied"] == {"dut1": cpus, "dut2": cpus}
+    idle = [r for r in stored if r["type"] == "idle-run"]
+    assert len(idle) == 4
+    assert all(len(r["samples"]) >= 2 for r in idle)
+    assert set(idle[0]["samples"][0]["cpus"]["0"]) >= {"usr", "sys", "softirq", "idle"}
+    mean = next(r for r in stored if r["type"] == "idle-mean")
+    assert mean["per_second"][0]["runs"] == 2
+
+
+def test_ctrl_c_stores_finished_trials_and_tears_down(tmp_path: Path, monkeypatch) -> None:
+    for key, value in fakechain.env_with_fake_tester(tmp_path, 5000).items():
+        monkeypatch.setenv(key, value)
+    fakechain.LOG.clear()
+    real_measure = ChainMeasurer.measure
+    calls = {"n": 0}
+
+    def interrupted(self, duration_s, rate_qps):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_measure(self, duration_s, rate_qps)
+
+    monkeypatch.setattr(ChainMeasurer, "measure", interrupted)
+    store = tmp_path / "c.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        CampaignRun(parse_campaign(chain_campaign(store), "c.toml", store), progress=False).run()
+    assert fakechain.LOG[-1] == ("down", "baseline")
+    assert len([r for r in records(store) if r["type"] == "trial"]) == 2
+
+
+RESUME_TOML = """
+[campaign]
+name = "resume"
+methods = ["rfc8219-binary", "fast"]
+cores = [1]
+
+[search]
+max_rate_qps = 16000
+error_qps = 1000
+duration_s = 0.4
+rest_s = 0.05
+short_duration_s = 0.1
+short_rest_s = 0
+repetitions = 2
+
+[[setup]]
+name = "sim"
+kind = "fake"
+capacity_qps = 12345
+realtime = {realtime}
+"""
+
+
+def run_cli(*args: str) -> subprocess.Popen:
+    code = "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def trial_keys(store: Path) -> list[str]:
+    return [r["key"] for r in records(store) if r["type"] == "trial"]
+
+
+def test_sigkill_during_third_trial_then_resume(tmp_path: Path) -> None:
+    file = tmp_path / "resume.toml"
+    file.write_text(RESUME_TOML.replace("{realtime}", "true"))
+    store = tmp_path / "resume.jsonl"
+    process = run_cli("campaign", "run", str(file), "--store", str(store), "--no-progress")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(trial_keys(store)) < 2:
+        time.sleep(0.02)
+    time.sleep(0.15)  # well inside the 3rd trial (0.05 s rest + 0.4 s)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_with = trial_keys(store)
+    assert len(killed_with) == 2, "the kill should land during the 3rd trial"
+
+    process = run_cli("campaign", "run", str(file), "--store", str(store), "--no-progress")
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert "resuming resume: 2 trials" in err
+    keys = trial_keys(store)
+    assert len(keys) == len(set(keys)), "a finished trial was stored twice"
+    assert keys[:2] == killed_with
+
+    # The same campaign uninterrupted (simulated time, same deterministic DUT) runs the same trials.
+    reference = tmp_path / "reference.jsonl"
+    data = load_campaign(file, reference)
+    CampaignRun(data, progress=False).run()
+    assert keys == trial_keys(reference)
+    rates = [r["trial"]["rate_qps"] for r in records(store) if r["type"] == "trial"]
+    assert rates == [r["trial"]["rate_qps"] for r in records(reference) if r["type"] == "trial"]
+    summaries = [r for r in records(store) if r["type"] == "summary"]
+    assert len(summaries) == 2 and all(s["summary"]["status"] == "ok" for s in summaries)
+
+
+def test_torn_last_record_is_moved_aside(tmp_path: Path) -> None:
+    store = tmp_path / "r.jsonl"
+    campaign = parse_campaign(fake_campaign(store), "t.toml", store)
+    CampaignRun(campaign, progress=False).run()
+    lines = store.read_bytes().splitlines(keepends=True)
+    store.write_bytes(b"".join(lines[:5]) + lines[5][:40])  # killed while writing record 6
+    run = CampaignRun(campaign, progress=False)
+    run.run()
+    assert (tmp_path / "r.jsonl.torn-1").read_bytes() == lines[5][:40]
+    keys = [r["key"] for r in records(store)]
+    assert len(keys) == len(set(keys)) == len(lines)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"bogus": 1}, "unknown key"),
+    ({"search": {"max_rate_qps": 1000, "error_qps": 10, "duraton_s": 5}}, "duraton_s"),
+    ({"search": {"max_rate_qps": 1000}}, "error_qps"),
+    ({"campaign": {"name": "x", "methods": ["golden"]}}, "unknown method"),
+    ({"campaign": {"name": "x", "cores": [0]}}, "cores"),
+    ({"setup": [{"kind": "vm"}]}, "kind must be one of"),
+    ({"setup": [{"kind": "fake"}]}, "capacity_qps"),
+    ({"setup": [{"kind": "chain"}]}, "topology"),
+    ({"idle": {"runs": 3, "method": "fast"}}, "not one of the campaign's methods"),
+])
+def test_bad_campaign_files_are_refused_with_the_key(tmp_path: Path, change: dict, message: str) -> None:
+    data = fake_campaign(tmp_path / "x.jsonl")
+    data["campaign"]["methods"] = ["rfc8219-binary"]
+    data.update(change)
+    with pytest.raises(CampaignFileError, match=message):
+        parse_campaign(data, "bad.toml")
+
+
+def test_shipped_campaign_files_parse() -> None:
+    for name in ("demo.toml", "paper.toml", "simulated.toml"):
+        campaign = load_campaign(REPO / "campaigns" / name)
+        assert campaign.setups and campaign.searches
+    paper = load_campaign(REPO / "campaigns" / "paper.toml")
+    name, settings = paper.searches[0]
+    assert (settings.duration_s, settings.rest_s) == (60, 10)
+    assert (settings.repetitions, settings.loss_ratio) == (10, 1e-4)
+    assert paper.tester.timeout_s == 0.25 and paper.idle.runs == 100
+    assert paper.tester.threads == 16 and paper.tester.ports_per_thread == 100
+
+
+def test_cli_errors_are_one_line_and_nonzero(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[campaign\nname=")
+    for args in (["campaign", "run", str(tmp_path / "missing.toml")], ["campaign", "run", str(bad)]):
+        process = run_cli(*args)
+        out, err = process.communicate(timeout=60)
+        assert process.returncode != 0
+        assert len(err.strip().splitlines()) == 1, err
+    ok = tmp_path / "x.toml"
+    ok.write_text(json.dumps({}))  # "{}" is not TOML either
+    process = run_cli("search", "--dut", "fake", "--error-ratio", "3")
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and "error_ratio" in err and len(err.strip().splitlines()) == 1
+
+
+def test_more_queries_in_flight_than_the_tester_allows_is_refused_up_front(tmp_path: Path) -> None:
+    data = chain_campaign(tmp_path / "x.jsonl")
+    data["search"] = {**data["search"], "max_rate_qps": 200_000}
+    with pytest.raises(CampaignFileError, match="ports_per_thread >= 2"):
+        parse_campaign(data, "c.toml")
+    data["tester"] = {"ports_per_thread": 2}
+    parse_campaign(data, "c.toml")

@@ -1,0 +1,58 @@
+"""CPU sampling from /proc/stat: arithmetic on known counters, and a known load on a real CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xlatbench.scripts.cpuload import CpuSampler, mean_per_second, read_jiffies, usage_between
+
+STAT_BEFORE = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\n"
+STAT_AFTER = "cpu  210 0 110 880 0 0 0 0 0 0\ncpu0 60 0 60 480 0 0 0 0 0 0\ncpu1 150 0 50 400 0 0 0 0 0 0\n"
+
+
+def test_usage_from_known_counters(tmp_path: Path) -> None:
+    before, after = tmp_path / "a", tmp_path / "b"
+    before.write_text(STAT_BEFORE + "intr 1 2 3\n")
+    after.write_text(STAT_AFTER)
+    usage = usage_between(read_jiffies(before), read_jiffies(after))
+    assert usage["0"]["usr"] == 10.0 and usage["0"]["sys"] == 10.0 and usage["0"]["idle"] == 80.0
+    assert usage["1"]["usr"] == 100.0 and usage["1"]["idle"] == 0.0
+    assert (usage["all"]["usr"], usage["all"]["sys"], usage["all"]["idle"]) == (55.0, 5.0, 40.0)
+    assert set(usage["all"]) == {"usr", "nice", "sys", "idle", "iowait", "irq", "softirq", "steal"}
+
+
+def test_mean_per_second_averages_runs_second_by_second() -> None:
+    run = [{"t_s": 1, "cpus": {"0": {c: 0.0 for c in ("usr", "nice", "sys", "idle", "iowait", "irq",
+                                                      "softirq", "steal")}}}]
+    run[0]["cpus"]["0"]["idle"] = 100.0
+    other = [{"t_s": 1, "cpus": {"0": {**run[0]["cpus"]["0"], "idle": 50.0}}},
+             {"t_s": 2, "cpus": {"0": {**run[0]["cpus"]["0"], "idle": 20.0}}}]
+    mean = mean_per_second([run, other])
+    assert mean[0]["cpus"]["0"]["idle"] == 75.0 and mean[0]["runs"] == 2
+    assert mean[1]["cpus"]["0"]["idle"] == 20.0 and mean[1]["runs"] == 1
+
+
+def test_busy_loop_on_cpu1_shows_as_cpu1_not_idle() -> None:
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1")
+    busy = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        with CpuSampler(interval_s=1.0) as sampler:
+            time.sleep(3.2)
+        samples = sampler.samples
+    finally:
+        busy.kill()
+        busy.wait()
+    assert len(samples) == 3
+    idle1 = sum(s["cpus"]["1"]["idle"] for s in samples) / len(samples)
+    idle0 = sum(s["cpus"]["0"]["idle"] for s in samples) / len(samples)
+    assert idle1 < 5.0, f"CPU 1 ran a busy loop but looked {idle1:.1f} % idle"
+    # Other developers' work may load CPU 0 too, but not by a whole core for the whole run.
+    assert idle0 > idle1 + 30.0, f"CPU 0 idle {idle0:.1f} %, CPU 1 idle {idle1:.1f} %"

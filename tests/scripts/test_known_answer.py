@@ -1,0 +1,87 @@
+"""Known answer on a real emulated chain: a packets-per-second cap on the DUT1-DUT2 link.
+
+nftables `limit rate over 3000/second burst B packets drop` on the queries DUT1 forwards to DUT2 is a token
+bucket of B packets refilled at 3000 packets/s (the kernel's nft_limit: one packet costs 1/3000 s of
+tokens, the bucket holds B packets' worth and is full at the start of each trial after a rest longer
+than B/3000 s). During a trial whose queries go out over a send window of w seconds, at most
+3000 * w + B queries pass. A trial at R queries/s for d seconds sends R*d queries and passes the 0.01 %
+criterion iff R*d - (3000*w + B) <= 1e-4 * R*d, i.e. the highest passing rate is
+
+    R* = (3000 * w / d + B / d) / (1 - 1e-4)          (w = d for a tester that keeps its schedule)
+
+With d = 2 s and B = 20 packets: R* = (3000 + 10) / 0.9999 = 3010.3 queries/s. The search must report a
+rate in (3000 - error, R*]: the cap itself, plus a burst allowance of B/d = 10 queries/s and the 0.01 %
+loss allowance (0.3 queries/s). Replies are not limited (the rule matches UDP to port 53 only).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from xlatbench.scripts.fastsearch import fast_search
+from xlatbench.scripts.measurers import ChainMeasurer
+from xlatbench.scripts.search import OK, SearchSettings, TrialRunner, rfc8219_search
+from xlatbench.scripts.xlatperf import TesterOptions
+
+CAP_PPS = 3000
+BURST = 20
+DURATION_S = 2.0
+ERROR_QPS = 50.0
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def _requirements():
+    try:
+        from xlatbench.paths import tester_binary
+
+        tester_binary()
+    except FileNotFoundError as err:
+        pytest.skip(f"xlatperf not built: {err}")
+    try:
+        from xlatbench.setups import EmulatedChain  # noqa: F401
+    except ImportError:
+        pytest.skip("the setups part (EmulatedChain) is not on this branch yet")
+
+
+def install_cap(chain, prefix: str) -> str:
+    emulation = chain.emulation
+    link = emulation.topology.link(emulation.topology.inner_link)
+    netns = emulation.netns_of[link.a.host]
+    script = (f"table inet {prefix}_kat {{\n  chain capped {{\n"
+              f"    type filter hook forward priority 0; policy accept;\n"
+              f"    oifname \"{link.a.interface}\" udp dport 53 "
+              f"limit rate over {CAP_PPS}/second burst {BURST} packets counter drop\n  }}\n}}\n")
+    done = subprocess.run(["ip", "netns", "exec", netns, "nft", "-f", "-"], input=script, text=True,
+                          capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return netns
+
+
+def highest_passing_rate(window_s: float) -> float:
+    return (CAP_PPS * window_s / DURATION_S + BURST / DURATION_S) / (1 - 1e-4)
+
+
+def test_search_finds_an_nftables_rate_cap() -> None:
+    _requirements()
+    from xlatbench.scripts.envs import emulated_chain
+
+    prefix = f"xk{os.getpid() % 100000}"
+    settings = SearchSettings(max_rate_qps=8000, error_qps=ERROR_QPS, duration_s=DURATION_S, rest_s=0.5,
+                              short_duration_s=0.5, short_rest_s=0.2, repetitions=1)
+    with emulated_chain("baseline", prefix=prefix, knot_cpus=(0,)) as chain:
+        install_cap(chain, prefix)
+        measurer = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=1))
+        for search in (rfc8219_search, fast_search):
+            outcome = search(TrialRunner(measurer), settings, f"kat-{search.__name__}")
+            assert outcome.status == OK, outcome.describe()
+            passing = next(t for t in reversed(outcome.trials)
+                           if t.result.rate_qps == outcome.throughput_qps and t.verdict == "pass")
+            window = float((passing.result.raw or {}).get("send", {}).get("window_s") or DURATION_S)
+            top = highest_passing_rate(max(window, DURATION_S))
+            print(f"{search.__name__}: {outcome.describe()}; expected ({CAP_PPS - ERROR_QPS:.0f}, {top:.1f}] "
+                  f"queries/s (cap {CAP_PPS}/s, burst {BURST}, send window {window:.3f} s)")
+            assert CAP_PPS - ERROR_QPS < outcome.throughput_qps <= top
