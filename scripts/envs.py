@@ -210,7 +210,8 @@ def emulated_chain(topology: str, **options: Any) -> Any:
 def clear_killed_run(prefix: str) -> None:
     """Take down what a killed run of this prefix left (a resumed campaign meets it after `kill -9`),
     unless the process that brought it up is still alive: then the prefix is in use and we refuse."""
-    from xlatbench.setups.emulation import down, leftovers, statefile
+    from xlatbench.setups.cleanup import down, leftovers
+    from xlatbench.setups.names import statefile
 
     found = leftovers(prefix)
     if not found:

@@ -71,7 +71,7 @@ def _trials(store: Path) -> list[dict]:
 
 def test_emulated_campaign_survives_sigkill(tmp_path: Path) -> None:
     _requirements()
-    from xlatbench.setups.emulation import down, leftovers
+    from xlatbench.setups.cleanup import down, leftovers
 
     prefix = f"xr{os.getpid() % 100000}"
     file = tmp_path / "c.toml"
