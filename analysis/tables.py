@@ -94,36 +94,61 @@ def throughput_table(series: Series) -> Table:
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
 
 
-def comparison_table(all_series: list[Series], method_exact: bool = True) -> Table | None:
-    """Medians of every setup side by side, and each over the baseline measured in the same run.
+# A chain result above this share of what tester and server carry alone on loopback may be their limit,
+# not the DUTs' (the MAP-E paper uses a tester only up to 90-95 % of its self-tested capacity).
+CEILING_SHARE = 0.9
 
-    On a shared 2-core machine absolute rates are noisy; the ratio to the baseline of the same run is the
-    figure worth comparing.
+
+def comparison_table(all_series: list[Series], method_exact: bool = True) -> Table | None:
+    """Medians of every setup side by side, each over the baseline and over the tester's loopback
+    self-test measured in the same run.
+
+    On a shared 2-core machine absolute rates are noisy; ratios within one run are the figures worth
+    comparing, and the self-test ratio shows whether the suite could measure that high at all.
     """
     chosen = [s for s in all_series if s.rfc8219_exact == method_exact]
     if not chosen:
         return None
-    cores = sorted({c for s in chosen for c in s.cells})
-    baseline = next((s for s in chosen if s.topology == "baseline"), None)
+    ceiling_series = next((s for s in chosen if s.topology == "loopback"), None)
+    ceiling = _median_at(ceiling_series, min(ceiling_series.cells)) if ceiling_series else None
+    chains = [s for s in chosen if s is not ceiling_series]
+    cores = sorted({c for s in chains for c in s.cells})
+    baseline = next((s for s in chains if s.topology == "baseline"), None)
     rows = []
-    for series in chosen:
+    if ceiling is not None:
+        rows.append(["loopback self-test, tester + Knot alone (queries/s)", *[_qps(ceiling) for _ in cores]])
+    for series in chains:
         rows.append([f"{series.setup}: median (queries/s)",
                      *[_cell_median(series.cells[c]) if c in series.cells else "-" for c in cores]])
         if baseline is not None and series is not baseline:
-            ratios = []
-            for c in cores:
-                mine, base = _median_at(series, c), _median_at(baseline, c)
-                ratios.append("-" if mine is None or not base else f"{mine / base:.2f}")
-            rows.append([f"{series.setup} / baseline", *ratios])
+            rows.append([f"{series.setup} / baseline", *[_ratio(series, baseline, c) for c in cores]])
+        if ceiling:
+            rows.append([f"{series.setup} / loopback self-test", *[_share(_median_at(series, c), ceiling)
+                                                                   for c in cores]])
     label = "RFC 8219 binary search" if method_exact else "fast search (not RFC 8219 exact)"
-    title = f"Medians side by side, {label}: resolved queries/s, and each over the same run's baseline"
+    title = f"Medians side by side, {label}: resolved queries/s, and ratios within the same run"
+    if ceiling:
+        title += (f" (! = above {CEILING_SHARE:.0%} of the loopback self-test: tester or server may be the "
+                  "limit, not the DUTs)")
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
+
+
+def _ratio(series: Series, reference: Series, cores: int) -> str:
+    mine, base = _median_at(series, cores), _median_at(reference, cores)
+    return "-" if mine is None or not base else f"{mine / base:.2f}"
+
+
+def _share(value: float | None, ceiling: float) -> str:
+    if value is None:
+        return "-"
+    share = value / ceiling
+    return f"{share:.2f}" + (" !" if share > CEILING_SHARE else "")
 
 
 def _median(cell: Throughput) -> float | None:
     return cell.median if cell.status in ("ok", "upper-bound-not-failed") else None
 
 
-def _median_at(series: Series, cores: int) -> float | None:
-    cell = series.cells.get(cores)
+def _median_at(series: Series | None, cores: int) -> float | None:
+    cell = series.cells.get(cores) if series is not None else None
     return None if cell is None else _median(cell)

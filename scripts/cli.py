@@ -180,7 +180,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run_campaign(run: CampaignRun) -> int:
+def run_campaign(run: CampaignRun) -> int:
+    """Run (or resume) a campaign; Ctrl-C and errors end it cleanly with a word on how to resume."""
     with _sigterm_as_interrupt():
         try:
             run.run()
@@ -200,7 +201,7 @@ def _run_campaign(run: CampaignRun) -> int:
 # -- commands ------------------------------------------------------------------------------------
 def _campaign_run(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file, args.store)
-    return _run_campaign(CampaignRun(campaign, progress=not args.no_progress))
+    return run_campaign(CampaignRun(campaign, progress=not args.no_progress))
 
 
 def _campaign_plan(args: argparse.Namespace) -> int:
@@ -242,7 +243,7 @@ def _search(args: argparse.Namespace) -> int:
     methods = [RFC8219, FAST] if args.method == "both" else [args.method]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     store = args.store or Path(f"results/search-{stamp}.jsonl")
-    return _run_campaign(_one_config_campaign(args, methods, store))
+    return run_campaign(_one_config_campaign(args, methods, store))
 
 
 def _trial(args: argparse.Namespace) -> int:

@@ -127,3 +127,19 @@ def test_verdict_reports_disagreeing_evidence(tmp_path):
     found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
     assert found.bottleneck is None
     assert any("disagrees" in line for line in found.evidence)
+
+
+def test_comparison_flags_results_near_the_testers_own_ceiling(tmp_path):
+    from xlatbench.analysis.tables import comparison_table
+
+    loopback = summary_record("loopback", 1, 100000, 98000, 101000)
+    loopback["setup"] = {"name": "loopback", "kind": "loopback"}
+    records = [loopback,
+               summary_record("baseline", 1, 95000, 94000, 96000),
+               summary_record("464xlat", 1, 19000, 18000, 20000)]
+    table = comparison_table(load_campaign(write_store(tmp_path / "c.jsonl", records)).series)
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert rows["loopback self-test, tester + Knot alone (queries/s)"] == ["100,000"]
+    assert rows["baseline / loopback self-test"] == ["0.95 !"]
+    assert rows["464xlat / loopback self-test"] == ["0.19"]
+    assert rows["464xlat / baseline"] == ["0.20"]
