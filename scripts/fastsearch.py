@@ -39,20 +39,17 @@ from xlatbench.scripts.search import (
 )
 
 
-class _TesterLimited(Exception):
-    def __init__(self, rate_qps: float, lower: float, upper: float) -> None:
-        super().__init__(rate_qps)
-        self.rate_qps, self.lower, self.upper = rate_qps, lower, upper
-
-
 @dataclass
 class _Bracket:
-    """lower/upper: rates, queries/s; *_measured: False while a bound is still only min/max."""
+    """lower/upper: rates, queries/s; *_measured: False while a bound is still only min/max.
+    tester_limit: lowest rate at which the tester could not offer the load, queries/s (an upper bound that
+    says nothing of the DUT)."""
 
     lower: float
     upper: float
     lower_measured: bool = False
     upper_measured: bool = False
+    tester_limit: float | None = None
 
     def anchor(self) -> float:
         return self.lower if self.lower_measured else self.upper
@@ -61,11 +58,7 @@ class _Bracket:
 def fast_search(runner: TrialRunner, settings: SearchSettings, search_id: str,
                 guess_qps: float | None = None) -> SearchOutcome:
     """Search as described in the module docstring; guess_qps: first rate to try, queries/s (optional)."""
-    s = _Search(runner, settings, search_id, FAST)
-    try:
-        return _run(s, guess_qps)
-    except _TesterLimited as limited:
-        return s.outcome(TESTER_LIMITED, limited.lower, limited.upper, tester_limit=limited.rate_qps)
+    return _run(_Search(runner, settings, search_id, FAST), guess_qps)
 
 
 def _run(s: _Search, guess: float | None) -> SearchOutcome:
@@ -75,14 +68,18 @@ def _run(s: _Search, guess: float | None) -> SearchOutcome:
         _measure(s, "short", round(guess), short)
     _step_and_halve(s, short, "short")
 
-    full = _Bracket(cfg.min_rate_qps, short.upper, upper_measured=short.upper_measured)
+    full = _Bracket(cfg.min_rate_qps, short.upper, upper_measured=short.upper_measured,
+                    tester_limit=short.tester_limit)
     if short.lower_measured:
         _measure(s, "full", short.lower, full)
     _step_and_halve(s, full, "full")
+    limit = full.tester_limit
+    if limit is not None and full.upper >= limit:
+        return s.outcome(TESTER_LIMITED, full.lower, full.upper, tester_limit=limit)
     if not full.lower_measured:
-        return s.outcome(BELOW_LOWER, full.lower, full.upper)
+        return s.outcome(BELOW_LOWER, full.lower, full.upper, tester_limit=limit)
     status = OK if full.upper_measured else UPPER_NOT_FAILED
-    return s.outcome(status, full.lower, full.upper, throughput=full.lower)
+    return s.outcome(status, full.lower, full.upper, throughput=full.lower, tester_limit=limit)
 
 
 def _step_and_halve(s: _Search, b: _Bracket, phase: str) -> None:
@@ -106,8 +103,10 @@ def _measure(s: _Search, phase: str, rate: float, b: _Bracket) -> None:
     duration = s.settings.duration_s if phase == "full" else s.settings.short_duration_s
     record = s.trial(phase, duration, rate, b.lower, b.upper)
     if record.verdict == TESTER_LIMITED:
-        raise _TesterLimited(rate, b.lower, b.upper)
-    if _counts_as_pass(record, s.settings):
+        # Not a DUT failure, but the search cannot go higher: bound the bracket and remember why.
+        b.upper, b.upper_measured = rate, True
+        b.tester_limit = rate if b.tester_limit is None else min(b.tester_limit, rate)
+    elif _counts_as_pass(record, s.settings):
         b.lower, b.lower_measured = rate, True
     else:
         b.upper, b.upper_measured = rate, True

@@ -199,12 +199,14 @@ class SearchOutcome:
     """Result of one search.
 
     method: "rfc8219-binary" or "fast".
-    status: "ok"; "tester-limited" (no number: the tester could not offer tester_limit_qps);
+    status: "ok"; "tester-limited" (no number: the tester could not offer tester_limit_qps and the DUT did
+        not fail below it);
         "upper-bound-not-failed" (every trial passed: throughput >= throughput_qps, raise max_rate_qps);
         "below-lower-bound" (no trial passed: throughput below min_rate_qps + error).
     throughput_qps: highest rate that passed a full-length trial, queries/s (None unless ok/upper-not-failed).
     lower_qps, upper_qps: final bracket, queries/s.
-    tester_limit_qps: rate of the tester-limited trial, queries/s.
+    tester_limit_qps: lowest rate of a tester-limited trial, queries/s (also recorded when the DUT failed
+        below it and the outcome is ok).
     trials: every trial of the search, in order.
     elapsed_s: time on the search's clock from its first rest to its last trial's end, s (for replayed
         trials: their recorded wall time and rest).
@@ -293,25 +295,32 @@ def rfc8219_search(runner: TrialRunner, settings: SearchSettings, search_id: str
     s = _Search(runner, settings, search_id, RFC8219)
     lower, upper = settings.min_rate_qps, settings.max_rate_qps
     passed_any = failed_any = False
+    tester_limit: float | None = None
     while not settings.done(lower, upper):
         rate = midpoint(lower, upper)
         if rate <= lower or rate >= upper:
             break
         record = s.trial("binary", settings.duration_s, rate, lower, upper)
         if record.verdict == TESTER_LIMITED:
-            return s.outcome(TESTER_LIMITED, lower, upper, tester_limit=rate)
-        if record.verdict == PASS:
+            # Says nothing of the DUT, but nothing at or above this rate can be measured: search below it.
+            upper = tester_limit = rate
+        elif record.verdict == PASS:
             lower, passed_any = rate, True
         else:
             upper, failed_any = rate, True
-    return _final(s, lower, upper, passed_any, failed_any)
+    return _final(s, lower, upper, passed_any, failed_any, tester_limit)
 
 
-def _final(s: _Search, lower: float, upper: float, passed_any: bool, failed_any: bool) -> SearchOutcome:
+def _final(s: _Search, lower: float, upper: float, passed_any: bool, failed_any: bool,
+           tester_limit: float | None) -> SearchOutcome:
+    """The outcome of a finished bracket. When its upper end is where the tester gave up, the DUT's
+    throughput lies at or above the tester's limit: no number, "tester limit reached"."""
+    if tester_limit is not None and upper >= tester_limit:
+        return s.outcome(TESTER_LIMITED, lower, upper, tester_limit=tester_limit)
     if not passed_any and s.settings.min_rate_qps == lower:
-        return s.outcome(BELOW_LOWER, lower, upper)
+        return s.outcome(BELOW_LOWER, lower, upper, tester_limit=tester_limit)
     status = OK if failed_any else UPPER_NOT_FAILED
-    return s.outcome(status, lower, upper, throughput=lower)
+    return s.outcome(status, lower, upper, throughput=lower, tester_limit=tester_limit)
 
 
 def with_id(outcome: SearchOutcome, search_id: str) -> SearchOutcome:

@@ -89,8 +89,20 @@ def test_tester_limited_trial_is_reported_not_a_number(search) -> None:
     assert outcome.status == TESTER_LIMITED
     assert outcome.throughput_qps is None
     assert outcome.tester_limit_qps is not None and outcome.tester_limit_qps > 120_000
-    assert outcome.trials[-1].verdict == TESTER_LIMITED
+    # The search went on below the limit until the bracket closed on it: the answer is the tester's.
+    assert outcome.upper_qps == outcome.tester_limit_qps
+    assert outcome.upper_qps - outcome.lower_qps <= SETTINGS.error_qps
     assert "tester limit reached at" in outcome.describe()
+
+
+@pytest.mark.parametrize("search", [rfc8219_search, fast_search])
+def test_a_tester_limit_above_the_dut_still_gives_the_duts_number(search) -> None:
+    clock = SimClock()
+    dut = fake(clock, tester_limit_qps=300_000)  # the first probe (500 000) is beyond the tester
+    outcome = search(runner_for(dut, clock), SETTINGS, "tl-above")
+    assert outcome.status == OK
+    assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
+    assert outcome.tester_limit_qps is not None and outcome.tester_limit_qps > 300_000
 
 
 class FlakyTester:
@@ -119,10 +131,18 @@ def test_a_tester_limited_trial_is_retried_and_every_attempt_recorded() -> None:
     assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
 
 
-def test_a_tester_limited_trial_three_times_stops_the_search() -> None:
+def test_a_tester_limited_rate_bounds_the_search_and_the_dut_failure_below_it_counts() -> None:
     outcome = rfc8219_search(TrialRunner(FlakyTester({2, 3, 4}), clock=SimClock()), SETTINGS, "flaky")
-    assert outcome.status == TESTER_LIMITED and outcome.tester_limit_qps == 250_000
-    assert len(outcome.trials) == 4
+    assert [t.verdict for t in outcome.trials[1:4]] == [TESTER_LIMITED] * 3
+    # 250 000 could not be offered (three attempts); the search halves below it and the DUT fails at 187 500.
+    assert outcome.trials[4].result.rate_qps == 125_000 and outcome.trials[5].verdict == "fail"
+    assert outcome.status == OK and outcome.tester_limit_qps == 250_000
+    assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
+
+
+def test_tester_limited_trials_only_give_the_testers_reasons() -> None:
+    outcome = rfc8219_search(TrialRunner(FlakyTester(set(range(2, 100))), clock=SimClock()), SETTINGS, "f")
+    assert outcome.status == TESTER_LIMITED and outcome.throughput_qps is None
     assert "sender lagged 12 ms behind" in outcome.describe()
 
 
