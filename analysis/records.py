@@ -68,6 +68,7 @@ class IdleCapture:
     hop_drops: per counter ("host:interface:dropped", ...), mean increase per run, packets.
     loss_ratio: mean loss of the runs, fraction.
     emulated: the DUTs were namespaces on this machine, sharing its CPUs with tester and server.
+    tun_devices: per host, the TUN devices of its user-space translator.
     """
 
     setup: str
@@ -83,6 +84,7 @@ class IdleCapture:
     dut_cpus: dict[str, Any]
     implementation: str
     emulated: bool
+    tun_devices: dict[str, tuple[str, ...]]
 
 
 @dataclass
@@ -200,7 +202,14 @@ def _idle(mean: dict[str, Any], runs: list[dict[str, Any]]) -> IdleCapture:
         dut_cpus=mean.get("dut_cpus") or {},
         implementation=implementation_label(mean.get("dut", {})),
         emulated="namespaces" in mean.get("dut", {}),
+        tun_devices=_tun_devices(mean.get("dut", {})),
     )
+
+
+def _tun_devices(dut: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    translators = dut.get("translators") or {}
+    return {host: (info["tun_device"],) for host, info in translators.items()
+            if isinstance(info, dict) and info.get("tun_device")}
 
 
 def _is_drop(counter: str) -> bool:

@@ -179,6 +179,8 @@ class TaygaBackend:
             "binary": self.binary,
             "version": tayga_version(self.variant),
             "prefix": role.pool6 if isinstance(role, Clat | Plat) else role.dmr,
+            # Its queue to user space: drops here (tx_dropped) mean tayga did not keep up.
+            "tun_device": TUN,
         }
         if self.variant == "patched":
             info["patches"] = "tools/patches/tayga-*.patch: wkpf-strict no; zero UDP checksum sent as 0xffff"

@@ -91,9 +91,14 @@ def test_an_empty_or_unfinished_store_says_what_to_do(tmp_path):
         load_campaign(write_store(tmp_path / "t.jsonl", [trial_only]))
 
 
+TAYGA = {"topology": "464xlat", "namespaces": {},
+         "translators": {"dut1": {"implementation": "tayga", "version": "0.9.2", "tun_device": "nat64"},
+                         "dut2": {"implementation": "tayga", "version": "0.9.2", "tun_device": "nat64"}}}
+
+
 def idle_records(cpu_s, counters, idle_by_cpu):
-    base = {"setup": {"name": "464xlat", "topology": "464xlat"}, "cores": 1,
-            "dut": {**JOOL, "namespaces": {}}, "campaign": {"name": "c"}}
+    base = {"setup": {"name": "464xlat", "topology": "464xlat"}, "cores": 1, "dut": TAYGA,
+            "campaign": {"name": "c"}}
     stats = {"cpu_s": cpu_s, "counters": counters}
     run = {**base, "key": "idle:1", "type": "idle-run",
            "trial": {"duration_s": 10.0, "loss_ratio": 0.0, "dut_stats": stats}}
@@ -105,14 +110,14 @@ def idle_records(cpu_s, counters, idle_by_cpu):
 
 
 def test_verdict_names_the_saturated_translator(tmp_path):
-    drops = {"dut2:nat64": {"dropped": 1200}}
+    drops = {"dut2:nat64": {"tx_dropped": 1200}}
     records = idle_records({"dut1": 4.1, "dut2": 9.7}, drops, {"0": 40.0, "1": 2.0})
     capture = load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0]
     assert capture.dut_cpu_share == {"dut1": pytest.approx(41.0), "dut2": pytest.approx(97.0)}
     found = verdict(capture)
     assert found.bottleneck == "dut2"
     assert any("97.0 % of one CPU" in line for line in found.evidence)
-    assert any("dut2:nat64:dropped" in line for line in found.evidence)
+    assert "dut2:nat64:tx_dropped: 1,200 packets dropped per run (dut2)" in found.evidence
 
 
 def test_verdict_stays_undecided_without_attributable_evidence(tmp_path):
@@ -123,7 +128,7 @@ def test_verdict_stays_undecided_without_attributable_evidence(tmp_path):
 
 
 def test_verdict_reports_disagreeing_evidence(tmp_path):
-    records = idle_records({"dut1": 9.5, "dut2": 2.0}, {"dut2:nat64": {"dropped": 5000}}, {"0": 5.0})
+    records = idle_records({"dut1": 9.5, "dut2": 2.0}, {"dut2:nat64": {"tx_dropped": 5000}}, {"0": 5.0})
     found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
     assert found.bottleneck is None
     assert any("disagrees" in line for line in found.evidence)
@@ -143,3 +148,15 @@ def test_comparison_flags_results_near_the_testers_own_ceiling(tmp_path):
     assert rows["baseline / loopback self-test"] == ["0.95 !"]
     assert rows["464xlat / loopback self-test"] == ["0.19"]
     assert rows["464xlat / baseline"] == ["0.20"]
+
+
+def test_drops_are_charged_to_the_side_that_could_not_keep_up(tmp_path):
+    # A veth drop shows at both ends; Knot's socket overflowing is the server's, not a DUT's.
+    counters = {"client:enp5s0f0": {"tx_dropped": 150}, "dut1:enp5s0f0": {"rx_dropped": 150},
+                "server:udp": {"RcvbufErrors": 900, "InErrors": 900}, "dut2:enp5s0f1": {"tx_dropped": 40}}
+    records = idle_records({}, counters, {"0": 3.0, "1": 50.0})
+    found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
+    assert found.bottleneck == "tester/server"
+    charged = [line for line in found.evidence if "dropped per run" in line]
+    assert charged == ["dut1:enp5s0f0:rx_dropped: 150 packets dropped per run (dut1)",
+                       "server:udp:RcvbufErrors: 900 packets dropped per run (tester/server)"]
