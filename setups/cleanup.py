@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
+from xlatbench.procs import terminate
 from xlatbench.setups import rootsysctl
 from xlatbench.setups.names import (
     CPUSET_ROOT,
     DUT_HOSTS,
     HOST_NAMES,
-    alive,
     check_prefix,
     netns_name,
     read_pid,
@@ -52,14 +50,7 @@ def _ours_by_pidfile(run: Path) -> list[int]:
 
 
 def _end(pids: list[int], timeout_s: float = 3.0) -> None:
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 2.0)):
-        live = [p for p in pids if alive(p)]
-        for pid in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait_s
-        while any(alive(p) for p in live) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    terminate(pids, timeout_s)
 
 
 def cpusets(prefix: str) -> list[Path]:

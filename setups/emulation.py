@@ -13,11 +13,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from xlatbench.procs import alive
 from xlatbench.setups import rootsysctl
 from xlatbench.setups.backends import RenderContext, linux
 from xlatbench.setups.backends.tayga import TaygaBackend, is_well_known
 from xlatbench.setups.cleanup import down, existing_namespaces
-from xlatbench.setups.names import alive, check_prefix, netns_name, read_pid, rundir, statefile
+from xlatbench.setups.names import check_prefix, netns_name, read_pid, rundir, statefile
 from xlatbench.setups.plan import BackendChoice, render
 from xlatbench.setups.steps import Cmd, Comment, Step
 from xlatbench.setups.testbeds import WELL_KNOWN_PREFIX, topology

@@ -43,12 +43,3 @@ def read_pid(path: Path) -> int | None:
         return int(path.read_text().split()[0])
     except (FileNotFoundError, ValueError, IndexError):
         return None
-
-
-def alive(pid: int) -> bool:
-    """True while pid exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"

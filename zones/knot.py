@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
+from xlatbench.procs import terminate
 from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 
 TEMPLATE = Path(__file__).with_name("knot.conf.in")
@@ -249,25 +249,5 @@ def stop_stale(workdir: Path, timeout_s: float = 10.0) -> None:
 
 
 def _terminate(pid: int, timeout_s: float) -> None:
-    """SIGTERM, wait up to timeout_s for the process to go, then SIGKILL."""
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if not _alive(pid):
-                return
-            time.sleep(0.05)
-    if _alive(pid):
+    if terminate([pid], timeout_s, kill_wait_s=5.0):
         raise KnotError(f"knotd (pid {pid}) did not exit after SIGKILL")
-
-
-def _alive(pid: int) -> bool:
-    """True while pid exists and is not a zombie (a zombie has released its sockets and pid file)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"

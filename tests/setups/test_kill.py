@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from xlatbench.procs import alive
 from xlatbench.setups import leftovers
 from xlatbench.setups.cleanup import down, existing_namespaces
-from xlatbench.setups.names import alive, rundir
+from xlatbench.setups.names import rundir
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -1,0 +1,31 @@
+"""Ending processes the suite started, by pid: also those a killed earlier run left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def alive(pid: int) -> bool:
+    """True while pid exists and is not a zombie (a zombie has already released its sockets and files)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def terminate(pids: list[int], timeout_s: float = 3.0, kill_wait_s: float = 2.0) -> list[int]:
+    """SIGTERM, wait up to timeout_s, then SIGKILL and wait up to kill_wait_s; return the pids still alive."""
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, kill_wait_s)):
+        live = [p for p in pids if alive(p)]
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while any(alive(p) for p in live) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return [p for p in pids if alive(p)]
