@@ -43,7 +43,9 @@ SYSCTLS = ("net.core.rmem_max", "net.core.rmem_default")
 
 @dataclass
 class Trial:
-    """One tester run. rate_qps asked (None: self-paced); counts in queries; cpu_s = user + system s."""
+    """One tester run. rate_qps asked (None: self-paced); counts in queries; cpu_s = user + system s,
+    user_s the user-space part (the rest is the kernel's UDP path, on loopback also the delivery of each
+    query into the server's socket, which the kernel charges to the sender)."""
 
     tester: str
     rate_qps: float | None
@@ -53,6 +55,7 @@ class Trial:
     loss_ratio: float
     counts: bool        # the tester really offered what was asked (verdict ok / sent all)
     cpu_s: float
+    user_s: float
     max_rss_kib: int
     qps: float          # answered queries per second of the trial
     note: str = ""
@@ -65,9 +68,14 @@ class Trial:
     def cpu_per_million_s(self) -> float:
         return self.cpu_s / self.sent * 1e6 if self.sent else float("nan")
 
+    @property
+    def user_per_million_s(self) -> float:
+        return self.user_s / self.sent * 1e6 if self.sent else float("nan")
 
-def run_measured(argv: list[str], timeout_s: float) -> tuple[str, float, int]:
-    """Runs argv; returns stdout+stderr, the child's CPU-seconds (user+system) and peak RSS in KiB."""
+
+def run_measured(argv: list[str], timeout_s: float) -> tuple[str, float, float, int]:
+    """Runs argv; returns stdout+stderr, the child's CPU-seconds (user+system), its user-space CPU-seconds
+    and its peak RSS in KiB."""
     with tempfile.TemporaryFile(mode="w+") as output:
         proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT)
         killer = threading.Timer(timeout_s, proc.kill)
@@ -85,7 +93,7 @@ def run_measured(argv: list[str], timeout_s: float) -> tuple[str, float, int]:
         text = output.read()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited with {proc.returncode}: {text[-500:]}")
-    return text, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    return text, usage.ru_utime + usage.ru_stime, usage.ru_utime, usage.ru_maxrss
 
 
 @dataclass
@@ -104,12 +112,12 @@ class Bench:
                 "--duration", str(duration), "--threads", str(threads), "--ports-per-thread", str(ports),
                 "--sender-cpus", str(self.tester_cpu), "--receiver-cpus", str(self.tester_cpu),
                 "--json", str(out), "--quiet", *extra]
-        text, cpu_s, rss = run_measured(argv, duration * 3 + 30)
+        text, cpu_s, user_s, rss = run_measured(argv, duration * 3 + 30)
         result = json.loads(out.read_text())
         totals = result["totals"]
         ok = result["verdict"]["status"] == "ok"
         return Trial(f"xlatperf {threads}x{ports}", rate, duration, totals["sent"], totals["valid"],
-                     result["loss_ratio"], ok, cpu_s, rss, totals["valid"] / duration,
+                     result["loss_ratio"], ok, cpu_s, user_s, rss, totals["valid"] / duration,
                      "; ".join(result["verdict"]["reasons"]))
 
     def dnsperf(self, rate: float | None, clients: int = 1, outstanding: int = 10000,
@@ -120,7 +128,7 @@ class Bench:
                 "-t", "1"]
         if rate is not None:
             argv += ["-Q", str(int(rate))]
-        text, cpu_s, rss = run_measured(argv, duration * 3 + 30)
+        text, cpu_s, user_s, rss = run_measured(argv, duration * 3 + 30)
         sent = int(re.search(r"Queries sent:\s+(\d+)", text).group(1))
         completed = int(re.search(r"Queries completed:\s+(\d+)", text).group(1))
         qps = float(re.search(r"Queries per second:\s+([\d.]+)", text).group(1))
@@ -128,7 +136,7 @@ class Bench:
         loss = 1 - completed / sent if sent else 1.0
         counts = rate is None or sent >= rate * duration * (1 - LOSS_LIMIT)
         name = "dnsperf -Q" if rate is not None else f"dnsperf -c {clients} -q {outstanding}"
-        return Trial(name, rate, duration, sent, completed, loss, counts, cpu_s, rss, qps,
+        return Trial(name, rate, duration, sent, completed, loss, counts, cpu_s, user_s, rss, qps,
                      "" if counts else f"sent only {sent} of {int(rate * duration)}")
 
 
@@ -245,8 +253,11 @@ def compare_cpu(bench: Bench, rate: float, repeat: int, rest_s: float,
         trials += runs
         values = [t.cpu_per_million_s for t in runs]
         figures[f"cpu_per_million_s {name}"] = statistics.median(values)
+        user = [t.user_per_million_s for t in runs]
+        figures[f"user_cpu_per_million_s {name}"] = statistics.median(user)
         log(f"CPU at {rate:.0f} queries/s, {name}: {', '.join(f'{v:.3f}' for v in values)} CPU-s per million "
-            f"queries (sent {', '.join(str(t.sent) for t in runs)}; loss "
+            f"queries, of which user space {', '.join(f'{v:.3f}' for v in user)} "
+            f"(sent {', '.join(str(t.sent) for t in runs)}; loss "
             f"{', '.join(f'{t.loss_ratio * 100:.4f} %' for t in runs)}; counts {[t.counts for t in runs]})")
     return trials
 
@@ -273,6 +284,8 @@ def print_ratios(figures: dict[str, float]) -> None:
     if "cpu_per_million_s dnsperf -Q" in figures:
         ratio = figures["cpu_per_million_s xlatperf 1x4"] / figures["cpu_per_million_s dnsperf -Q"]
         log(f"  CPU per query, xlatperf / dnsperf -Q = {ratio:.3f}")
+        user = figures["user_cpu_per_million_s xlatperf 1x4"] / figures["user_cpu_per_million_s dnsperf -Q"]
+        log(f"  user-space CPU per query, xlatperf / dnsperf -Q = {user:.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                 trials += compare_rss(bench, args.rss_rate, tuple(args.rss_durations), figures)
             report["knot_after"] = knot.describe()
     report["figures"] = figures
-    report["trials"] = [asdict(t) | {"passed": t.passed, "cpu_per_million_s": t.cpu_per_million_s}
+    report["trials"] = [asdict(t) | {"passed": t.passed, "cpu_per_million_s": t.cpu_per_million_s,
+                                      "user_cpu_per_million_s": t.user_per_million_s}
                         for t in trials]
     print_ratios(figures)
     if args.out:
