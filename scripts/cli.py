@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import signal
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,10 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _option_value(text: str) -> Any:
-    """KEY=VALUE from the command line: numbers, true/false and comma lists as TOML would give them."""
+    """KEY=VALUE from the command line: a TOML value as in a campaign file ([0, 1], 2, true, "x"), or
+    else numbers, true/false and comma lists as TOML would give them, or the bare text."""
+    with contextlib.suppress(tomllib.TOMLDecodeError):
+        return tomllib.loads(f"value = {text}")["value"]
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
     if "," in text:

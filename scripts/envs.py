@@ -188,11 +188,22 @@ def emulation_config(topology: str, **options: Any) -> Any:
             value = tuple(value)
         elif key in tuple_fields and isinstance(value, int):
             value = (value,)  # a one-CPU list given as a number
+        elif key in tuple_fields and isinstance(value, str):
+            value = _cpu_list(key, value)
         values[key] = value
     try:
         return EmulationConfig(topology=topology, **values)
     except TypeError as err:
         raise ValueError(f"chain options {sorted(options)}: {err}") from None
+
+
+def _cpu_list(key: str, text: str) -> tuple[int, ...]:
+    """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
+    try:
+        return tuple(int(part) for part in text.strip("[] ").split(","))
+    except ValueError:
+        raise ValueError(f"chain option {key}: expected a list of CPU numbers such as 0,1 or [0], "
+                         f"got {text!r}") from None
 
 
 def emulated_chain(topology: str, **options: Any) -> Any:
