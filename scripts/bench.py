@@ -16,7 +16,7 @@ from xlatbench.scripts.fakes import FakeDut
 from xlatbench.scripts.fastsearch import fast_search
 from xlatbench.scripts.repeat import RepeatedSearch, summarize_outcomes
 from xlatbench.scripts.search import FAST, RFC8219, SearchOutcome, SearchSettings, TrialRunner, rfc8219_search
-from xlatbench.scripts.trial import Measurer
+from xlatbench.scripts.trial import Measurer, TrialResult
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,39 @@ class Comparison:
         return abs(self.rfc.summary.median - self.fast.summary.median) <= (self.error_qps or 0)
 
 
+@dataclass
+class TrialLog:
+    """Wraps a Measurer and writes one line per trial: a real-time benchmark runs for many minutes."""
+
+    inner: Measurer
+    out: TextIO
+    clock: Clock
+    started_s: float
+    loss_ratio: float
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        result = self.inner.measure(duration_s, rate_qps)
+        verdict = "pass" if result.passed(self.loss_ratio) else "fail"
+        if result.tester_limited:
+            verdict = "tester-limited"
+        loss = f"{100 * result.loss_ratio:.4f} %"
+        print(f"    trial {duration_s:g} s at {rate_qps:,.0f} queries/s: loss {loss} "
+              f"-> {verdict} ({self.clock.now() - self.started_s:.0f} s into the benchmark)",
+              file=self.out, flush=True)
+        return result
+
+
 def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchSettings,
-            clock: Clock) -> Comparison:
+            clock: Clock, progress: TextIO | None = None) -> Comparison:
     """R repetitions of each search, interleaved (RFC, fast, RFC, fast, ...) so a machine whose load drifts
-    treats both alike; each fast repetition starts from the median of the earlier fast results."""
+    treats both alike; each fast repetition starts from the median of the earlier fast results.
+    progress: where to write a line per search and per trial (None: silent)."""
+    begin = clock.now()
+    if progress is not None:
+        inner = make_measurer
+
+        def make_measurer() -> Measurer:
+            return TrialLog(inner(), progress, clock, begin, settings.loss_ratio)
     runner = TrialRunner(make_measurer(), clock=clock)
     outcomes: dict[str, list[SearchOutcome]] = {RFC8219: [], FAST: []}
     walls = {RFC8219: 0.0, FAST: 0.0}
@@ -60,6 +89,9 @@ def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchS
             runner.measurer = make_measurer()
             started = clock.now()
             sid = f"bench/{method}/rep{repetition}"
+            if progress is not None:
+                print(f"  {method} search, repetition {repetition} of {settings.repetitions}", file=progress,
+                      flush=True)
             if method == RFC8219:
                 outcome = rfc8219_search(runner, settings, sid)
             else:
@@ -87,8 +119,9 @@ def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings
     return compare(label, make, settings, clock)
 
 
-def real(label: str, measurer: Measurer, settings: SearchSettings) -> Comparison:
-    return compare(label, lambda: measurer, settings, RealClock())
+def real(label: str, measurer: Measurer, settings: SearchSettings,
+         progress: TextIO | None = None) -> Comparison:
+    return compare(label, lambda: measurer, settings, RealClock(), progress)
 
 
 def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -> None:

@@ -292,7 +292,10 @@ def _bench(args: argparse.Namespace) -> int:
         try:
             applied = env.set_cores(args.cores)
             label = f"{implementation_label(env.describe())}; DUT cores {json.dumps(applied)}"
-            print_comparison(real(label, env.measurer(), settings), sys.stdout, time_kind="real")
+            print(f"{label}: both searches, {settings.repetitions} repetitions each; a line per trial",
+                  file=sys.stderr, flush=True)
+            print_comparison(real(label, env.measurer(), settings, progress=sys.stderr), sys.stdout,
+                             time_kind="real")
         finally:
             env.down()
     return 0
