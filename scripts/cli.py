@@ -18,6 +18,7 @@ from xlatbench.scripts.campaign import CampaignRun, estimate_search_s, planned_s
 from xlatbench.scripts.campaignfile import load_campaign, make_environment, parse_campaign
 from xlatbench.scripts.envs import KINDS, implementation_label
 from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings
+from xlatbench.scripts.xlatperf import TesterOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -86,12 +87,16 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
                    help="fake: trials really take their duration (default: simulated time, instant)")
     g.add_argument("--knot-cpus", help="loopback: CPUs for knotd, e.g. 1")
     t = parser.add_argument_group("tester (xlatperf)")
-    t.add_argument("--port", type=int, default=53)
-    t.add_argument("--threads", type=int, default=1)
-    t.add_argument("--ports-per-thread", type=int, default=1)
-    t.add_argument("--timeout", type=_positive, default=0.25, help="answer timeout, s (default: 0.25)")
-    t.add_argument("--sender-cpus")
-    t.add_argument("--receiver-cpus")
+    d = TesterOptions()
+    t.add_argument("--port", type=int, default=d.port, help="DNS server port (default: %(default)s)")
+    t.add_argument("--threads", type=int, default=d.threads,
+                   help="sender/receiver thread pairs (default: %(default)s; paper: 16)")
+    t.add_argument("--ports-per-thread", type=int, default=d.ports_per_thread,
+                   help="source ports per sender (default: %(default)s; paper: 100)")
+    t.add_argument("--timeout", type=_positive, default=d.timeout_s,
+                   help="answer timeout, s (default: %(default)s)")
+    t.add_argument("--sender-cpus", help="CPU list for sender threads, e.g. 0 (default: unpinned)")
+    t.add_argument("--receiver-cpus", help="CPU list for receiver threads, e.g. 0 (default: unpinned)")
 
 
 def _search_args(parser: argparse.ArgumentParser) -> None:

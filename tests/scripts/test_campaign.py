@@ -275,6 +275,7 @@ def test_cli_errors_are_one_line_and_nonzero(tmp_path: Path) -> None:
 def test_more_queries_in_flight_than_the_tester_allows_is_refused_up_front(tmp_path: Path) -> None:
     data = chain_campaign(tmp_path / "x.jsonl")
     data["search"] = {**data["search"], "max_rate_qps": 200_000}
+    data["tester"] = {"ports_per_thread": 1}
     with pytest.raises(CampaignFileError, match="ports_per_thread >= 2"):
         parse_campaign(data, "c.toml")
     data["tester"] = {"ports_per_thread": 2}
