@@ -15,6 +15,12 @@ Not RFC 8219 exact; its results say so. How it differs from the binary search:
 3. If the full-length trial fails, the search steps down from it (doubling the step) with full-length
    trials until one passes and halves the bracket with full-length trials.
 
+Stepping down, it starts below what the failed trial says of the DUT: a trial that lost queries answered
+valid/duration queries/s, which is at least the DUT's capacity (its queues add to what it answers, never
+less), so the next rate tried is that answered rate when it lies more than a step below the failed rate.
+One failure far above the capacity thus costs one trial, not a run of doublings (in the spirit of the
+loss-informed steps of draft-ietf-bmwg-mlrsearch).
+
 The answer is the highest rate that passed a full-length trial with a full-length or decisive failure at
 most the error width above it: the RFC 8219 search's criterion, reached through fewer full-length trials.
 """
@@ -43,13 +49,16 @@ from xlatbench.scripts.search import (
 class _Bracket:
     """lower/upper: rates, queries/s; *_measured: False while a bound is still only min/max.
     tester_limit: lowest rate at which the tester could not offer the load, queries/s (an upper bound that
-    says nothing of the DUT)."""
+    says nothing of the DUT).
+    answered_qps: lowest answered rate (valid answers / duration) of a failed trial, queries/s: at least the
+    DUT's capacity, so where stepping down starts."""
 
     lower: float
     upper: float
     lower_measured: bool = False
     upper_measured: bool = False
     tester_limit: float | None = None
+    answered_qps: float | None = None
 
     def anchor(self) -> float:
         return self.lower if self.lower_measured else self.upper
@@ -87,7 +96,12 @@ def _step_and_halve(s: _Search, b: _Bracket, phase: str) -> None:
     cfg = s.settings
     step = cfg.width_qps(b.anchor())
     while b.lower_measured != b.upper_measured and not cfg.done(b.lower, b.upper):
-        rate = b.lower + step if b.lower_measured else b.upper - step
+        if b.lower_measured:
+            rate = b.lower + step
+        else:
+            rate = b.upper - step
+            if b.answered_qps is not None and b.answered_qps < rate - step:
+                rate = b.answered_qps - step
         if not b.lower < rate < b.upper:
             break
         _measure(s, phase, rate, b)
@@ -101,6 +115,7 @@ def _step_and_halve(s: _Search, b: _Bracket, phase: str) -> None:
 
 def _measure(s: _Search, phase: str, rate: float, b: _Bracket) -> None:
     duration = s.settings.duration_s if phase == "full" else s.settings.short_duration_s
+    rate = float(round(rate))  # trials run at whole queries/s; the bracket must hold what was measured
     record = s.trial(phase, duration, rate, b.lower, b.upper)
     if record.verdict == TESTER_LIMITED:
         # Not a DUT failure, but the search cannot go higher: bound the bracket and remember why.
@@ -110,6 +125,9 @@ def _measure(s: _Search, phase: str, rate: float, b: _Bracket) -> None:
         b.lower, b.lower_measured = rate, True
     else:
         b.upper, b.upper_measured = rate, True
+        if phase == "full":  # a short trial's answered rate includes its queues over a few seconds: too vague
+            answered = record.result.valid / record.result.duration_s
+            b.answered_qps = answered if b.answered_qps is None else min(b.answered_qps, answered)
 
 
 def _counts_as_pass(record: TrialRecord, cfg: SearchSettings) -> bool:

@@ -204,6 +204,18 @@ def test_fast_search_verifies_at_full_length_when_short_trials_are_optimistic() 
     assert any(t.phase == "full" for t in passing)
 
 
+def test_a_full_length_failure_far_above_capacity_sends_the_next_trial_below_its_answered_rate() -> None:
+    clock = SimClock()
+    outcome = fast_search(runner_for(fake(clock, buffer_queries=100_000), clock), SETTINGS, "hint")
+    full = [t for t in outcome.trials if t.phase == "full"]
+    first_fail = next(i for i, t in enumerate(full) if t.verdict == "fail")
+    failed = full[first_fail].result
+    answered = failed.valid / failed.duration_s  # capacity + queue / 60 s: what a full trial can pass
+    assert failed.rate_qps - answered > 2 * SETTINGS.error_qps  # short trials were far too optimistic
+    assert full[first_fail + 1].result.rate_qps == round(answered - SETTINGS.error_qps)
+    assert full[first_fail + 1].verdict == "pass"
+
+
 def test_fast_search_with_a_far_guess_still_converges() -> None:
     for guess in (10_000, 900_000):
         clock = SimClock()
