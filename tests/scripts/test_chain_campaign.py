@@ -46,19 +46,6 @@ options = { prefix = "PREFIX", knot_cpus = [0] }
 """
 
 
-def _requirements() -> None:
-    try:
-        from xlatbench.paths import tester_binary
-
-        tester_binary()
-    except FileNotFoundError as err:
-        pytest.skip(f"xlatperf not built: {err}")
-    try:
-        from xlatbench.setups import EmulatedChain  # noqa: F401
-    except ImportError:
-        pytest.skip("the setups part (EmulatedChain) is not on this branch yet")
-
-
 def _cli(*args: str) -> subprocess.Popen:
     code = "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
@@ -70,7 +57,6 @@ def _trials(store: Path) -> list[dict]:
 
 
 def test_emulated_campaign_survives_sigkill(tmp_path: Path) -> None:
-    _requirements()
     from xlatbench.setups.cleanup import down, leftovers
 
     prefix = f"xr{os.getpid() % 100000}"
