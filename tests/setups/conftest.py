@@ -49,15 +49,8 @@ def tester() -> Path:
 def trial(tester: Path):
     """trial(chain, rate, duration, ...) runs one xlatperf trial in the client namespace -> its JSON."""
 
-    def run(
-        chain: EmulatedChain,
-        rate: int,
-        duration: int,
-        threads: int = 1,
-        ports_per_thread: int = 10,
-        extra: tuple[str, ...] = (),
-    ) -> dict:
-        return run_trial(chain, tester, rate, duration, threads, ports_per_thread, extra)
+    def run(chain: EmulatedChain, *args: object, **kwargs: object) -> dict:
+        return run_trial(chain, tester, *args, **kwargs)  # type: ignore[arg-type]
 
     return run
 
