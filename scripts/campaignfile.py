@@ -156,7 +156,7 @@ def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
 SETUP_KEYS = {
     "fake": {"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed", "realtime",
              "cores_available", "background_loss"},
-    "loopback": {"knot_cpus", "udp_workers"},
+    "loopback": {"knot_cpus", "udp_workers", "rmem_bytes"},
     "chain": {"topology", "options", "factory", "cpu_map"},
 }
 
@@ -231,7 +231,8 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
     if setup.kind == "loopback":
         cpus = p.get("knot_cpus")
         return LoopbackEnvironment(tester, knot_cpus=tuple(cpus) if cpus is not None else None,
-                                   udp_workers=int(p.get("udp_workers", 1)))
+                                   udp_workers=int(p.get("udp_workers", 1)),
+                                   rmem_bytes=int(p.get("rmem_bytes", 4 << 20)))
     cpu_map = {int(k): [int(c) for c in v] for k, v in p.get("cpu_map", {}).items()}
     return ChainEnvironment(str(p["topology"]), tester, options=dict(p.get("options", {})),
                             factory=str(p.get("factory", DEFAULT_CHAIN_FACTORY)), cpu_map=cpu_map)

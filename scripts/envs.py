@@ -124,29 +124,51 @@ class LoopbackEnvironment(Environment):
     """xlatperf against Knot on 127.0.0.1 (a tester self-test; no DUT, so one "core" only).
 
     knot_cpus: CPUs knotd is pinned to (NOTES: keep it off the tester's core).
+    rmem_bytes: root net.core.rmem_max, rmem_default and wmem_max while it is up, bytes: the same socket
+        buffers as an emulated chain gives Knot and the tester, so the self-test is comparable with it
+        (knotd's sockets take rmem_default; with 208 KiB it drops replies long before its CPU is full).
     """
 
     tester: TesterOptions
     knot_cpus: tuple[int, ...] | None = None
     udp_workers: int = 1
     workdir: Path | None = None
+    rmem_bytes: int = 4 << 20
     _server: Any = field(default=None, init=False)
     _measurer: LoopbackMeasurer | None = field(default=None, init=False)
+    _sysctls: dict[str, object] | None = field(default=None, init=False)
+
+    @property
+    def _holder(self) -> str:
+        return f"loopback-{os.getpid()}"
 
     def up(self) -> None:
+        from xlatbench.setups import rootsysctl
         from xlatbench.zones.knot import KnotConfig, KnotServer
 
+        wanted = {key: self.rmem_bytes for key in ("net.core.rmem_max", "net.core.rmem_default",
+                                                   "net.core.wmem_max")}
+        self._sysctls = rootsysctl.acquire(self._holder, wanted, netns=[], pid=os.getpid())
         workdir = self.workdir or Path(tempfile.mkdtemp(prefix="xlatbench-knot-"))
         config = KnotConfig(listen=(("127.0.0.1", self.tester.port),), udp_workers=self.udp_workers,
                             cpus=self.knot_cpus)
         self._server = KnotServer(workdir, config)
-        self._server.start()
+        try:
+            self._server.start()
+        except BaseException:
+            self.down()
+            raise
         self._measurer = LoopbackMeasurer(tester=self.tester, knot_description=self._server.describe())
 
     def down(self) -> None:
+        from xlatbench.setups import rootsysctl
+
         if self._server is not None:
             self._server.stop()
             self._server = None
+        if self._sysctls is not None:
+            rootsysctl.release(self._holder)
+            self._sysctls = None
 
     def measurer(self) -> Measurer:
         assert self._measurer is not None, "environment not up"
@@ -154,7 +176,7 @@ class LoopbackEnvironment(Environment):
 
     def describe(self) -> dict[str, Any]:
         server = self._server.describe() if self._server is not None else {"implementation": "knot"}
-        return {"implementation": "loopback (no DUT)", "server": server}
+        return {"implementation": "loopback (no DUT)", "server": server, "root_sysctls": self._sysctls}
 
     def tester_version(self) -> str | None:
         return self._measurer.last_tester_version if self._measurer else None

@@ -16,6 +16,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from xlatbench.procs import alive
+
 LEASE_ROOT = Path("/run/xlatbench/sysctl")
 
 
@@ -57,17 +59,20 @@ def _live_leases(root: Path) -> dict[str, dict]:
             path.unlink(missing_ok=True)
             continue
         netns = lease.get("netns") or []
-        if netns and not existing.intersection(netns):
-            path.unlink(missing_ok=True)  # its chain is gone: a killed run left it
+        pid = lease.get("pid")
+        if (netns and not existing.intersection(netns)) or (pid is not None and not alive(pid)):
+            path.unlink(missing_ok=True)  # its chain or process is gone: a killed run left it
             continue
         leases[path.stem] = lease
     return leases
 
 
 def acquire(
-    holder: str, wanted: dict[str, int], netns: list[str], root: Path = LEASE_ROOT
+    holder: str, wanted: dict[str, int], netns: list[str], root: Path = LEASE_ROOT, pid: int | None = None
 ) -> dict[str, object]:
-    """Raise each sysctl to at least `wanted` for `holder`; return what was done (original, now)."""
+    """Raise each sysctl to at least `wanted` for `holder`; return what was done (original, now).
+
+    The lease lives while one of `netns` exists or, for a holder without namespaces, while `pid` runs."""
     with _locked(root):
         originals_file = root / "original.json"
         originals = json.loads(originals_file.read_text()) if originals_file.exists() else {}
@@ -81,7 +86,8 @@ def acquire(
             report[key] = {"original": originals[key], "now": read(key)}
         originals_file.write_text(json.dumps(originals, indent=1))
         (root / "leases").mkdir(exist_ok=True)
-        (root / "leases" / f"{holder}.json").write_text(json.dumps({"wanted": wanted, "netns": netns}))
+        lease = {"wanted": wanted, "netns": netns, "pid": pid}
+        (root / "leases" / f"{holder}.json").write_text(json.dumps(lease))
         return report
 
 

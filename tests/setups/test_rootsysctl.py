@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from xlatbench.setups import rootsysctl
@@ -51,3 +53,16 @@ def test_originals_survive_a_holder_that_died(machine, tmp_path):
     rootsysctl.acquire("c", {"net.core.rmem_max": 4194304}, ["c-client"], root=tmp_path)
     rootsysctl.release("c", root=tmp_path)
     assert values["net.core.rmem_max"] == "212992", "the true original, not a's raised value"
+
+
+def test_lease_of_a_killed_process_without_namespaces_does_not_hold(machine, tmp_path):
+    import subprocess
+
+    values, _ = machine
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that has ended: the loopback self-test holder after kill -9
+    rootsysctl.acquire("loopback-dead", {"net.core.rmem_max": 4194304}, [], root=tmp_path, pid=gone.pid)
+    rootsysctl.acquire("loopback-live", {"net.core.rmem_max": 4194304}, [], root=tmp_path, pid=os.getpid())
+    assert rootsysctl.release("loopback-live", root=tmp_path) == {"net.core.rmem_max": "212992"}
+    assert values["net.core.rmem_max"] == "212992"
+    assert not rootsysctl.held_by("loopback-dead", root=tmp_path)
