@@ -4,6 +4,7 @@ median-rate runs (Figures 8-17). Every figure's title and labels say what produc
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +16,21 @@ import matplotlib.ticker  # noqa: E402
 
 from xlatbench.analysis.records import IdleCapture, Series  # noqa: E402
 from xlatbench.analysis.tables import conditions_text  # noqa: E402
+
+
+def _implementations(all_series: list[Series]) -> list[str]:
+    """One line per setup: which implementation produced its points (the legend names only the setup)."""
+    lines: dict[str, set[str]] = {}
+    for series in all_series:
+        lines.setdefault(series.setup, set()).update(
+            cell.implementation for cell in series.cells.values() if cell.median is not None)
+    out: list[str] = []
+    for setup, impls in lines.items():
+        text = "; ".join(sorted(impls))
+        if not text.startswith(f"{setup}:"):
+            text = f"{setup}: {text}"
+        out += textwrap.wrap(text, 150, subsequent_indent="    ")
+    return out
 
 
 def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str = "") -> Path | None:
@@ -52,7 +68,10 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     ax.legend(fontsize=8)
     conditions = conditions_text(all_series[0]) if all_series else ""
     ax.set_title(f"Throughput vs DUT cores: median, min-max bars\n{conditions}{title_suffix}", fontsize=9)
-    fig.tight_layout()
+    produced_by = _implementations(all_series)
+    fig.set_figheight(4.5 + 0.16 * len(produced_by))
+    fig.text(0.01, 0.01, "\n".join(produced_by), fontsize=6.5, va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.04 * len(produced_by) / (1 + 0.035 * len(produced_by)), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
