@@ -93,8 +93,9 @@ def idle_per_core(capture: IdleCapture, path: Path) -> Path | None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     where = "whole machine: tester, Knot and both DUTs share these CPUs" if capture.emulated else "DUT host"
+    produced_by = textwrap.fill(capture.implementation, 110)
     ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {capture.rate_qps:,.0f} "
-                 f"queries/s, mean of {capture.runs} run(s)\n{capture.implementation}\n({where})", fontsize=8)
+                 f"queries/s, mean of {capture.runs} run(s)\n{produced_by}\n({where})", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
