@@ -6,12 +6,14 @@ Not RFC 8219 exact; its results say so. How it differs from the binary search:
    repetitions' or the previous core count's result) it steps away from the guess by the error width,
    doubling the step, until the answer is bracketed; without one it halves [min, max] like the RFC search;
    then it halves the bracket with short trials down to the error width. A short trial counts as a failure
-   only when it is decisive: it already lost more queries than a whole full-length trial may lose
-   (loss_ratio x rate x duration_s), so a full-length trial, which starts the same way, cannot pass. A short
-   trial with fewer losses than that says nothing certain about full length and counts as a pass: a single
-   query lost in a one-second trial must not drag the bracket far below the answer.
+   when its losses are significant: more than a DUT losing exactly loss_ratio of the queries would lose by
+   chance (Poisson tail below SHORT_FAIL_P), so one query lost in a one-second trial does not drag the
+   bracket far below the answer, while dozens lost in two seconds do. Such a failure is decisive when it
+   already lost more queries than a whole full-length trial may lose (loss_ratio x rate x duration_s): a
+   full-length trial, which starts the same way, cannot pass.
 2. Verification at full length: the lower end of the short bracket is measured with a full-length trial.
-   Its upper end is a decisive failure, so it needs none.
+   If its upper end is a decisive failure it needs none; otherwise the full-length search continues upwards
+   from the verified lower end, so the answer always has a full-length or decisive failure above it.
 3. If the full-length trial fails, the search steps down from it (doubling the step) with full-length
    trials until one passes and halves the bracket with full-length trials.
 
@@ -27,6 +29,7 @@ most the error width above it: the RFC 8219 search's criterion, reached through 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xlatbench.scripts.search import (
@@ -44,6 +47,24 @@ from xlatbench.scripts.search import (
     midpoint,
 )
 
+# A short trial fails when a DUT that loses exactly loss_ratio of the queries would lose as many or more
+# with at most this probability (Poisson).
+SHORT_FAIL_P = 0.001
+
+
+def significant_loss(lost: int, allowed_mean: float, p: float = SHORT_FAIL_P) -> bool:
+    """True when P(Poisson(allowed_mean) >= lost) < p: too many losses to be chance below the limit."""
+    if lost <= allowed_mean:
+        return False
+    if lost > allowed_mean + 10 * math.sqrt(allowed_mean) + 20:
+        return True  # far out in the tail; no need to sum
+    term = math.exp(-allowed_mean)
+    below = 0.0
+    for k in range(lost):
+        below += term
+        term *= allowed_mean / (k + 1)
+    return 1.0 - below < p
+
 
 @dataclass
 class _Bracket:
@@ -57,6 +78,7 @@ class _Bracket:
     upper: float
     lower_measured: bool = False
     upper_measured: bool = False
+    upper_decisive: bool = True
     tester_limit: float | None = None
     answered_qps: float | None = None
 
@@ -77,8 +99,10 @@ def _run(s: _Search, guess: float | None) -> SearchOutcome:
         _measure(s, "short", round(guess), short)
     _step_and_halve(s, short, "short")
 
-    full = _Bracket(cfg.min_rate_qps, short.upper, upper_measured=short.upper_measured,
-                    tester_limit=short.tester_limit)
+    if short.upper_measured and short.upper_decisive:
+        full = _Bracket(cfg.min_rate_qps, short.upper, upper_measured=True, tester_limit=short.tester_limit)
+    else:  # only a likely failure above: the full-length search must find its own
+        full = _Bracket(cfg.min_rate_qps, cfg.max_rate_qps, tester_limit=short.tester_limit)
     if short.lower_measured:
         _measure(s, "full", short.lower, full)
     _step_and_halve(s, full, "full")
@@ -125,6 +149,7 @@ def _measure(s: _Search, phase: str, rate: float, b: _Bracket) -> None:
         b.lower, b.lower_measured = rate, True
     else:
         b.upper, b.upper_measured = rate, True
+        b.upper_decisive = phase == "full" or _decisive(record, s.settings)
         if phase == "full":  # a short trial's answered rate includes its queues over a few seconds: too vague
             answered = record.result.valid / record.result.duration_s
             b.answered_qps = answered if b.answered_qps is None else min(b.answered_qps, answered)
@@ -135,5 +160,9 @@ def _counts_as_pass(record: TrialRecord, cfg: SearchSettings) -> bool:
         return True
     if record.phase == "full":
         return False
-    # A short trial fails only decisively: more lost than a full-length trial may lose.
-    return record.result.lost <= cfg.loss_ratio * record.result.rate_qps * cfg.duration_s
+    return not significant_loss(record.result.lost, cfg.loss_ratio * record.result.sent)
+
+
+def _decisive(record: TrialRecord, cfg: SearchSettings) -> bool:
+    """A short failure that lost more than a whole full-length trial may lose."""
+    return record.result.lost > cfg.loss_ratio * record.result.rate_qps * cfg.duration_s
