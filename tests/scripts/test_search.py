@@ -273,3 +273,30 @@ def test_a_single_query_lost_in_a_short_trial_does_not_drag_the_fast_search_down
         repeated = repeat_search(runner_for(fake(clock, background_loss=0.00005, seed=11), clock), settings,
                                  method, "bg")
         assert abs(repeated.summary.median - THRESHOLD) <= 2 * settings.error_qps, method
+
+
+@pytest.mark.parametrize(("lost", "allowed_mean", "significant"), [
+    (0, 0.375, False), (1, 0.375, False), (2, 0.375, False), (4, 0.375, True),
+    (5, 5.0, False), (12, 5.0, False), (30, 5.0, True), (10_000, 50.0, True),
+])
+def test_short_trial_loss_is_significant_only_beyond_chance_at_the_limit(lost: int, allowed_mean: float,
+                                                                         significant: bool) -> None:
+    from xlatbench.scripts.fastsearch import significant_loss
+
+    assert significant_loss(lost, allowed_mean) is significant
+
+
+def test_fast_search_answer_always_has_a_full_length_or_decisive_failure_above_it() -> None:
+    # No buffer: a 5 s trial 100 queries/s above capacity loses ~500 queries, significant but fewer than a
+    # 60 s trial may lose (~1 650): not decisive, so the upper end must be measured at full length.
+    for guess in (None, CAPACITY):
+        clock = SimClock()
+        outcome = fast_search(runner_for(fake(clock), clock), SETTINGS, "verify", guess_qps=guess)
+        assert outcome.status == OK
+        assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
+        answer = outcome.throughput_qps
+        above = [t for t in outcome.trials if t.verdict == "fail"
+                 and answer < t.result.rate_qps <= answer + SETTINGS.error_qps]
+        decisive = [t for t in above if t.phase == "full"
+                    or t.result.lost > 1e-4 * t.result.rate_qps * SETTINGS.duration_s]
+        assert decisive, [(t.phase, t.result.rate_qps, t.verdict) for t in outcome.trials]
