@@ -221,8 +221,10 @@ def emulation_config(topology: str, **options: Any) -> Any:
 
 def _cpu_list(key: str, text: str) -> tuple[int, ...]:
     """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
+    from xlatbench.setups.placement import parse_cpu_list
+
     try:
-        return tuple(int(part) for part in text.strip("[] ").split(","))
+        return parse_cpu_list(text.strip("[] "))
     except ValueError:
         raise ValueError(f"chain option {key}: expected a list of CPU numbers such as 0,1 or [0], "
                          f"got {text!r}") from None

@@ -11,6 +11,7 @@ from xlatbench.setups.backends.tayga import VARIANTS
 from xlatbench.setups.cleanup import down, leftovers
 from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationError, attach
 from xlatbench.setups.names import check_prefix, netns_name, rundir
+from xlatbench.setups.placement import parse_cpu_list
 from xlatbench.setups.plan import BackendChoice, header, render
 from xlatbench.setups.testbeds import TOPOLOGIES, topology
 from xlatbench.setups.transports import DryRun
@@ -25,14 +26,9 @@ def _prefix(text: str) -> str:
 
 def _cpus(text: str) -> tuple[int, ...]:
     try:
-        cpus = tuple(int(c) for c in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated CPU list such as 0 or 0,1, got {text!r}"
-        ) from None
-    if any(c < 0 for c in cpus):
-        raise argparse.ArgumentTypeError(f"CPU numbers are >= 0, got {text!r}")
-    return cpus
+        return parse_cpu_list(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) -> None:

@@ -18,6 +18,17 @@ from xlatbench.setups.emulation import EmulationError
 from xlatbench.setups.names import CPUSET_ROOT, DUT_HOSTS
 
 
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """"0" or "0,1" as CPU numbers; ValueError with a message a user can act on otherwise."""
+    try:
+        cpus = tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise ValueError(f"expected a comma-separated CPU list such as 0 or 0,1, got {text!r}") from None
+    if any(c < 0 for c in cpus):
+        raise ValueError(f"CPU numbers are >= 0, got {text!r}")
+    return cpus
+
+
 def cpu_mask(cpus: list[int]) -> str:
     """Hex mask as /sys/class/net/IF/queues/rx-N/rps_cpus takes it."""
     mask = 0
