@@ -146,9 +146,8 @@ class LoopbackEnvironment(Environment):
         from xlatbench.setups import rootsysctl
         from xlatbench.zones.knot import KnotConfig, KnotServer
 
-        wanted = {key: self.rmem_bytes for key in ("net.core.rmem_max", "net.core.rmem_default",
-                                                   "net.core.wmem_max")}
-        self._sysctls = rootsysctl.acquire(self._holder, wanted, netns=[], pid=os.getpid())
+        self._sysctls = rootsysctl.acquire(self._holder, rootsysctl.socket_buffers(self.rmem_bytes), netns=[],
+                                           pid=os.getpid())
         workdir = self.workdir or Path(tempfile.mkdtemp(prefix="xlatbench-knot-"))
         config = KnotConfig(listen=(("127.0.0.1", self.tester.port),), udp_workers=self.udp_workers,
                             cpus=self.knot_cpus)

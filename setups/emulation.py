@@ -145,8 +145,7 @@ class Emulation:
         ]
 
     def root_sysctls(self) -> dict[str, int]:
-        size = self.config.rmem_bytes
-        return {"net.core.rmem_max": size, "net.core.rmem_default": size, "net.core.wmem_max": size}
+        return rootsysctl.socket_buffers(self.config.rmem_bytes)
 
     # -- up -----------------------------------------------------------------------------------------
     def preflight(self) -> None:

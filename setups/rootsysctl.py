@@ -21,6 +21,11 @@ from xlatbench.procs import alive
 LEASE_ROOT = Path("/run/xlatbench/sysctl")
 
 
+def socket_buffers(size: int) -> dict[str, int]:
+    """Root sysctls bounding every namespace's socket buffers (and the default Knot gets), bytes."""
+    return {"net.core.rmem_max": size, "net.core.rmem_default": size, "net.core.wmem_max": size}
+
+
 def _path(key: str) -> Path:
     return Path("/proc/sys") / key.replace(".", "/")
 
