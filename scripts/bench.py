@@ -15,7 +15,15 @@ from xlatbench.scripts.clock import Clock, RealClock, SimClock
 from xlatbench.scripts.fakes import FakeDut
 from xlatbench.scripts.fastsearch import fast_search
 from xlatbench.scripts.repeat import RepeatedSearch, summarize_outcomes
-from xlatbench.scripts.search import FAST, RFC8219, SearchOutcome, SearchSettings, TrialRunner, rfc8219_search
+from xlatbench.scripts.search import (
+    FAST,
+    RFC8219,
+    SearchOutcome,
+    SearchSettings,
+    TrialRunner,
+    _verdict,
+    rfc8219_search,
+)
 from xlatbench.scripts.trial import Measurer, TrialResult
 
 
@@ -60,9 +68,7 @@ class TrialLog:
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         result = self.inner.measure(duration_s, rate_qps)
-        verdict = "pass" if result.passed(self.loss_ratio) else "fail"
-        if result.tester_limited:
-            verdict = "tester-limited"
+        verdict = _verdict(result, self.loss_ratio)
         loss = f"{100 * result.loss_ratio:.4f} %"
         print(f"    trial {duration_s:g} s at {rate_qps:,.0f} queries/s: loss {loss} "
               f"-> {verdict} ({self.clock.now() - self.started_s:.0f} s into the benchmark)",
