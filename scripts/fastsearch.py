@@ -143,7 +143,7 @@ def _measure(s: _Search, phase: str, rate: float, b: _Bracket) -> None:
     record = s.trial(phase, duration, rate, b.lower, b.upper)
     if record.verdict == TESTER_LIMITED:
         # Not a DUT failure, but the search cannot go higher: bound the bracket and remember why.
-        b.upper, b.upper_measured = rate, True
+        b.upper, b.upper_measured, b.upper_decisive = rate, True, True
         b.tester_limit = rate if b.tester_limit is None else min(b.tester_limit, rate)
     elif _counts_as_pass(record, s.settings):
         b.lower, b.lower_measured = rate, True
