@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from xlatbench.paths import tester_binary
+from xlatbench.setups import rootsysctl
 from xlatbench.zones import KnotConfig, KnotServer
 
 LOSS_LIMIT = 1e-4  # 0.01 %, RFC 8219 as the paper applies it
@@ -167,19 +168,19 @@ class Search:
 
 
 @contextmanager
-def rmem_at_least(size: int, log: Callable[[str], None]) -> Iterator[dict[str, int]]:
-    """Raises the root rmem sysctls to `size` if lower; restores what it changed."""
-    before = {name: int(Path(f"/proc/sys/{name.replace('.', '/')}").read_text()) for name in SYSCTLS}
-    changed = {name: value for name, value in before.items() if value < size}
-    for name in changed:
-        subprocess.run(["sysctl", "-q", "-w", f"{name}={size}"], check=True)
-        log(f"set {name}={size} (was {changed[name]})")
+def rmem_at_least(size: int, log: Callable[[str], None]) -> Iterator[dict[str, object]]:
+    """Raises the root rmem sysctls to `size` if lower, under the suite's sysctl lease (so a chain that is
+    up meanwhile keeps its values, and a killed bench's change is undone by the next holder); yields the
+    original and current value of each."""
+    holder = f"loopback-bench-{os.getpid()}"
+    report = rootsysctl.acquire(holder, dict.fromkeys(SYSCTLS, size), netns=[], pid=os.getpid())
+    log(f"socket buffers: {json.dumps(report)}")
     try:
-        yield {name: max(value, size) for name, value in before.items()}
+        yield report
     finally:
-        for name, value in changed.items():
-            subprocess.run(["sysctl", "-q", "-w", f"{name}={value}"], check=True)
-            log(f"restored {name}={value}")
+        restored = rootsysctl.release(holder)
+        if restored:
+            log(f"restored {json.dumps(restored)}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
