@@ -1,4 +1,5 @@
-# One front door for people and CI. Run as root on Debian 12.
+# One front door for people and CI. Run as root on Debian 12. A minimal Debian 12 has no make:
+# run `bash tools/install-deps` first (it needs only bash and apt and installs make).
 #   make demo   install what is missing, build, run the demo
 #   make test   install what is missing, build, run every test (what .ci/run does)
 
