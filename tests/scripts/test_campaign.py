@@ -35,7 +35,8 @@ def fake_campaign(store: Path, **overrides: object) -> dict:
 
 
 def records(store: Path) -> list[dict]:
-    return list(ResultStore(store).records())
+    """The store's records as JSON (read typed, written back: the round trip is part of the test)."""
+    return [r.to_json() for r in ResultStore(store).records()]
 
 
 def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> None:
