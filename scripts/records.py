@@ -357,7 +357,8 @@ class SummaryEntry(Record):
 class IdleRun(Record):
     """One idle-capture run: a full-length trial at rate_qps (queries/s) with CPU samples every interval_s
     (s). rate_source says which median the rate is; result as in TrialEntry plus rest_before_s; samples:
-    [{"second", "cpus": {cpu: {column: %}}}]; note: why there are no samples (simulated time), or None."""
+    [{"t_s": end of the interval since the start, s, "cpus": {cpu: {column: %}}}]; note: why there are no
+    samples (simulated time), or None."""
 
     TYPE: ClassVar[str] = "idle-run"
     run: int
