@@ -354,13 +354,33 @@ class SummaryEntry(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class IdleRun(Record):
+class FlatRecord(Record):
+    """A record whose body is top-level fields: FIELDS = (attribute, JSON name, accepted types)."""
+
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = ()
+
+    def body_json(self) -> dict[str, Any]:
+        return {name: getattr(self, attribute) for attribute, name, _ in self.FIELDS}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FlatRecord:
+        head = cls.envelope(data)
+        return cls(**head, **{attribute: _need(data, name, kind, head["key"])
+                              for attribute, name, kind in cls.FIELDS})
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdleRun(FlatRecord):
     """One idle-capture run: a full-length trial at rate_qps (queries/s) with CPU samples every interval_s
     (s). rate_source says which median the rate is; result as in TrialEntry plus rest_before_s; samples:
     [{"t_s": end of the interval since the start, s, "cpus": {cpu: {column: %}}}]; note: why there are no
     samples (simulated time), or None."""
 
     TYPE: ClassVar[str] = "idle-run"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("run", "run", int), ("rate_qps", "rate_qps", NUMBER), ("interval_s", "interval_s", NUMBER),
+        ("rate_source", "rate_source", str), ("result", "trial", dict), ("samples", "samples", list),
+        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))))
     run: int
     rate_qps: float
     interval_s: float
@@ -370,47 +390,23 @@ class IdleRun(Record):
     raw: dict[str, Any] | None
     note: str | None
 
-    def body_json(self) -> dict[str, Any]:
-        return {"run": self.run, "rate_qps": self.rate_qps, "interval_s": self.interval_s,
-                "rate_source": self.rate_source, "trial": self.result, "samples": self.samples,
-                "raw": self.raw, "note": self.note}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> IdleRun:
-        head = cls.envelope(data)
-        key = head["key"]
-        return cls(**head, run=_need(data, "run", int, key), rate_qps=_need(data, "rate_qps", NUMBER, key),
-                   interval_s=_need(data, "interval_s", NUMBER, key),
-                   rate_source=_need(data, "rate_source", str, key), result=_need(data, "trial", dict, key),
-                   samples=_need(data, "samples", list, key), raw=_need(data, "raw", OPTIONAL_DICT, key),
-                   note=_need(data, "note", (str, type(None)), key))
-
 
 @dataclass(frozen=True, kw_only=True)
-class IdleMean(Record):
+class IdleMean(FlatRecord):
     """The per-second mean of `runs` idle runs at rate_qps (queries/s), sampled every interval_s (s):
     per_second = [{"second": i, "runs": k, "cpus": {cpu: {column: mean %}}}]."""
 
     TYPE: ClassVar[str] = "idle-mean"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("rate_qps", "rate_qps", NUMBER), ("runs", "runs", int), ("interval_s", "interval_s", NUMBER),
+        ("per_second", "per_second", list))
     rate_qps: float
     runs: int
     interval_s: float
     per_second: list[dict[str, Any]]
 
-    def body_json(self) -> dict[str, Any]:
-        return {"rate_qps": self.rate_qps, "runs": self.runs, "interval_s": self.interval_s,
-                "per_second": self.per_second}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> IdleMean:
-        head = cls.envelope(data)
-        key = head["key"]
-        return cls(**head, rate_qps=_need(data, "rate_qps", NUMBER, key), runs=_need(data, "runs", int, key),
-                   interval_s=_need(data, "interval_s", NUMBER, key),
-                   per_second=_need(data, "per_second", list, key))
-
-
-READERS: dict[str, Callable[[dict[str, Any]], Record]] = {
+READERS: dict[str, Callable[[dict[str, Any]], Record]] = {  # type -> reader
     cls.TYPE: cls.from_json for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean)}
 
 
