@@ -28,7 +28,11 @@ KINDS = ("fake", "loopback", "chain")
 
 
 class Environment:
-    """One setup of a campaign. Subclasses fill in up/down/measurer/describe."""
+    """One setup of a campaign. Subclasses fill in up/down/measurer/describe.
+
+    simulated: trials take no real time (no CPU samples in the idle capture). clock: the time the searches
+    rest and measure on (a fake DUT in simulated time brings its own).
+    """
 
     simulated = False
     clock: Clock = RealClock()
