@@ -104,26 +104,6 @@ class ConfigResult:
     repeated: RepeatedSearch
     summary: SummaryEntry
 
-    @property
-    def setup(self) -> str:
-        return self.key.setup
-
-    @property
-    def cores(self) -> int:
-        return self.key.cores
-
-    @property
-    def search(self) -> str:
-        return self.key.search
-
-    @property
-    def method(self) -> str:
-        return self.key.method
-
-    @property
-    def implementation(self) -> str:
-        return self.summary.context.implementation
-
 
 class SetupSession:
     """One setup's environment during a campaign: brought up by the first trial really measured (a resumed
@@ -377,7 +357,7 @@ class CampaignRun:
     def _print_tables(self) -> None:
         """The report's throughput table of each setup, search settings and method, with trials and time."""
         for name, _ in self.campaign.searches:
-            summaries = [r.summary for r in self.results if r.search == name]
+            summaries = [r.summary for r in self.results if r.key.search == name]
             for series in series_of(summaries):
                 table = throughput_table(series, effort=True)
                 self._recorder().progress.say(f"\nsearch {name!r}: {table.title}\n{table.text()}")
@@ -391,9 +371,8 @@ class IdleCapture:
                  stored: dict[str, Record]) -> None:
         self.campaign, self.recorder, self.session, self.stored = recorder.campaign, recorder, session, stored
         name, _ = self.campaign.idle_search()
-        self.source = next((r for r in results if r.setup == session.spec.name
-                            and r.cores == session.cores and r.search == name
-                            and r.method == self.campaign.idle.method), None)
+        wanted = ConfigKey(session.spec.name, session.cores, name, self.campaign.idle.method)
+        self.source = next((r for r in results if r.key == wanted), None)
 
     def run(self) -> None:
         c, setup, cores = self.campaign, self.session.spec.name, self.session.cores
