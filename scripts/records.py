@@ -417,7 +417,7 @@ def record_from_json(data: dict[str, Any]) -> Record:
     if schema != SCHEMA and schema not in OLD_SCHEMAS:
         raise RecordError(f"record {key!r} has schema {schema!r}; this xlatbench reads {SCHEMA!r} and "
                           f"{', '.join(OLD_SCHEMAS)} (a newer store needs a newer xlatbench)")
-    reader = READERS.get(data.get("type"))  # type: ignore[arg-type]
+    reader = READERS.get(str(data.get("type")))
     if reader is None:
         raise RecordError(f"record {key!r} has unknown type {data.get('type')!r}; known: {list(READERS)}")
     return reader(data)
