@@ -1,20 +1,21 @@
 """Read a campaign's results store into the shapes the report needs.
 
-The store (xlatbench.scripts.store) holds one JSON record per line; the report uses three record types:
-`summary` (a repeated search at one core count), `idle-run` (one full-length trial at the median rate with
-per-second CPU samples and the DUTs' per-trial statistics) and `idle-mean` (the per-second average of the
-idle runs). Trials are not needed: summaries already carry median, minimum and maximum.
+The store is read through xlatbench.scripts.store, the one reader, into the typed records of
+xlatbench.scripts.records (the shared data shape). The report uses three record types: `summary` (a
+repeated search at one core count), `idle-run` (one full-length trial at the median rate with per-second CPU
+samples and the DUTs' per-trial statistics) and `idle-mean` (the per-second average of the idle runs).
+Trials are not needed: summaries already carry median, minimum and maximum.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlatbench.scripts.envs import implementation_label
+from xlatbench.scripts.records import IdleMean, IdleRun, Record, SummaryEntry
+from xlatbench.scripts.store import ResultStore, StoreError
 
 
 class ReportError(ValueError):
@@ -31,6 +32,7 @@ class Throughput:
     dispersion: (p99 - p1) / median, fraction (None below 20 repetitions).
     tester_limit_qps: the rate at which the tester could not keep up, queries/s (None if never).
     implementation: which DUT implementation produced the number, one line.
+    trials: trials the searches ran, count. elapsed_s: their time with rests, s.
     """
 
     cores: int
@@ -44,6 +46,8 @@ class Throughput:
     dispersion: float | None
     tester_limit_qps: float | None
     implementation: str
+    trials: int = 0
+    elapsed_s: float = 0.0
 
 
 @dataclass
@@ -99,90 +103,97 @@ class Campaign:
     tester: dict[str, Any]
 
 
-def load_records(path: Path) -> list[dict[str, Any]]:
+def load_records(path: Path) -> list[Record]:
     """Complete records of a store file; a torn last line (a run killed while writing) is skipped."""
+    if not path.exists():
+        raise ReportError(f"cannot read the results store {path}: No such file or directory")
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ReportError(f"cannot read the results store {path}: {err.strerror}") from None
-    records = []
-    for number, line in enumerate(data.split(b"\n")[:-1], start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ReportError(f"{path}:{number}: not a JSON record ({err.msg})") from None
-    return records
+        return list(ResultStore(path).records())
+    except StoreError as err:
+        raise ReportError(str(err)) from None
 
 
 def load_campaign(path: Path) -> Campaign:
     records = load_records(path)
     if not records:
         raise ReportError(f"{path} holds no records: run a campaign first (xlatbench campaign run FILE)")
-    summaries = [r for r in records if r.get("type") == "summary"]
-    idle_runs = [r for r in records if r.get("type") == "idle-run"]
-    idle_means = [r for r in records if r.get("type") == "idle-mean"]
+    summaries = [r for r in records if isinstance(r, SummaryEntry)]
+    idle_runs = [r for r in records if isinstance(r, IdleRun)]
     if not summaries:
         raise ReportError(f"{path} has {len(records)} records but no finished search summary yet: "
                           "let the campaign finish (or resume it) and report again")
-    first = records[0]
-    return Campaign(
-        path=path,
-        name=first.get("campaign", {}).get("name", path.stem),
-        series=_series(summaries),
-        idle=[_idle(mean, idle_runs) for mean in idle_means],
-        host=first.get("host", {}),
-        tester=first.get("tester", {}),
-    )
+    first = records[0].context
+    return Campaign(path=path, name=first.campaign.name, series=series_of(summaries),
+                    idle=[_idle(mean, idle_runs) for mean in records if isinstance(mean, IdleMean)],
+                    host=first.host, tester=first.tester)
 
 
-def _series(summaries: list[dict[str, Any]]) -> list[Series]:
+def series_of(summaries: list[SummaryEntry]) -> list[Series]:
+    """One Series per (setup, method), in the order of the summaries; a later summary of the same cores
+    replaces an earlier one."""
     grouped: dict[tuple[str, str], Series] = {}
     for record in summaries:
-        summary = record["summary"]
-        setup = record["setup"]
-        key = (setup["name"], summary["method"])
+        setup = record.context.setup
+        key = (record.context.setup_name, record.method)
         if key not in grouped:
             grouped[key] = Series(
-                setup=setup["name"], topology=setup.get("topology", setup.get("kind", "?")),
-                method=summary["method"], rfc8219_exact=bool(summary.get("rfc8219_exact")),
-                conditions=_conditions(record),
+                setup=record.context.setup_name, topology=setup.get("topology", setup.get("kind", "?")),
+                method=record.method, rfc8219_exact=record.rfc8219_exact, conditions=_conditions(record),
             )
-        stats = summary.get("summary") or {}
-        cores = int(record["cores"])
-        grouped[key].cells[cores] = Throughput(
-            cores=cores, status=summary.get("status", "?"), n=int(stats.get("n", 0)),
-            median=stats.get("median"), minimum=stats.get("min"), maximum=stats.get("max"),
-            p1=stats.get("p1"), p99=stats.get("p99"), dispersion=stats.get("dispersion"),
-            tester_limit_qps=summary.get("tester_limit_qps"),
-            implementation=implementation_label(record.get("dut", {})),
-        )
+        grouped[key].cells[record.context.cores] = _cell(record)
     return list(grouped.values())
 
 
-def _conditions(record: dict[str, Any]) -> dict[str, Any]:
-    settings = record["summary"].get("settings", {})
+def _cell(record: SummaryEntry) -> Throughput:
+    stats = record.stats
+    return Throughput(
+        cores=record.context.cores, status=record.status, n=stats.n if stats else 0,
+        median=stats.median if stats else None, minimum=stats.minimum if stats else None,
+        maximum=stats.maximum if stats else None, p1=stats.p1 if stats else None,
+        p99=stats.p99 if stats else None, dispersion=stats.dispersion if stats else None,
+        tester_limit_qps=record.tester_limit_qps, implementation=record.context.implementation,
+        trials=record.trials, elapsed_s=record.elapsed_s,
+    )
+
+
+def _conditions(record: SummaryEntry) -> dict[str, Any]:
+    settings = record.settings
     return {
         "trial_s": settings.get("duration_s"),
         "rest_s": settings.get("rest_s"),
         "loss_ratio": settings.get("loss_ratio"),
-        "timeout_s": record.get("tester", {}).get("options", {}).get("timeout_s"),
+        "timeout_s": record.context.tester.get("options", {}).get("timeout_s"),
         "repetitions": settings.get("repetitions"),
         "error": settings.get("error_ratio") or settings.get("error_qps"),
     }
 
 
-def _idle(mean: dict[str, Any], runs: list[dict[str, Any]]) -> IdleCapture:
-    setup, cores = mean["setup"]["name"], int(mean["cores"])
-    mine = [r for r in runs if r["setup"]["name"] == setup and int(r["cores"]) == cores]
+def _idle(mean: IdleMean, runs: list[IdleRun]) -> IdleCapture:
+    setup, cores = mean.context.setup_name, mean.context.cores
+    mine = [r for r in runs if r.context.setup_name == setup and r.context.cores == cores]
+    cpu_share, drops = _dut_load(mine)
+    losses = [float(run.result["loss_ratio"]) for run in mine if run.result.get("loss_ratio") is not None]
+    dut = mean.context.dut
+    return IdleCapture(
+        setup=setup, topology=mean.context.setup.get("topology", "?"), cores=cores,
+        rate_qps=float(mean.rate_qps), interval_s=float(mean.interval_s), runs=mean.runs,
+        per_second=mean.per_second,
+        dut_cpu_share={d: sum(v) / len(v) for d, v in cpu_share.items()},
+        hop_drops={hop: sum(v) / len(v) for hop, v in drops.items() if any(v)},
+        loss_ratio=sum(losses) / len(losses) if losses else None,
+        dut_cpus=mean.context.dut_cpus or {}, implementation=mean.context.implementation,
+        emulated="namespaces" in dut, tun_devices=_tun_devices(dut),
+    )
+
+
+def _dut_load(runs: list[IdleRun]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per DUT, the share of one CPU its translator used in each run (%); per drop counter, its increase
+    in each run (packets)."""
     cpu_share: dict[str, list[float]] = defaultdict(list)
     drops: dict[str, list[float]] = defaultdict(list)
-    losses = []
-    for run in mine:
-        trial = run.get("trial", {})
-        duration = float(trial.get("duration_s") or 0)
-        stats = trial.get("dut_stats") or {}
+    for run in runs:
+        duration = float(run.result.get("duration_s") or 0)
+        stats = run.result.get("dut_stats") or {}
         for dut, seconds in (stats.get("cpu_s") or {}).items():
             if duration > 0:
                 cpu_share[dut].append(100.0 * float(seconds) / duration)
@@ -190,20 +201,7 @@ def _idle(mean: dict[str, Any], runs: list[dict[str, Any]]) -> IdleCapture:
             for name, value in counters.items():
                 if _is_drop(name):
                     drops[f"{hop}:{name}"].append(float(value))
-        if trial.get("loss_ratio") is not None:
-            losses.append(float(trial["loss_ratio"]))
-    return IdleCapture(
-        setup=setup, topology=mean["setup"].get("topology", "?"), cores=cores,
-        rate_qps=float(mean["rate_qps"]), interval_s=float(mean.get("interval_s", 1.0)),
-        runs=int(mean.get("runs", len(mine))), per_second=mean.get("per_second", []),
-        dut_cpu_share={dut: sum(v) / len(v) for dut, v in cpu_share.items()},
-        hop_drops={hop: sum(v) / len(v) for hop, v in drops.items() if any(v)},
-        loss_ratio=sum(losses) / len(losses) if losses else None,
-        dut_cpus=mean.get("dut_cpus") or {},
-        implementation=implementation_label(mean.get("dut", {})),
-        emulated="namespaces" in mean.get("dut", {}),
-        tun_devices=_tun_devices(mean.get("dut", {})),
-    )
+    return cpu_share, drops
 
 
 def _tun_devices(dut: dict[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xlatbench.analysis.records import Series, Throughput
+from xlatbench.scripts.records import method_label
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,13 @@ class Table:
                  "|" + "---|" * len(self.header)]
         lines += ["| " + " | ".join(row) + " |" for row in self.rows]
         return "\n".join(lines)
+
+    def text(self, indent: str = "  ") -> str:
+        """Plain text for a console: columns separated by " | ", padded to line up."""
+        lines = [self.header, *self.rows]
+        widths = [max(len(line[i]) for line in lines) for i in range(len(self.header))]
+        return "\n".join(indent + " | ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
+                         .rstrip() for line in lines)
 
     def csv_rows(self) -> list[list[str]]:
         return [[self.title], self.header, *self.rows]
@@ -50,10 +58,6 @@ def scale_up(medians: list[float | None]) -> list[str]:
     return out
 
 
-def method_label(series: Series) -> str:
-    return "RFC 8219 binary search" if series.rfc8219_exact else "fast search (not RFC 8219 exact)"
-
-
 def conditions_text(series: Series) -> str:
     c = series.conditions
     parts = []
@@ -70,13 +74,14 @@ def conditions_text(series: Series) -> str:
     return ", ".join(parts)
 
 
-def throughput_table(series: Series) -> Table:
-    """The paper's table for one setup and search method."""
+def throughput_table(series: Series, effort: bool = False) -> Table:
+    """The paper's table for one setup and search method; effort adds the searches' trials and time (the
+    campaign's console summary)."""
     cores = sorted(series.cells)
     cells = [series.cells[c] for c in cores]
     implementations = sorted({cell.implementation for cell in cells})
-    title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), {method_label(series)}: "
-             f"resolved queries/s ({conditions_text(series)})")
+    title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), "
+             f"{method_label(series.rfc8219_exact)}: resolved queries/s ({conditions_text(series)})")
     rows = [
         ["Median (queries/s)", *[_cell_median(cell) for cell in cells]],
         ["Minimum (queries/s)", *[_qps(cell.minimum) for cell in cells]],
@@ -91,6 +96,10 @@ def throughput_table(series: Series) -> Table:
         ]
     rows.append(["Searches with a result", *[str(cell.n) for cell in cells]])
     rows.append(["Proportion: current/previous", *scale_up([_median(cell) for cell in cells])])
+    if effort:
+        rows.append(["Status", *[cell.status for cell in cells]])
+        rows.append(["Trials", *[str(cell.trials) for cell in cells]])
+        rows.append(["Search time with rests (s)", *[f"{cell.elapsed_s:.0f}" for cell in cells]])
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
 
 
@@ -127,10 +136,9 @@ def comparison_table(all_series: list[Series], method_exact: bool = True) -> Tab
         if ceiling:
             rows.append([f"{series.setup} / loopback self-test",
                          *[_share(_median_at(series, c), ceiling) for c in cores]])
-    label = "RFC 8219 binary search" if method_exact else "fast search (not RFC 8219 exact)"
-    title = (f"Medians side by side, {label}: resolved queries/s, and ratios within the same run "
-             f"(! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the test system may be "
-             "the limit, not the translators)")
+    title = (f"Medians side by side, {method_label(method_exact)}: resolved queries/s, and ratios within "
+             f"the same run (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the test "
+             "system may be the limit, not the translators)")
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
 
 

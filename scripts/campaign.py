@@ -9,20 +9,38 @@ so each finished trial is in the store exactly once.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from xlatbench.analysis.records import series_of
+from xlatbench.analysis.tables import throughput_table
 from xlatbench.scripts.campaignfile import Campaign, SetupSpec, make_environment
-from xlatbench.scripts.clock import RealClock
 from xlatbench.scripts.cpuload import CpuSampler, mean_per_second
-from xlatbench.scripts.envs import Environment, implementation_label
+from xlatbench.scripts.envs import Environment
 from xlatbench.scripts.hostinfo import host_info
+from xlatbench.scripts.records import (
+    CampaignRef,
+    ConfigKey,
+    Context,
+    IdleMean,
+    IdleRun,
+    Record,
+    SearchEntry,
+    Stats,
+    SummaryEntry,
+    TrialEntry,
+    TrialPosition,
+    idle_mean_key,
+    idle_run_key,
+    implementation_label,
+    search_key,
+    trial_key,
+)
 from xlatbench.scripts.repeat import RepeatedSearch, repeat_search
 from xlatbench.scripts.search import (
     FAST,
@@ -33,28 +51,21 @@ from xlatbench.scripts.search import (
     TrialRecord,
     TrialRunner,
 )
-from xlatbench.scripts.stats import scale_up
-from xlatbench.scripts.store import ResultStore, StoreError
-from xlatbench.scripts.trial import TrialResult
+from xlatbench.scripts.store import ResultStore
+from xlatbench.scripts.trial import Measurer, TrialResult
 
 
 class CampaignMismatch(RuntimeError):
     """The store holds records of a different campaign file."""
 
 
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-
-
-def planned_searches(campaign: Campaign, setup_max_cores: Callable[[SetupSpec], int]) -> list[tuple]:
-    """(setup, cores, settings name, settings, method) in the order the campaign runs them."""
-    plan = []
-    for setup in campaign.setups:
-        for cores in capped_cores(campaign.cores, setup_max_cores(setup)):
-            for name, settings in campaign.searches:
-                for method in campaign.methods:
-                    plan.append((setup, cores, name, settings, method))
-    return plan
+def planned_searches(campaign: Campaign, max_cores: Mapping[str, int]) -> list[ConfigKey]:
+    """Every configuration in the order the campaign runs them; max_cores: per setup name, its DUTs' cores."""
+    return [ConfigKey(setup.name, cores, name, method)
+            for setup in campaign.setups
+            for cores in capped_cores(campaign.cores, max_cores[setup.name])
+            for name, _ in campaign.searches
+            for method in campaign.methods]
 
 
 def capped_cores(cores: tuple[int, ...], available: int) -> list[int]:
@@ -74,14 +85,173 @@ def estimate_search_s(settings: SearchSettings, method: str) -> float:
     return first + (settings.repetitions - 1) * (3 * short + 1.3 * full)
 
 
+def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
+    """Time of the whole idle capture of a plan, s: runs x (duration + rest) per (setup, cores)."""
+    duration, rest = campaign.idle_timing()
+    return idle_configurations(plan) * campaign.idle.runs * (duration + rest)
+
+
+def idle_configurations(plan: list[ConfigKey]) -> int:
+    """How many (setup, cores) pairs get an idle capture."""
+    return len({(key.setup, key.cores) for key in plan})
+
+
 @dataclass
 class ConfigResult:
-    setup: str
-    cores: int
-    search: str
-    method: str
+    """One configuration's repeated search and the summary record written (or that would be) for it."""
+
+    key: ConfigKey
     repeated: RepeatedSearch
-    implementation: str
+    summary: SummaryEntry
+
+
+class SetupSession:
+    """One setup's environment during a campaign: brought up by the first trial really measured (a resumed
+    campaign replays stored trials without it), set to the current core count, always taken down (close).
+
+    runner: the TrialRunner of every search of this setup; its measurer is built lazily by measurer().
+    dut_cpus: what set_cores applied for the current core count (None while the environment is down).
+    """
+
+    def __init__(self, spec: SetupSpec, env: Environment, replay: Mapping[tuple[str, int], TrialRecord]):
+        self.spec, self.env = spec, env
+        self.cores = 0
+        self.dut_cpus: dict[str, Any] | None = None
+        self._up = False
+        self._applied_cores: int | None = None
+        self.runner = TrialRunner(None, clock=env.clock, replay=replay, before_real_trial=self.measurer)
+
+    def select_cores(self, cores: int) -> None:
+        """Following trials run with this many DUT cores (applied when one is really measured)."""
+        self.cores = cores
+        self.runner.measurer = None
+
+    def measurer(self) -> Measurer:
+        if not self._up:
+            self.env.up()
+            self._up = True
+        if self._applied_cores != self.cores:
+            self.dut_cpus = self.env.set_cores(self.cores)
+            self._applied_cores = self.cores
+        return self.env.measurer()
+
+    def close(self) -> None:
+        if self._up:
+            self._up = False
+            self.env.down()
+
+
+class Progress:
+    """The tqdm bar over trial time (s) and the campaign's messages. out: where they go; show: draw it."""
+
+    def __init__(self, out: TextIO, show: bool) -> None:
+        self.out, self.show = out, show
+        self.estimates: list[float] = []
+        self.idle_left_s = self.remaining_s = 0.0
+        self.finished = 0
+        self.bar = tqdm(disable=True)
+
+    def start(self, name: str, estimates: list[float], idle_s: float, done_s: float) -> None:
+        """estimates: of each planned search, s; idle_s: of the idle capture, s; done_s: trial time stored."""
+        self.estimates, self.idle_left_s = estimates, idle_s
+        self.remaining_s = sum(estimates) + idle_s
+        self.bar = tqdm(total=max(self.remaining_s, done_s), initial=done_s, unit="s", disable=not self.show,
+                        file=self.out, desc=name, dynamic_ncols=True,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} s of trials "
+                                   "[{elapsed}<{remaining}]{postfix}")
+
+    def advance(self, seconds: float) -> None:
+        """Move the bar by trial time; an underestimated total grows instead of overflowing."""
+        if self.bar.total is not None and self.bar.n + seconds > self.bar.total:
+            self.bar.total = self.bar.n + seconds + self.remaining_s
+        self.bar.update(seconds)
+
+    def search_finished(self) -> None:
+        """After each planned search: total = trial time so far + estimate of what is left."""
+        self.finished += 1
+        self.remaining_s = sum(self.estimates[self.finished:]) + self.idle_left_s
+        self.bar.total = self.bar.n + self.remaining_s
+        self.bar.refresh()
+
+    def idle_run_planned(self, seconds: float) -> None:
+        self.idle_left_s = max(0.0, self.idle_left_s - seconds)
+
+    def status(self, text: str) -> None:
+        self.bar.set_postfix_str(text, refresh=True)
+
+    def say(self, text: str) -> None:
+        if self.show:
+            tqdm.write(text, file=self.out)
+        else:
+            print(text, file=self.out)
+
+
+class Recorder:
+    """Builds the campaign's records and appends each new one to the store once (keys already stored are
+    skipped). new_trials: trials measured (not replayed) and stored by this run."""
+
+    def __init__(self, campaign: Campaign, store: ResultStore, keys: set[str], progress: Progress) -> None:
+        self.campaign, self.store, self.keys, self.progress = campaign, store, keys, progress
+        self.new_trials = 0
+
+    def context(self, session: SetupSession) -> Context:
+        c, env = self.campaign, session.env
+        dut = env.describe()
+        tester = {"tool": "xlatperf", "version": env.tester_version(), "options": _tester(c)}
+        return Context(CampaignRef(c.name, c.file, c.sha256), session.spec.record(), session.cores,
+                       session.dut_cpus, dut, implementation_label(dut), tester, host_info())
+
+    def append(self, record: Record) -> None:
+        if record.key not in self.keys:
+            self.store.append(record)
+            self.keys.add(record.key)
+
+    def trial(self, record: TrialRecord, config: ConfigKey, session: SetupSession) -> None:
+        settings = self.campaign.settings(config.search)
+        position = TrialPosition(record.search_id, config.search, config.method, config.method != FAST,
+                                 _repetition(record.search_id), record.step, record.phase, record.lower_qps,
+                                 record.upper_qps, asdict(settings))
+        self.append(TrialEntry(key=trial_key(record.search_id, record.step), context=self.context(session),
+                               search=position, result=record.result.to_dict(with_raw=False),
+                               verdict=record.verdict, rest_before_s=record.rest_before_s,
+                               wall_s=record.wall_s, raw=record.result.raw))
+        self.new_trials += 1
+        self.progress.advance(record.result.duration_s + record.rest_before_s)
+
+    def outcome(self, outcome: SearchOutcome, config: ConfigKey, session: SetupSession) -> None:
+        key = search_key(outcome.search_id)
+        if key not in self.keys:
+            self.append(SearchEntry(key=key, context=self.context(session), outcome=outcome.to_dict(),
+                                    settings_name=config.search,
+                                    settings=asdict(self.campaign.settings(config.search)),
+                                    describe=outcome.describe()))
+
+    def summary(self, repeated: RepeatedSearch, config: ConfigKey, session: SetupSession) -> SummaryEntry:
+        data = repeated.to_dict()
+        entry = SummaryEntry(
+            key=config.summary_key, context=self.context(session), method=repeated.method,
+            rfc8219_exact=repeated.rfc8219_exact, status=repeated.status,
+            stats=None if data["summary"] is None else Stats.from_json(data["summary"], config.summary_key),
+            tester_limit_qps=repeated.tester_limit_qps, throughputs_qps=data["throughputs_qps"],
+            trials=repeated.trials, elapsed_s=repeated.elapsed_s, settings_name=config.search,
+            settings=asdict(self.campaign.settings(config.search)), describe=repeated.describe())
+        self.append(entry)
+        return entry
+
+
+@dataclass
+class ConfigWriter:
+    """What the searches of one configuration hand their trials and outcomes to (the store's side)."""
+
+    recorder: Recorder
+    config: ConfigKey
+    session: SetupSession
+
+    def trial(self, record: TrialRecord) -> None:
+        self.recorder.trial(record, self.config, self.session)
+
+    def outcome(self, outcome: SearchOutcome) -> None:
+        self.recorder.outcome(outcome, self.config, self.session)
 
 
 @dataclass
@@ -92,220 +262,86 @@ class CampaignRun:
     out: TextIO = sys.stderr
     progress: bool = True
     results: list[ConfigResult] = field(default_factory=list)
-    new_trials: int = 0
-    replayed_trials: int = 0
+    recorder: Recorder | None = None
+
+    @property
+    def new_trials(self) -> int:
+        return self.recorder.new_trials if self.recorder is not None else 0
 
     def run(self) -> list[ConfigResult]:
         c = self.campaign
-        self.store = ResultStore(c.store)
-        torn = self.store.repair_torn_tail()
+        progress = Progress(self.out, self.progress)
+        store = ResultStore(c.store)
+        torn = store.repair_torn_tail()
         if torn:
-            self._say(f"store {c.store}: an unfinished last record ({torn} bytes, cut by a kill) "
-                      "was moved aside")
-        stored = list(self.store.records())
+            progress.say(f"store {c.store}: an unfinished last record ({torn} bytes, cut by a kill) "
+                         "was moved aside")
+        stored = list(store.records())
         self._check_campaign(stored)
-        self.keys = {r["key"] for r in stored}
-        self.replay = {(r["search"]["id"], r["search"]["step"]): _record_from_store(r)
-                       for r in stored if r.get("type") == "trial"}
-        self.idle_stored = {r["key"]: r for r in stored if r.get("type") == "idle-run"}
+        self.recorder = Recorder(c, store, {r.key for r in stored}, progress)
+        trials = [r for r in stored if isinstance(r, TrialEntry)]
         envs = {s.name: make_environment(s, c.tester) for s in c.setups}
-        plan = planned_searches(c, lambda s: envs[s.name].max_cores())
+        plan = planned_searches(c, {name: env.max_cores() for name, env in envs.items()})
         self._report_capped(envs)
-        self._estimates = [estimate_search_s(p[3], p[4]) for p in plan]
-        self._idle_left_s = self._idle_estimate(plan)
-        self._remaining_s = sum(self._estimates) + self._idle_left_s
-        self._finished = 0
-        total = self._remaining_s
-        done = sum(r["trial"]["duration_s"] + r["trial"]["rest_before_s"]
-                   for r in stored if r["type"] == "trial")
-        self.bar = tqdm(total=max(total, done), initial=done, unit="s", disable=not self.progress,
-                        file=self.out, desc=c.name, dynamic_ncols=True,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} s of trials "
-                                   "[{elapsed}<{remaining}]{postfix}")
+        progress.start(c.name, [estimate_search_s(c.settings(k.search), k.method) for k in plan],
+                       idle_estimate_s(c, plan) if c.idle.runs else 0.0, sum(t.time_s for t in trials))
         if stored:
-            self._say(f"resuming {c.name}: {len(self.replay)} trials already in {c.store} are replayed, "
-                      "not measured again")
+            progress.say(f"resuming {c.name}: {len(trials)} trials already in {c.store} are replayed, "
+                         "not measured again")
+        replay = {(t.search.id, t.search.step): _trial_record(t) for t in trials}
+        idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
         try:
             for setup in c.setups:
-                self._run_setup(setup, envs[setup.name])
+                self._run_setup(SetupSession(setup, envs[setup.name], replay), idle_stored)
         finally:
-            self.bar.close()
+            progress.bar.close()
         self._print_tables()
         return self.results
 
     # -- one setup --------------------------------------------------------------------------------
-    def _run_setup(self, setup: SetupSpec, env: Environment) -> None:
-        c = self.campaign
-        state: dict[str, Any] = {"up": False, "cores": None, "applied": None}
-        runner = TrialRunner(None, clock=getattr(env, "clock", None) or RealClock(), replay=self.replay)
+    def _run_setup(self, session: SetupSession, idle_stored: dict[str, Record]) -> None:
         previous_medians: dict[tuple[str, str], float] = {}
         try:
-            for cores in capped_cores(c.cores, env.max_cores()):
-                runner.measurer = None
-                runner.before_real_trial = lambda cores=cores: self._prepare(env, state, cores)
-                for name, settings in c.searches:
-                    for method in c.methods:
-                        context = {"setup": setup, "cores": cores, "search_name": name, "settings": settings,
-                                   "method": method, "env": env, "state": state}
-                        runner.on_trial = lambda record, ctx=context: self._store_trial(record, ctx)
-                        prefix = f"{setup.name}/cores{cores}/{name}"
-                        self.bar.set_postfix_str(f"{setup.name} cores={cores} {name} {method}", refresh=True)
-                        repeated = repeat_search(runner, settings, method, prefix,
-                                                 first_guess_qps=previous_medians.get((name, method)),
-                                                 on_outcome=lambda o, ctx=context: self._store_outcome(
-                                                     o, ctx))
-                        self._store_summary(repeated, context)
-                        self._finished += 1
-                        self._reestimate(self._finished)
-                        self.results.append(ConfigResult(setup.name, cores, name, method, repeated,
-                                                        self._implementation(env)))
-                        if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
-                            previous_medians[(name, method)] = repeated.summary.median
-                        self._say(f"{setup.name}, {cores} DUT core(s), search {name!r}: "
-                                  f"{repeated.describe()} "
-                                  f"[{self._implementation(env)}]")
-                if c.idle.runs:
-                    self._idle_capture(setup, env, runner, cores, state)
+            for cores in capped_cores(self.campaign.cores, session.env.max_cores()):
+                session.select_cores(cores)
+                for name, _ in self.campaign.searches:
+                    for method in self.campaign.methods:
+                        config = ConfigKey(session.spec.name, cores, name, method)
+                        self._run_config(session, config, previous_medians)
+                if self.campaign.idle.runs:
+                    IdleCapture(self._recorder(), self.results, session, idle_stored).run()
         finally:
-            if state["up"]:
-                env.down()
+            session.close()
 
-    def _prepare(self, env: Environment, state: dict[str, Any], cores: int) -> Any:
-        if not state["up"]:
-            env.up()
-            state["up"] = True
-        if state["cores"] != cores:
-            state["applied"] = env.set_cores(cores)
-            state["cores"] = cores
-        return env.measurer()
+    def _run_config(self, session: SetupSession, config: ConfigKey,
+                    previous_medians: dict[tuple[str, str], float]) -> None:
+        recorder = self._recorder()
+        writer = ConfigWriter(recorder, config, session)
+        session.runner.on_trial = writer.trial
+        recorder.progress.status(f"{config.setup} cores={config.cores} {config.search} {config.method}")
+        repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
+                                 config.prefix, first_guess_qps=previous_medians.get((config.search,
+                                                                                      config.method)),
+                                 on_outcome=writer.outcome)
+        summary = recorder.summary(repeated, config, session)
+        recorder.progress.search_finished()
+        self.results.append(ConfigResult(config, repeated, summary))
+        if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
+            previous_medians[(config.search, config.method)] = repeated.summary.median
+        recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s), search {config.search!r}: "
+                              f"{repeated.describe()} [{summary.context.implementation}]")
 
-    # -- records ----------------------------------------------------------------------------------
-    def _base(self, key: str, kind: str, ctx: dict[str, Any]) -> dict[str, Any]:
-        c, env = self.campaign, ctx["env"]
-        return {
-            "key": key, "type": kind, "written_utc": utc_now(),
-            "campaign": {"name": c.name, "file": c.file, "sha256": c.sha256},
-            "setup": ctx["setup"].record(), "cores": ctx["cores"], "dut_cpus": ctx["state"]["applied"],
-            "dut": env.describe(),
-            "tester": {"tool": "xlatperf", "version": env.tester_version(), "options": _tester(c)},
-            "host": host_info(),
-        }
-
-    def _store_trial(self, record: TrialRecord, ctx: dict[str, Any]) -> None:
-        settings: SearchSettings = ctx["settings"]
-        entry = self._base(f"trial:{record.search_id}:{record.step}", "trial", ctx)
-        entry["search"] = {
-            "id": record.search_id, "settings_name": ctx["search_name"], "method": ctx["method"],
-            "rfc8219_exact": ctx["method"] != FAST, "repetition": _repetition(record.search_id),
-            "step": record.step, "phase": record.phase, "lower_qps": record.lower_qps,
-            "upper_qps": record.upper_qps, "settings": asdict(settings),
-        }
-        entry["trial"] = {**record.result.to_dict(with_raw=False), "verdict": record.verdict,
-                          "rest_before_s": record.rest_before_s, "wall_s": record.wall_s}
-        entry["raw"] = record.result.raw
-        self._append(entry)
-        self.new_trials += 1
-        self._advance(record.result.duration_s + record.rest_before_s)
-
-    def _store_outcome(self, outcome: SearchOutcome, ctx: dict[str, Any]) -> None:
-        key = f"search:{outcome.search_id}"
-        if key in self.keys:
-            return
-        entry = self._base(key, "search", ctx)
-        entry["search"] = {**outcome.to_dict(), "settings_name": ctx["search_name"],
-                           "settings": asdict(ctx["settings"]), "describe": outcome.describe()}
-        self._append(entry)
-
-    def _store_summary(self, repeated: RepeatedSearch, ctx: dict[str, Any]) -> None:
-        key = f"summary:{ctx['setup'].name}/cores{ctx['cores']}/{ctx['search_name']}/{repeated.method}"
-        if key in self.keys:
-            return
-        entry = self._base(key, "summary", ctx)
-        entry["summary"] = {**repeated.to_dict(), "settings_name": ctx["search_name"],
-                            "settings": asdict(ctx["settings"]), "describe": repeated.describe()}
-        self._append(entry)
-
-    def _append(self, entry: dict[str, Any]) -> None:
-        self.store.append(entry)
-        self.keys.add(entry["key"])
-
-    # -- idle capture -----------------------------------------------------------------------------
-    def _idle_capture(self, setup: SetupSpec, env: Environment, runner: TrialRunner, cores: int,
-                      state: dict[str, Any]) -> None:
-        c = self.campaign
-        name, settings = c.idle_search()
-        source = next((r for r in self.results if r.setup == setup.name and r.cores == cores
-                       and r.search == name and r.method == c.idle.method), None)
-        ctx = {"setup": setup, "cores": cores, "search_name": name, "settings": settings,
-               "method": c.idle.method, "env": env, "state": state}
-        prefix = f"{setup.name}/cores{cores}"
-        # A search that never failed still gives a rate the chain carried; the paper's idle capture needs
-        # only that (its record says the rate is a lower bound of the throughput).
-        if source is None or source.repeated.summary is None or \
-                source.repeated.status not in (OK, UPPER_NOT_FAILED):
-            self._say(f"{setup.name}, {cores} core(s): no idle capture, the {c.idle.method} search gave no "
-                      "median rate")
-            return
-        rate = float(round(source.repeated.summary.median))
-        duration = c.idle.duration_s or settings.duration_s
-        rest = c.idle.rest_s if c.idle.rest_s is not None else settings.rest_s
-        runs: list[list[dict[str, Any]]] = []
-        for run in range(1, c.idle.runs + 1):
-            key = f"idle:{prefix}/run{run}"
-            self._idle_left_s = max(0.0, self._idle_left_s - duration - rest)
-            if key in self.idle_stored:
-                runs.append(self.idle_stored[key]["samples"])
-                runner.owe_rest(rest)
-                continue
-            self.bar.set_postfix_str(f"{setup.name} cores={cores} idle capture {run}/{c.idle.runs}")
-            measurer = runner.ensure_measurer()
-            rest_taken = runner.take_rest()
-            sampler = CpuSampler(c.idle.interval_s)
-            simulated = getattr(env, "simulated", False)
-            if not simulated:
-                sampler.start()
-            try:
-                result = measurer.measure(duration, rate)
-            finally:
-                samples = [] if simulated else sampler.stop()
-            runner.owe_rest(rest)
-            runs.append(samples)
-            entry = self._base(key, "idle-run", ctx)
-            entry.update({"run": run, "rate_qps": rate, "interval_s": c.idle.interval_s,
-                          "rate_source": f"median of {source.repeated.method} search {name!r}"
-                          + (" (a lower bound: the search never failed)"
-                             if source.repeated.status == UPPER_NOT_FAILED else ""),
-                          "trial": {**result.to_dict(with_raw=False), "rest_before_s": rest_taken},
-                          "samples": samples, "raw": result.raw,
-                          "note": "simulated time: no CPU samples" if simulated else None})
-            self._append(entry)
-            self._advance(duration + rest_taken)
-        key = f"idle-mean:{prefix}"
-        if key not in self.keys:
-            entry = self._base(key, "idle-mean", ctx)
-            entry.update({"rate_qps": rate, "runs": len(runs), "interval_s": c.idle.interval_s,
-                          "per_second": mean_per_second(runs)})
-            self._append(entry)
-        self._say(f"{setup.name}, {cores} core(s): idle capture done, {len(runs)} runs at "
-                  f"{rate:.0f} queries/s")
-
-    def _idle_estimate(self, plan: list[tuple]) -> float:
-        c = self.campaign
-        if not c.idle.runs:
-            return 0.0
-        configs = {(p[0].name, p[1]) for p in plan}
-        _, settings = c.idle_search()
-        duration = c.idle.duration_s or settings.duration_s
-        rest = c.idle.rest_s if c.idle.rest_s is not None else settings.rest_s
-        return len(configs) * c.idle.runs * (duration + rest)
+    def _recorder(self) -> Recorder:
+        assert self.recorder is not None, "run() makes the recorder"
+        return self.recorder
 
     # -- checks and output ------------------------------------------------------------------------
-    def _check_campaign(self, stored: list[dict[str, Any]]) -> None:
+    def _check_campaign(self, stored: list[Record]) -> None:
         for record in stored:
-            sha = record.get("campaign", {}).get("sha256")
+            sha = record.context.campaign.sha256
             if sha != self.campaign.sha256:
                 raise CampaignMismatch(
-                    f"{self.campaign.store} holds records of another campaign file (sha256 {str(sha)[:12]}…, "
+                    f"{self.campaign.store} holds records of another campaign file (sha256 {sha[:12]}…, "
                     f"this file {self.campaign.sha256[:12]}…): a changed campaign cannot resume an old "
                     "store; "
                     "use --store NEW.jsonl or restore the original file")
@@ -315,53 +351,94 @@ class CampaignRun:
             available = envs[setup.name].max_cores()
             dropped = [n for n in self.campaign.cores if n > available]
             if dropped:
-                self._say(f"{setup.name}: core counts {dropped} skipped, its DUTs have only "
-                          f"{available} core(s)")
-
-    def _implementation(self, env: Environment) -> str:
-        return implementation_label(env.describe())
+                self._recorder().progress.say(f"{setup.name}: core counts {dropped} skipped, its DUTs have "
+                                              f"only {available} core(s)")
 
     def _print_tables(self) -> None:
-        groups: dict[tuple[str, str, str], list[ConfigResult]] = {}
-        for r in self.results:
-            groups.setdefault((r.setup, r.search, r.method), []).append(r)
-        for (setup, search, method), rows in groups.items():
-            label = "RFC 8219 binary search" if method != FAST else "fast search, not RFC 8219 exact"
-            self._say(f"\n{setup} — search {search!r}, {label}; throughput in queries/s with loss <= "
-                      f"{100 * _loss(self.campaign, search):g} %, DUT: {rows[0].implementation}")
-            medians = [r.repeated.summary.median if r.repeated.summary else None for r in rows]
-            ratios = scale_up([m or 0.0 for m in medians])
-            self._say("  " + " | ".join(["cores", "median", "min", "max", "current/previous", "status",
-                                         "trials", "time s"]))
-            for r, ratio in zip(rows, ratios, strict=True):
-                s = r.repeated.summary
-                cells = [str(r.cores)] + ([f"{s.median:.0f}", f"{s.minimum:.0f}", f"{s.maximum:.0f}"]
-                                          if s else ["-", "-", "-"])
-                cells += [f"{ratio:.2f}" if ratio else "-", r.repeated.status, str(r.repeated.trials),
-                          f"{r.repeated.elapsed_s:.0f}"]
-                self._say("  " + " | ".join(cells))
-
-    def _advance(self, seconds: float) -> None:
-        """Move the bar by trial time; an underestimated total grows instead of overflowing."""
-        if self.bar.total is not None and self.bar.n + seconds > self.bar.total:
-            self.bar.total = self.bar.n + seconds + self._remaining_s
-        self.bar.update(seconds)
-
-    def _reestimate(self, finished: int) -> None:
-        """After the finished-th planned search: total = trial time so far + estimate of what is left."""
-        self._remaining_s = sum(self._estimates[finished:]) + self._idle_left_s
-        self.bar.total = self.bar.n + self._remaining_s
-        self.bar.refresh()
-
-    def _say(self, text: str) -> None:
-        if self.progress:
-            tqdm.write(text, file=self.out)
-        else:
-            print(text, file=self.out)
+        """The report's throughput table of each setup, search settings and method, with trials and time."""
+        for name, _ in self.campaign.searches:
+            summaries = [r.summary for r in self.results if r.key.search == name]
+            for series in series_of(summaries):
+                table = throughput_table(series, effort=True)
+                self._recorder().progress.say(f"\nsearch {name!r}: {table.title}\n{table.text()}")
 
 
-def _loss(campaign: Campaign, search: str) -> float:
-    return dict(campaign.searches)[search].loss_ratio
+class IdleCapture:
+    """The paper's CPU-idle capture at one (setup, cores): runs full-length trials at the median rate of the
+    [idle] method's search with per-second CPU samples, then stores their per-second mean."""
+
+    def __init__(self, recorder: Recorder, results: list[ConfigResult], session: SetupSession,
+                 stored: dict[str, Record]) -> None:
+        self.campaign, self.recorder, self.session, self.stored = recorder.campaign, recorder, session, stored
+        name, _ = self.campaign.idle_search()
+        wanted = ConfigKey(session.spec.name, session.cores, name, self.campaign.idle.method)
+        self.source = next((r for r in results if r.key == wanted), None)
+
+    def run(self) -> None:
+        c, setup, cores = self.campaign, self.session.spec.name, self.session.cores
+        rate = self._rate()
+        if rate is None:
+            self.recorder.progress.say(f"{setup}, {cores} core(s): no idle capture, the {c.idle.method} "
+                                       "search gave no median rate")
+            return
+        runs = [self._one_run(run, rate) for run in range(1, c.idle.runs + 1)]
+        self.recorder.append(IdleMean(key=idle_mean_key(setup, cores), context=self.recorder.context(
+            self.session), rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
+            per_second=mean_per_second(runs)))
+        self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} runs at "
+                                   f"{rate:.0f} queries/s")
+
+    def _rate(self) -> float | None:
+        # A search that never failed still gives a rate the chain carried; the paper's idle capture needs
+        # only that (its record says the rate is a lower bound of the throughput).
+        source = self.source
+        if source is None or source.repeated.summary is None or \
+                source.repeated.status not in (OK, UPPER_NOT_FAILED):
+            return None
+        return float(round(source.repeated.summary.median))
+
+    def _one_run(self, run: int, rate: float) -> list[dict[str, Any]]:
+        """One idle run's CPU samples: from the store, or measured now and stored."""
+        c, session, runner = self.campaign, self.session, self.session.runner
+        duration, rest = c.idle_timing()
+        key = idle_run_key(session.spec.name, session.cores, run)
+        self.recorder.progress.idle_run_planned(duration + rest)
+        stored = self.stored.get(key)
+        if isinstance(stored, IdleRun):
+            runner.owe_rest(rest)
+            return stored.samples
+        self.recorder.progress.status(f"{session.spec.name} cores={session.cores} idle capture "
+                                      f"{run}/{c.idle.runs}")
+        measurer = runner.ensure_measurer()
+        rest_taken = runner.take_rest()
+        result, samples = self._measure(measurer, duration, rate)
+        runner.owe_rest(rest)
+        self.recorder.append(IdleRun(
+            key=key, context=self.recorder.context(session), run=run, rate_qps=rate,
+            interval_s=c.idle.interval_s, rate_source=self._rate_source(),
+            result={**result.to_dict(with_raw=False), "rest_before_s": rest_taken}, samples=samples,
+            raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None))
+        self.recorder.progress.advance(duration + rest_taken)
+        return samples
+
+    def _measure(self, measurer: Measurer, duration: float, rate: float
+                 ) -> tuple[TrialResult, list[dict[str, Any]]]:
+        simulated = self.session.env.simulated
+        sampler = CpuSampler(self.campaign.idle.interval_s)
+        if not simulated:
+            sampler.start()
+        try:
+            result = measurer.measure(duration, rate)
+        finally:
+            samples = [] if simulated else sampler.stop()
+        return result, samples
+
+    def _rate_source(self) -> str:
+        assert self.source is not None
+        name, _ = self.campaign.idle_search()
+        repeated = self.source.repeated
+        return f"median of {repeated.method} search {name!r}" + (
+            " (a lower bound: the search never failed)" if repeated.status == UPPER_NOT_FAILED else "")
 
 
 def _tester(campaign: Campaign) -> dict[str, Any]:
@@ -374,13 +451,8 @@ def _repetition(search_id: str) -> int:
     return int(search_id.rsplit("/rep", 1)[1])
 
 
-def _record_from_store(record: dict[str, Any]) -> TrialRecord:
-    try:
-        trial = record["trial"]
-        search = record["search"]
-        result = TrialResult.from_dict({**trial, "raw": record.get("raw")})
-        return TrialRecord(search["id"], int(search["step"]), search["phase"], float(search["lower_qps"]),
-                           float(search["upper_qps"]), trial["verdict"], result,
-                           float(trial.get("rest_before_s", 0.0)), float(trial.get("wall_s", 0.0)))
-    except (KeyError, TypeError, ValueError) as err:
-        raise StoreError(f"trial record {record.get('key')!r} lacks {err}; the store is damaged") from None
+def _trial_record(entry: TrialEntry) -> TrialRecord:
+    """A stored trial as the search's replay takes it."""
+    result = TrialResult.from_dict({**entry.result, "raw": entry.raw})
+    return TrialRecord(entry.search.id, entry.search.step, entry.search.phase, entry.search.lower_qps,
+                       entry.search.upper_qps, entry.verdict, result, entry.rest_before_s, entry.wall_s)

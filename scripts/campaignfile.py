@@ -87,6 +87,20 @@ class Campaign:
             return self.searches[0]
         return next((n, s) for n, s in self.searches if n == self.idle.search)
 
+    def idle_timing(self) -> tuple[float, float]:
+        """(duration, rest) of one idle-capture run, s: [idle] values, else the idle search's."""
+        _, settings = self.idle_search()
+        duration = self.idle.duration_s or settings.duration_s
+        rest = self.idle.rest_s if self.idle.rest_s is not None else settings.rest_s
+        return duration, rest
+
+    def settings(self, name: str) -> SearchSettings:
+        """The search settings called name."""
+        return dict(self.searches)[name]
+
+    def setup(self, name: str) -> SetupSpec:
+        return next(s for s in self.setups if s.name == name)
+
 
 def load_campaign(path: Path, store: Path | None = None) -> Campaign:
     try:

@@ -14,9 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from xlatbench.scripts.bench import print_comparison, real, simulated
-from xlatbench.scripts.campaign import CampaignRun, estimate_search_s, planned_searches
+from xlatbench.scripts.campaign import (
+    CampaignRun,
+    estimate_search_s,
+    idle_configurations,
+    idle_estimate_s,
+    planned_searches,
+)
 from xlatbench.scripts.campaignfile import load_campaign, make_environment, parse_campaign
-from xlatbench.scripts.envs import KINDS, implementation_label
+from xlatbench.scripts.envs import KINDS
+from xlatbench.scripts.records import implementation_label
 from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings
 from xlatbench.scripts.xlatperf import TesterOptions
 
@@ -216,22 +223,20 @@ def _campaign_run(args: argparse.Namespace) -> int:
 def _campaign_plan(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file)
     envs = {s.name: make_environment(s, campaign.tester) for s in campaign.setups}
-    plan = planned_searches(campaign, lambda s: envs[s.name].max_cores())
+    plan = planned_searches(campaign, {name: env.max_cores() for name, env in envs.items()})
     total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
-    for setup, cores, name, settings, method in plan:
-        estimate = estimate_search_s(settings, method)
+    for key in plan:
+        settings = campaign.settings(key.search)
+        estimate = estimate_search_s(settings, key.method)
         total += estimate
-        print(f"  {setup.name} ({setup.kind}), {cores} core(s), search {name!r}, {method}: "
-              f"{settings.repetitions} repetitions, ~{_hours(estimate)} of trials")
+        print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s), "
+              f"search {key.search!r}, {key.method}: {settings.repetitions} repetitions, "
+              f"~{_hours(estimate)} of trials")
     if campaign.idle.runs:
-        configs = {(p[0].name, p[1]) for p in plan}
-        _, settings = campaign.idle_search()
-        per = (campaign.idle.duration_s or settings.duration_s) + (
-            campaign.idle.rest_s if campaign.idle.rest_s is not None else settings.rest_s)
-        idle = len(configs) * campaign.idle.runs * per
+        idle = idle_estimate_s(campaign, plan)
         total += idle
-        print(f"  idle capture: {campaign.idle.runs} runs x {len(configs)} configurations, "
+        print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
               f"~{_hours(idle)}")
     print(f"total: ~{_hours(total)} (simulated setups take no real time)")
     return 0

@@ -27,27 +27,15 @@ from xlatbench.scripts.xlatperf import TesterOptions
 KINDS = ("fake", "loopback", "chain")
 
 
-def implementation_label(info: dict[str, Any]) -> str:
-    """One line naming what produced a number, from an environment's describe()."""
-    translators = info.get("translators")
-    if isinstance(translators, dict) and translators:
-        parts = [f"{host} {v.get('implementation', '?')} {v.get('version', '?')}"
-                 for host, v in translators.items() if isinstance(v, dict)]
-        return f"{info.get('topology', '?')}: " + ", ".join(parts)
-    kernel = info.get("kernel")
-    if isinstance(kernel, dict):
-        return f"{info.get('topology', '?')}: linux forwarding (kernel {kernel.get('version', '?')})"
-    server = info.get("server")
-    if isinstance(server, dict):
-        name = f"{server.get('implementation')} {server.get('version')}"
-        return f"{info.get('implementation', '?')}, server {name}"
-    return f"{info.get('implementation', info.get('topology', '?'))} {info.get('version', '')}".strip()
-
-
 class Environment:
-    """One setup of a campaign. Subclasses fill in up/down/measurer/describe."""
+    """One setup of a campaign. Subclasses fill in up/down/measurer/describe.
+
+    simulated: trials take no real time (no CPU samples in the idle capture). clock: the time the searches
+    rest and measure on (a fake DUT in simulated time brings its own).
+    """
 
     simulated = False
+    clock: Clock = RealClock()
 
     def up(self) -> None: ...
 

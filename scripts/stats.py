@@ -43,7 +43,3 @@ def summarize(values: Sequence[float]) -> Summary:
     dispersion = (p99 - p1) / median if median else None
     return Summary(len(data), median, data[0], data[-1], p1, p99, dispersion)
 
-
-def scale_up(medians: Sequence[float]) -> list[float | None]:
-    """The reports' "current/previous" row: each median over the one before (None for the first)."""
-    return [None] + [cur / prev if prev else None for prev, cur in zip(medians, medians[1:], strict=False)]

@@ -1,8 +1,9 @@
-"""Append-only JSON Lines results store: one record per line, each fsync'ed before the next trial starts.
+"""Append-only JSON Lines results store: one record (scripts/records.py) per line, each fsync'ed before
+the next trial starts. The one reader and writer of stores: the campaign, its replay and analysis/ use it.
 
 Every record carries a unique "key"; a resumed campaign reads the keys already stored and never writes a
-finished trial twice. A line cut short by a kill (no newline at the end) is an unfinished record: it is
-moved aside to FILE.torn-N and the store goes on from the last complete line.
+finished trial twice. A line cut short by a kill (no newline at the end) is an unfinished record: readers
+skip it, and a campaign moves it aside to FILE.torn-N and goes on from the last complete line.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-STORE_SCHEMA = "xlatbench.results/1"
+from xlatbench.scripts.records import Record, RecordError, record_from_json
 
 
 class StoreError(RuntimeError):
@@ -26,24 +26,33 @@ class ResultStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def records(self) -> Iterator[dict[str, Any]]:
-        """Every complete record, in order."""
+    def records(self) -> Iterator[Record]:
+        """Every complete record, in order, typed (a records.Record subclass per type)."""
+        for number, line in self._lines():
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise StoreError(f"{self.path}:{number}: not a JSON record ({err.msg}); "
+                                 "the store is damaged") from None
+            if not isinstance(data, dict) or "key" not in data:
+                raise StoreError(f"{self.path}:{number}: not an xlatbench record (no key)")
+            try:
+                yield record_from_json(data)
+            except RecordError as err:
+                raise StoreError(f"{self.path}:{number}: {err}") from None
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
         if not self.path.exists():
             return
-        with open(self.path, "rb") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.endswith(b"\n"):
-                    return  # a torn tail: not a finished record
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise StoreError(f"{self.path}:{number}: not a JSON record ({err.msg}); "
-                                     "the store is damaged") from None
-                if not isinstance(record, dict) or "key" not in record:
-                    raise StoreError(f"{self.path}:{number}: not an xlatbench record (no key)")
-                yield record
+        try:
+            with open(self.path, "rb") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if not line.endswith(b"\n"):
+                        return  # a torn tail: not a finished record
+                    if line.strip():
+                        yield number, line
+        except OSError as err:
+            raise StoreError(f"cannot read the results store {self.path}: {err.strerror}") from None
 
     def repair_torn_tail(self) -> int:
         """Move an unfinished last line aside (kill during a write); returns how many bytes were moved."""
@@ -63,11 +72,9 @@ class ResultStore:
             os.fsync(handle.fileno())
         return len(data) - cut
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: Record) -> None:
         """Write one record durably (flush + fsync) before returning."""
-        if "key" not in record:
-            raise StoreError("a record needs a key")
-        line = json.dumps({"schema": STORE_SCHEMA, **record}, separators=(",", ":"), allow_nan=False) + "\n"
+        line = json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new_file = not self.path.exists()
         with open(self.path, "a", encoding="utf-8") as handle:

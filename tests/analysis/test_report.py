@@ -1,6 +1,7 @@
 """The report against known answers: the paper's own Tables 2 and 3 fed through the store format."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -23,17 +24,24 @@ JOOL = {"topology": "464xlat",
                         "dut2": {"implementation": "jool", "version": "4.2.0-rc2"}}}
 
 
+# A version-1 envelope (stores written before the implementation label was stored): the label is made
+# from "dut" when the store is read.
+ENVELOPE = {"schema": "xlatbench.results/1", "written_utc": "2026-01-01T00:00:00.000+00:00",
+            "campaign": {"name": "paper", "file": "paper.toml", "sha256": "0" * 64}, "dut_cpus": None,
+            "tester": {"tool": "xlatperf", "version": "t", "options": {"timeout_s": 0.25}},
+            "host": {"cpu_model": "Xeon E5-2683", "cpus_online": 32, "kernel": "4.19"}}
+REPO = Path(__file__).resolve().parents[2]
+
+
 def summary_record(setup, cores, median, low, high, method="rfc8219-binary", status="ok"):
     return {
-        "key": f"summary:{setup}/cores{cores}/{method}", "type": "summary",
-        "campaign": {"name": "paper"}, "setup": {"name": setup, "kind": "chain", "topology": setup},
-        "cores": cores, "dut": JOOL,
-        "tester": {"tool": "xlatperf", "version": "t", "options": {"timeout_s": 0.25}},
-        "host": {"cpu_model": "Xeon E5-2683", "cpus_online": 32, "kernel": "4.19"},
+        **ENVELOPE, "key": f"summary:{setup}/cores{cores}/{method}", "type": "summary",
+        "setup": {"name": setup, "kind": "chain", "topology": setup}, "cores": cores, "dut": JOOL,
         "summary": {"method": method, "status": status, "rfc8219_exact": method == "rfc8219-binary",
                     "summary": {"n": 10, "median": median, "min": low, "max": high,
                                 "p1": None, "p99": None, "dispersion": None},
-                    "tester_limit_qps": None,
+                    "tester_limit_qps": None, "throughputs_qps": [], "trials": 0, "elapsed_s": 0.0,
+                    "settings_name": "default", "describe": "",
                     "settings": {"duration_s": 60, "rest_s": 10, "loss_ratio": 1e-4, "repetitions": 10}},
     }
 
@@ -86,7 +94,8 @@ def test_tester_limit_is_shown_as_such_not_as_a_number(tmp_path):
 def test_an_empty_or_unfinished_store_says_what_to_do(tmp_path):
     with pytest.raises(ReportError, match="no records"):
         load_campaign(write_store(tmp_path / "empty.jsonl", []))
-    trial_only = {"key": "trial:x", "type": "trial"}
+    trial_only = json.loads((REPO / "tests/scripts/data/store-v1-chain.jsonl").read_text().splitlines()[0])
+    assert trial_only["type"] == "trial"
     with pytest.raises(ReportError, match="no finished search summary"):
         load_campaign(write_store(tmp_path / "t.jsonl", [trial_only]))
 
@@ -97,10 +106,10 @@ TAYGA = {"topology": "464xlat", "namespaces": {},
 
 
 def idle_records(cpu_s, counters, idle_by_cpu):
-    base = {"setup": {"name": "464xlat", "topology": "464xlat"}, "cores": 1, "dut": TAYGA,
-            "campaign": {"name": "c"}}
+    base = {**ENVELOPE, "setup": {"name": "464xlat", "topology": "464xlat"}, "cores": 1, "dut": TAYGA}
     stats = {"cpu_s": cpu_s, "counters": counters}
-    run = {**base, "key": "idle:1", "type": "idle-run",
+    run = {**base, "key": "idle:1", "type": "idle-run", "run": 1, "rate_qps": 20000, "interval_s": 1,
+           "rate_source": "median", "samples": [], "raw": None, "note": None,
            "trial": {"duration_s": 10.0, "loss_ratio": 0.0, "dut_stats": stats}}
     per_second = [{"second": s, "runs": 1, "cpus": {cpu: {"idle": v} for cpu, v in idle_by_cpu.items()}}
                   for s in (1, 2, 3)]

@@ -35,17 +35,18 @@ def fake_campaign(store: Path, **overrides: object) -> dict:
 
 
 def records(store: Path) -> list[dict]:
-    return list(ResultStore(store).records())
+    """The store's records as JSON (read typed, written back: the round trip is part of the test)."""
+    return [r.to_json() for r in ResultStore(store).records()]
 
 
 def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> None:
     store = tmp_path / "r.jsonl"
     results = CampaignRun(parse_campaign(fake_campaign(store), "t.toml", store), progress=False).run()
     # Core counts capped at what the fake DUT has (2): 1 and 2; two methods each.
-    assert [(r.cores, r.method) for r in results] == [
+    assert [(r.key.cores, r.key.method) for r in results] == [
         (1, "rfc8219-binary"), (1, "fast"), (2, "rfc8219-binary"), (2, "fast")]
     for r in results:
-        capacity = 20_000 * r.cores ** 0.9 / (1 - 1e-4)
+        capacity = 20_000 * r.key.cores ** 0.9 / (1 - 1e-4)
         assert abs(r.repeated.summary.median - capacity) <= 500
     stored = records(store)
     trials = [r for r in stored if r["type"] == "trial"]
@@ -104,7 +105,7 @@ def test_chain_campaign_records_dut_cpu_counters_and_cores(tmp_path: Path, monke
     store = tmp_path / "c.jsonl"
     results = CampaignRun(parse_campaign(chain_campaign(store, idle_runs=2), "c.toml", store),
                           progress=False).run()
-    assert [r.cores for r in results] == [1, 2]
+    assert [r.key.cores for r in results] == [1, 2]
     for r in results:
         assert abs(r.repeated.summary.median - 5000 / (1 - 1e-4)) <= 1000
     cpus = [entry[1] for entry in fakechain.LOG if entry[0] == "set_dut_cpus"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from xlatbench.scripts.records import IdleRun, TrialEntry
 from xlatbench.scripts.store import ResultStore
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -53,7 +54,7 @@ def _cli(*args: str) -> subprocess.Popen:
 
 
 def _trials(store: Path) -> list[dict]:
-    return [r for r in ResultStore(store).records() if r["type"] == "trial"]
+    return [r.to_json() for r in ResultStore(store).records() if isinstance(r, TrialEntry)]
 
 
 def test_emulated_campaign_survives_sigkill(tmp_path: Path) -> None:
@@ -84,7 +85,7 @@ def test_emulated_campaign_survives_sigkill(tmp_path: Path) -> None:
         assert keys[:2] == finished and len(keys) == len(set(keys))
         assert {r["cores"] for r in trials} == {1, 2}
         assert all(r["raw"]["header"]["tool"] == "xlatperf" for r in trials)
-        idle = [r for r in ResultStore(store).records() if r["type"] == "idle-run"]
+        idle = [r.to_json() for r in ResultStore(store).records() if isinstance(r, IdleRun)]
         assert len(idle) == 2 and all(r["samples"] for r in idle)
         assert not leftovers(prefix)
     finally:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from xlatbench.scripts.stats import scale_up, summarize
+from xlatbench.analysis.tables import scale_up
+from xlatbench.scripts.stats import summarize
 
 
 def test_ten_values_give_median_min_max_only() -> None:
@@ -27,5 +28,5 @@ def test_nothing_to_summarize() -> None:
 
 def test_current_over_previous_row_like_table_2() -> None:
     ratios = scale_up([165_403, 236_869, 425_021, 510_155, 530_064])
-    assert ratios[0] is None
-    assert [round(r, 2) for r in ratios[1:]] == [1.43, 1.79, 1.20, 1.04]
+    assert ratios == ["-", "1.43", "1.79", "1.20", "1.04"]
+    assert scale_up([100.0, None, 0.0, 50.0]) == ["-", "-", "-", "-"]

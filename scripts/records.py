@@ -1,0 +1,423 @@
+"""The results store's records: the one data shape the campaign writes and the campaign replay and analysis/
+read back (JSON Schema: scripts/schema/store.schema.json; prose: docs/results.md).
+
+Every line of a store is one record: an envelope (key, type, campaign, setup, cores, DUT, tester, host and
+the implementation label) and a body by type: "trial" (one trial of a search), "search" (one search's
+outcome), "summary" (a repeated search at one core count), "idle-run" (one full-length trial at the median
+rate with per-second CPU samples) and "idle-mean" (the per-second mean of the idle runs).
+
+Version 2 (this module) adds the "implementation" label to the envelope. Version 1 records (stores written
+before it) still read: their label is made from their "dut" description when they are read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+SCHEMA = "xlatbench.results/2"
+OLD_SCHEMAS = ("xlatbench.results/1",)
+
+RFC8219_LABEL = "RFC 8219 binary search"
+FAST_LABEL = "fast search (not RFC 8219 exact)"
+
+
+class RecordError(ValueError):
+    """A record lacks a field or has one of the wrong type; the message names the record's key."""
+
+
+def method_label(rfc8219_exact: bool) -> str:
+    """How every table and summary names a search method."""
+    return RFC8219_LABEL if rfc8219_exact else FAST_LABEL
+
+
+def implementation_label(dut: dict[str, Any]) -> str:
+    """One line naming what produced a number, from an environment's describe()."""
+    translators = dut.get("translators")
+    if isinstance(translators, dict) and translators:
+        parts = [f"{host} {v.get('implementation', '?')} {v.get('version', '?')}"
+                 for host, v in translators.items() if isinstance(v, dict)]
+        return f"{dut.get('topology', '?')}: " + ", ".join(parts)
+    kernel = dut.get("kernel")
+    if isinstance(kernel, dict):
+        return f"{dut.get('topology', '?')}: linux forwarding (kernel {kernel.get('version', '?')})"
+    server = dut.get("server")
+    if isinstance(server, dict):
+        name = f"{server.get('implementation')} {server.get('version')}"
+        return f"{dut.get('implementation', '?')}, server {name}"
+    return f"{dut.get('implementation', dut.get('topology', '?'))} {dut.get('version', '')}".strip()
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One planned configuration of a campaign: setup x DUT cores x search settings x method."""
+
+    setup: str
+    cores: int
+    search: str
+    method: str
+
+    @property
+    def prefix(self) -> str:
+        """Prefix of its search ids ("setup/coresN/settings")."""
+        return f"{self.setup}/cores{self.cores}/{self.search}"
+
+    @property
+    def summary_key(self) -> str:
+        return f"summary:{self.prefix}/{self.method}"
+
+
+def trial_key(search_id: str, step: int) -> str:
+    return f"trial:{search_id}:{step}"
+
+
+def search_key(search_id: str) -> str:
+    return f"search:{search_id}"
+
+
+def idle_run_key(setup: str, cores: int, run: int) -> str:
+    return f"idle:{setup}/cores{cores}/run{run}"
+
+
+def idle_mean_key(setup: str, cores: int) -> str:
+    return f"idle-mean:{setup}/cores{cores}"
+
+
+def _need(data: dict[str, Any], name: str, kind: type | tuple[type, ...], key: str) -> Any:
+    """data[name], checked: missing or of another type is a RecordError naming the record."""
+    if name not in data:
+        raise RecordError(f"record {key!r} lacks {name!r}")
+    value = data[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _types(kind)):
+        raise RecordError(f"record {key!r}: {name!r} is {type(value).__name__}, not {_names(kind)}")
+    return value
+
+
+def _types(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in _types(kind))
+
+
+NUMBER = (int, float)
+OPTIONAL_NUMBER = (int, float, type(None))
+OPTIONAL_DICT = (dict, type(None))
+
+
+@dataclass(frozen=True)
+class CampaignRef:
+    """Which campaign file wrote a record: name, file as given, sha256 of its normalized content."""
+
+    name: str
+    file: str
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "file": self.file, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], key: str) -> CampaignRef:
+        return cls(_need(data, "name", str, key), _need(data, "file", str, key),
+                   _need(data, "sha256", str, key))
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where and with what a record was measured (the envelope every record carries).
+
+    setup: the campaign's [[setup]] table. cores: DUT cores active, count. dut_cpus: the CPUs they got, as
+    the environment applied them (None before any was applied). dut: the environment's describe().
+    implementation: one line naming the DUT implementation (made from dut when stored). tester: tool,
+    version, options. host: the machine that ran the tester.
+    """
+
+    campaign: CampaignRef
+    setup: dict[str, Any]
+    cores: int
+    dut_cpus: dict[str, Any] | None
+    dut: dict[str, Any]
+    implementation: str
+    tester: dict[str, Any]
+    host: dict[str, Any]
+
+    @property
+    def setup_name(self) -> str:
+        return str(self.setup["name"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"campaign": self.campaign.to_json(), "setup": self.setup, "cores": self.cores,
+                "dut_cpus": self.dut_cpus, "dut": self.dut, "implementation": self.implementation,
+                "tester": self.tester, "host": self.host}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], key: str) -> Context:
+        setup = _need(data, "setup", dict, key)
+        _need(setup, "name", str, key)
+        dut = _need(data, "dut", dict, key)
+        label = (_need(data, "implementation", str, key) if data.get("schema") == SCHEMA
+                 else implementation_label(dut))
+        return cls(CampaignRef.from_json(_need(data, "campaign", dict, key), key), setup,
+                   _need(data, "cores", int, key), _need(data, "dut_cpus", OPTIONAL_DICT, key), dut,
+                   label,
+                   _need(data, "tester", dict, key), _need(data, "host", dict, key))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """A store record: unique key, context, time written (UTC, ISO 8601). Subclasses add a body."""
+
+    TYPE: ClassVar[str] = ""
+    key: str
+    context: Context
+    written_utc: str = field(default_factory=utc_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "key": self.key, "type": self.TYPE, "written_utc": self.written_utc,
+                **self.context.to_json(), **self.body_json()}
+
+    def body_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def envelope(cls, data: dict[str, Any]) -> dict[str, Any]:
+        key = _need(data, "key", str, "?")
+        return {"key": key, "context": Context.from_json(data, key),
+                "written_utc": _need(data, "written_utc", str, key)}
+
+
+@dataclass(frozen=True)
+class TrialPosition:
+    """Where a trial sits in its search: search id, settings name, method, repetition (from 1), step (from
+    0), phase ("binary", "short", "full"), the bracket before it (queries/s) and the search settings."""
+
+    id: str
+    settings_name: str
+    method: str
+    rfc8219_exact: bool
+    repetition: int
+    step: int
+    phase: str
+    lower_qps: float
+    upper_qps: float
+    settings: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "settings_name": self.settings_name, "method": self.method,
+                "rfc8219_exact": self.rfc8219_exact, "repetition": self.repetition, "step": self.step,
+                "phase": self.phase, "lower_qps": self.lower_qps, "upper_qps": self.upper_qps,
+                "settings": self.settings}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], key: str) -> TrialPosition:
+        return cls(_need(data, "id", str, key), _need(data, "settings_name", str, key),
+                   _need(data, "method", str, key), _need(data, "rfc8219_exact", bool, key),
+                   _need(data, "repetition", int, key), _need(data, "step", int, key),
+                   _need(data, "phase", str, key), float(_need(data, "lower_qps", NUMBER, key)),
+                   float(_need(data, "upper_qps", NUMBER, key)), _need(data, "settings", dict, key))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialEntry(Record):
+    """One trial. result: the tester's trial result without its raw JSON (TrialResult.to_dict); verdict:
+    "pass", "fail" or "tester-limited"; rest_before_s, wall_s: s; raw: the tester's JSON document."""
+
+    TYPE: ClassVar[str] = "trial"
+    search: TrialPosition
+    result: dict[str, Any]
+    verdict: str
+    rest_before_s: float
+    wall_s: float
+    raw: dict[str, Any] | None
+
+    def body_json(self) -> dict[str, Any]:
+        trial = {**self.result, "verdict": self.verdict, "rest_before_s": self.rest_before_s,
+                 "wall_s": self.wall_s}
+        return {"search": self.search.to_json(), "trial": trial, "raw": self.raw}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrialEntry:
+        head = cls.envelope(data)
+        trial = dict(_need(data, "trial", dict, head["key"]))
+        verdict = _need(trial, "verdict", str, head["key"])
+        rest = float(_need(trial, "rest_before_s", NUMBER, head["key"]))
+        wall = float(_need(trial, "wall_s", NUMBER, head["key"]))
+        for name in ("verdict", "rest_before_s", "wall_s"):
+            trial.pop(name)
+        return cls(**head, search=TrialPosition.from_json(_need(data, "search", dict, head["key"]),
+                                                          head["key"]),
+                   result=trial, verdict=verdict, rest_before_s=rest, wall_s=wall,
+                   raw=_need(data, "raw", OPTIONAL_DICT, head["key"]))
+
+    @property
+    def time_s(self) -> float:
+        """Trial time it stands for (duration + the rest before it), s."""
+        return float(self.result["duration_s"]) + self.rest_before_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchEntry(Record):
+    """One search's outcome (SearchOutcome.to_dict), its settings and a one-line description."""
+
+    TYPE: ClassVar[str] = "search"
+    outcome: dict[str, Any]
+    settings_name: str
+    settings: dict[str, Any]
+    describe: str
+
+    def body_json(self) -> dict[str, Any]:
+        return {"search": {**self.outcome, "settings_name": self.settings_name, "settings": self.settings,
+                           "describe": self.describe}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SearchEntry:
+        head = cls.envelope(data)
+        body = dict(_need(data, "search", dict, head["key"]))
+        fields = {name: _need(body, name, kind, head["key"])
+                  for name, kind in (("settings_name", str), ("settings", dict), ("describe", str))}
+        for name in fields:
+            body.pop(name)
+        return cls(**head, outcome=body, **fields)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """median/min/max over n searches, queries/s; p1, p99, dispersion only with n >= 20."""
+
+    n: int
+    median: float
+    minimum: float
+    maximum: float
+    p1: float | None
+    p99: float | None
+    dispersion: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "median": self.median, "min": self.minimum, "max": self.maximum,
+                "p1": self.p1, "p99": self.p99, "dispersion": self.dispersion}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], key: str) -> Stats:
+        return cls(_need(data, "n", int, key), *(_need(data, name, NUMBER, key)
+                                                   for name in ("median", "min", "max")),
+                   *(_need(data, name, OPTIONAL_NUMBER, key) for name in ("p1", "p99", "dispersion")))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryEntry(Record):
+    """A repeated search at one configuration: method, status, stats of the throughputs (None without
+    a number), the tester limit (queries/s or None), every repetition's throughput, trials and time."""
+
+    TYPE: ClassVar[str] = "summary"
+    method: str
+    rfc8219_exact: bool
+    status: str
+    stats: Stats | None
+    tester_limit_qps: float | None
+    throughputs_qps: list[float | None]
+    trials: int
+    elapsed_s: float
+    settings_name: str
+    settings: dict[str, Any]
+    describe: str
+
+    def body_json(self) -> dict[str, Any]:
+        return {"summary": {
+            "method": self.method, "status": self.status, "rfc8219_exact": self.rfc8219_exact,
+            "summary": None if self.stats is None else self.stats.to_json(),
+            "tester_limit_qps": self.tester_limit_qps, "throughputs_qps": self.throughputs_qps,
+            "trials": self.trials, "elapsed_s": self.elapsed_s, "settings_name": self.settings_name,
+            "settings": self.settings, "describe": self.describe}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SummaryEntry:
+        head = cls.envelope(data)
+        key = head["key"]
+        body = _need(data, "summary", dict, key)
+        stats = _need(body, "summary", OPTIONAL_DICT, key)
+        return cls(**head, method=_need(body, "method", str, key),
+                   rfc8219_exact=_need(body, "rfc8219_exact", bool, key),
+                   status=_need(body, "status", str, key),
+                   stats=None if stats is None else Stats.from_json(stats, key),
+                   tester_limit_qps=_need(body, "tester_limit_qps", OPTIONAL_NUMBER, key),
+                   throughputs_qps=_need(body, "throughputs_qps", list, key),
+                   trials=_need(body, "trials", int, key), elapsed_s=_need(body, "elapsed_s", NUMBER, key),
+                   settings_name=_need(body, "settings_name", str, key),
+                   settings=_need(body, "settings", dict, key), describe=_need(body, "describe", str, key))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlatRecord(Record):
+    """A record whose body is top-level fields: FIELDS = (attribute, JSON name, accepted types)."""
+
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = ()
+
+    def body_json(self) -> dict[str, Any]:
+        return {name: getattr(self, attribute) for attribute, name, _ in self.FIELDS}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FlatRecord:
+        head = cls.envelope(data)
+        return cls(**head, **{attribute: _need(data, name, kind, head["key"])
+                              for attribute, name, kind in cls.FIELDS})
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdleRun(FlatRecord):
+    """One idle-capture run: a full-length trial at rate_qps (queries/s) with CPU samples every interval_s
+    (s). rate_source says which median the rate is; result as in TrialEntry plus rest_before_s; samples:
+    [{"t_s": end of the interval since the start, s, "cpus": {cpu: {column: %}}}]; note: why there are no
+    samples (simulated time), or None."""
+
+    TYPE: ClassVar[str] = "idle-run"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("run", "run", int), ("rate_qps", "rate_qps", NUMBER), ("interval_s", "interval_s", NUMBER),
+        ("rate_source", "rate_source", str), ("result", "trial", dict), ("samples", "samples", list),
+        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))))
+    run: int
+    rate_qps: float
+    interval_s: float
+    rate_source: str
+    result: dict[str, Any]
+    samples: list[dict[str, Any]]
+    raw: dict[str, Any] | None
+    note: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdleMean(FlatRecord):
+    """The per-second mean of `runs` idle runs at rate_qps (queries/s), sampled every interval_s (s):
+    per_second = [{"second": i, "runs": k, "cpus": {cpu: {column: mean %}}}]."""
+
+    TYPE: ClassVar[str] = "idle-mean"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("rate_qps", "rate_qps", NUMBER), ("runs", "runs", int), ("interval_s", "interval_s", NUMBER),
+        ("per_second", "per_second", list))
+    rate_qps: float
+    runs: int
+    interval_s: float
+    per_second: list[dict[str, Any]]
+
+
+READERS: dict[str, Callable[[dict[str, Any]], Record]] = {  # type -> reader
+    cls.TYPE: cls.from_json for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean)}
+
+
+def record_from_json(data: dict[str, Any]) -> Record:
+    """The typed record of one store line (version 1 or 2); RecordError says what is wrong."""
+    key = data.get("key", "?")
+    schema = data.get("schema")
+    if schema != SCHEMA and schema not in OLD_SCHEMAS:
+        raise RecordError(f"record {key!r} has schema {schema!r}; this xlatbench reads {SCHEMA!r} and "
+                          f"{', '.join(OLD_SCHEMAS)} (a newer store needs a newer xlatbench)")
+    reader = READERS.get(str(data.get("type")))
+    if reader is None:
+        raise RecordError(f"record {key!r} has unknown type {data.get('type')!r}; known: {list(READERS)}")
+    return reader(data)
