@@ -23,15 +23,16 @@ from xlatbench.scripts.clock import RealClock
 from xlatbench.scripts.cpuload import CpuSampler, mean_per_second
 from xlatbench.scripts.envs import Environment, implementation_label
 from xlatbench.scripts.hostinfo import host_info
-from xlatbench.scripts.repeat import RepeatedSearch, repeat_search
 from xlatbench.scripts.search import (
     FAST,
     OK,
     UPPER_NOT_FAILED,
+    RepeatedSearch,
     SearchOutcome,
     SearchSettings,
     TrialRecord,
     TrialRunner,
+    repeat_search,
 )
 from xlatbench.scripts.stats import scale_up
 from xlatbench.scripts.store import ResultStore, StoreError

@@ -17,7 +17,7 @@ from xlatbench.scripts.bench import print_comparison, real, simulated
 from xlatbench.scripts.campaign import CampaignRun, estimate_search_s, planned_searches
 from xlatbench.scripts.campaignfile import load_campaign, make_environment, parse_campaign
 from xlatbench.scripts.envs import KINDS, implementation_label
-from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings
+from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings, verdict
 from xlatbench.scripts.xlatperf import TesterOptions
 
 
@@ -268,11 +268,10 @@ def _trial(args: argparse.Namespace) -> int:
         try:
             applied = env.set_cores(args.cores)
             result = env.measurer().measure(args.duration, args.rate)
-            verdict = ("tester-limited" if result.tester_limited
-                       else "pass" if result.passed(args.loss_ratio) else "fail")
-            print(json.dumps({"verdict": verdict, "trial": result.to_dict(with_raw=False), "cores": applied,
+            judged = verdict(result, args.loss_ratio)
+            print(json.dumps({"verdict": judged, "trial": result.to_dict(with_raw=False), "cores": applied,
                               "dut": env.describe(), "tester_version": env.tester_version()}, indent=2))
-            print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {verdict}, "
+            print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {judged}, "
                   f"loss {100 * result.loss_ratio:.4f} % ({result.lost} of {result.sent} queries)"
                   f"{'; ' + '; '.join(result.reasons) if result.reasons else ''}", file=sys.stderr)
         finally:

@@ -7,18 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xlatbench.scripts.fastsearch import fast_search
-from xlatbench.scripts.search import (
-    FAST,
-    OK,
-    RFC8219,
-    TESTER_LIMITED,
-    UPPER_NOT_FAILED,
-    SearchOutcome,
-    SearchSettings,
-    TrialRunner,
-    rfc8219_search,
-)
+from xlatbench.scripts.search.fast import fast_search
+from xlatbench.scripts.search.outcome import OK, UPPER_NOT_FAILED, SearchOutcome
+from xlatbench.scripts.search.rfc8219 import rfc8219_search
+from xlatbench.scripts.search.runner import TESTER_LIMITED, TrialRunner
+from xlatbench.scripts.search.settings import FAST, RFC8219, SearchSettings
 from xlatbench.scripts.stats import Summary, summarize
 
 
