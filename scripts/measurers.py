@@ -4,24 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from xlatbench.scripts.trial import TrialResult, result_from_xlatperf
 from xlatbench.scripts.xlatperf import TesterOptions, find_tester, run_trial
 
-
-class ChainLike(Protocol):
-    """The part of `xlatbench.setups.Chain` (docs/ARCHITECTURE.md) a measurement uses."""
-
-    topology: str
-    server_address: str
-    client_address: str
-
-    def describe(self) -> dict: ...
-    def client_argv(self, argv: list[str]) -> list[str]: ...
-    def set_dut_cpus(self, cpus: list[int]) -> dict: ...
-    def dut_cpu_times(self) -> dict[str, float]: ...
-    def counters(self) -> dict[str, dict[str, int]]: ...
+if TYPE_CHECKING:
+    from xlatbench.setups.chain import Chain
 
 
 def counter_deltas(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict:
@@ -52,13 +41,16 @@ class ChainMeasurer:
     binary: xlatperf path (default: the build's, see xlatbench.paths).
     """
 
-    chain: ChainLike
+    chain: Chain
     tester: TesterOptions = field(default_factory=TesterOptions)
     binary: Path | None = None
     last_tester_version: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        max_flows = getattr(self.chain, "max_flows", None)
+        if not hasattr(self.chain, "max_flows"):
+            raise ValueError(f"the chain {type(self.chain).__name__} lacks max_flows (the Chain protocol of "
+                             "xlatbench.setups.chain): its factory must set it, None when it has no limit")
+        max_flows = self.chain.max_flows
         flows = self.tester.threads * self.tester.ports_per_thread
         if max_flows is not None and flows > max_flows:
             raise ValueError(f"the tester would use {flows} source ports (threads x ports_per_thread) "
