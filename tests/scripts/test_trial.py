@@ -8,7 +8,14 @@ import time
 import pytest
 
 from xlatbench.scripts.trial import TesterOutputError, TrialResult, result_from_xlatperf
-from xlatbench.scripts.xlatperf import TesterOptions, find_tester, xlatperf_argv
+from xlatbench.scripts.xlatperf import (
+    MAX_OUTSTANDING_PER_SOCKET,
+    TesterOptions,
+    find_tester,
+    outstanding_per_socket,
+    sockets_needed,
+    xlatperf_argv,
+)
 
 
 def doc(sent: int, valid: int, status: str = "ok", reasons: list[str] | None = None) -> dict:
@@ -86,3 +93,22 @@ def test_argv_follows_the_contract() -> None:
     assert argv[argv.index("--rate") + 1] == "3000" and argv[argv.index("--duration") + 1] == "2"
     assert argv[argv.index("--sender-cpus") + 1] == "0"
     assert argv[-3:] == ["--json", "/tmp/r.json", "--quiet"]
+
+
+# (rate queries/s, sockets, timeout s): on both sides of the limit, and where float rounding decides.
+OUTSTANDING_CASES = [(131_072, 1, 0.25), (131_073, 1, 0.25), (327_680, 1, 0.1), (327_679, 1, 0.1),
+                     (262_144, 2, 0.25), (262_145, 2, 0.25), (1_000_000, 4, 0.25), (999_999, 31, 1.0),
+                     (1_000_000, 30, 1.0), (98_304, 3, 1.0), (98_305, 3, 1.0)]
+
+
+@pytest.mark.parametrize(("rate", "sockets", "timeout"), OUTSTANDING_CASES)
+def test_outstanding_limit_is_the_testers(rate: float, sockets: int, timeout: float) -> None:
+    """Python refuses a rate exactly when xlatperf does (ceil(rate / sockets x timeout) > 32 768)."""
+    run = subprocess.run([str(find_tester()), "--server", "127.0.0.1", "--port", "9", "--queries", "1",
+                          "--rate", str(rate), "--ports-per-thread", str(sockets), "--timeout", str(timeout),
+                          "--quiet"], capture_output=True, text=True, timeout=30, check=False)
+    refused = "outstanding per socket" in run.stderr
+    assert refused == (outstanding_per_socket(rate, sockets, timeout) > MAX_OUTSTANDING_PER_SOCKET)
+    needed = sockets_needed(rate, timeout)
+    assert outstanding_per_socket(rate, needed, timeout) <= MAX_OUTSTANDING_PER_SOCKET
+    assert needed == 1 or outstanding_per_socket(rate, needed - 1, timeout) > MAX_OUTSTANDING_PER_SOCKET
