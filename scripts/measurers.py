@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xlatbench.scripts.dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from xlatbench.scripts.trial import TrialResult, result_from_xlatperf
 from xlatbench.scripts.xlatperf import TesterOptions, find_tester, run_trial
 
@@ -96,6 +97,32 @@ class LoopbackMeasurer:
     def describe(self) -> dict[str, Any]:
         return {"measurer": "loopback", "server": self.knot_description,
                 "tester_options": _options(self.tester)}
+
+
+@dataclass
+class DnsperfMeasurer:
+    """DNS-OARC dnsperf with -Q against a DNS server (no DUT in between): the reference beside xlatperf.
+
+    A trial is tester-limited when dnsperf did not send rate x duration queries (scripts.dnsperf), since
+    above its in-flight cap it slows down instead of losing; loss is what it never saw answered in
+    options.timeout_s.
+    """
+
+    server: str
+    options: DnsperfOptions
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        run = run_dnsperf(dnsperf_argv(self.server, self.options, duration_s, rate_qps), duration_s)
+        short = short_of_schedule(run, rate_qps, duration_s)
+        return TrialResult(rate_qps=rate_qps, duration_s=duration_s, sent=run.sent, valid=run.completed,
+                           loss_ratio=1.0 - run.completed / run.sent if run.sent else 1.0,
+                           tester_limited=short is not None, reasons=(short,) if short else (),
+                           achieved_rate_qps=run.sent / duration_s)
+
+    def describe(self) -> dict[str, Any]:
+        data = asdict(self.options)
+        data["data"] = str(self.options.data)
+        return {"measurer": "dnsperf", "server": self.server, "dnsperf_options": data}
 
 
 def _with_dut(result: TrialResult, dut: dict[str, Any]) -> TrialResult:
