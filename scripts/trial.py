@@ -99,7 +99,7 @@ def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float
     except (KeyError, TypeError, ValueError) as err:
         raise TesterOutputError(f"xlatperf JSON lacks a required field ({err!r}); "
                                 "is the tester up to date?") from None
-    limited, reasons = tester_verdict(doc)
+    limited, reasons = tester_judgement(doc)
     loss = 1.0 - valid / sent if sent > 0 else 1.0
     return TrialResult(
         rate_qps=rate_qps,
@@ -114,7 +114,7 @@ def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float
     )
 
 
-def tester_verdict(doc: dict[str, Any]) -> tuple[bool, tuple[str, ...]]:
+def tester_judgement(doc: dict[str, Any]) -> tuple[bool, tuple[str, ...]]:
     """(tester-limited, reasons) from xlatperf's `verdict` (dnsperf/schema/result.schema.json): "ok" with no
     reasons or "tester-limited" with at least one. Anything else is a TesterOutputError, never a guess."""
     verdict = doc.get("verdict") if isinstance(doc, dict) else None
