@@ -8,7 +8,8 @@ It measures, in one run:
 1. the server's self-paced capacity: dnsperf without -Q (-c 10 -q 100), queries/s answered;
 2. the highest rate with at most 0.01 % loss over --duration s trials: the suite's RFC 8219 binary search
    (scripts.search.rfc8219_search, bounds 10 000 queries/s to 1.5 x the capacity, error 1 % or
-   1 000 queries/s) for xlatperf with 1 and 2 thread pairs and for dnsperf -Q, one tester after another;
+   1 000 queries/s) for xlatperf with 1 and 2 thread pairs and for dnsperf -Q, in lockstep (one trial of
+   each in turn, a rest after every trial);
    an xlatperf trial is tester-limited by xlatperf's own verdict, a dnsperf trial when it did not send
    rate x duration queries (it silently slows down at its in-flight cap);
 3. each tester's CPU-seconds per million queries at one common rate (getrusage of the child), of which
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,7 +45,7 @@ from xlatbench.scripts.bench import TrialLog
 from xlatbench.scripts.clock import RealClock
 from xlatbench.scripts.dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, write_queries
 from xlatbench.scripts.measurers import DnsperfMeasurer, LoopbackMeasurer
-from xlatbench.scripts.search import SearchSettings, TrialRunner, rfc8219_search, verdict
+from xlatbench.scripts.search import SearchOutcome, SearchSettings, TrialRunner, rfc8219_search, verdict
 from xlatbench.scripts.trial import Measurer, TrialResult
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups import rootsysctl
@@ -137,29 +139,104 @@ def measure_capacity(bench: Bench, args: argparse.Namespace, figures: dict[str, 
 
 
 def search_settings(args: argparse.Namespace, high_qps: float) -> SearchSettings:
-    """The old benchmark's search as SearchSettings: [10 000, high], width max(1 % of lower, 1 000)."""
+    """The old benchmark's search as SearchSettings: [10 000, high], width max(1 % of lower, 1 000). No rest
+    of its own: the lockstep rests after every trial of any search."""
     return SearchSettings(max_rate_qps=high_qps, min_rate_qps=10_000, error_qps=1000, error_ratio=0.01,
-                          loss_ratio=LOSS_LIMIT, duration_s=args.duration, rest_s=args.rest, repetitions=1)
+                          loss_ratio=LOSS_LIMIT, duration_s=args.duration, rest_s=0.0, repetitions=1)
+
+
+class Lockstep:
+    """Searches in threads whose trials take turns, one trial each in a fixed order with a rest after every
+    trial, so that a drifting machine load hits every tester alike (a search cannot be stepped from outside).
+    Only the thread whose turn it is runs a trial: the testers never run at the same time."""
+
+    def __init__(self, names: list[str], rest_s: float) -> None:
+        self.order, self.turn, self.rest_s, self.aborted = list(names), 0, rest_s, False
+        self.cond = threading.Condition()
+
+    def take_turn(self, name: str, trial: Callable[[], TrialResult]) -> TrialResult:
+        with self.cond:
+            self.cond.wait_for(lambda: self.aborted or self.order[self.turn] == name)
+            if self.aborted:
+                raise RuntimeError("the benchmark was interrupted")
+        try:
+            return trial()
+        finally:
+            time.sleep(self.rest_s)
+            with self.cond:
+                self.turn = (self.order.index(name) + 1) % len(self.order)
+                self.cond.notify_all()
+
+    def leave(self, name: str) -> None:
+        with self.cond:
+            index = self.order.index(name)
+            self.order.remove(name)
+            self.turn -= index < self.turn
+            self.turn = self.turn % len(self.order) if self.order else 0
+            self.cond.notify_all()
+
+    def abort(self) -> None:
+        with self.cond:
+            self.aborted = True
+            self.cond.notify_all()
+
+
+@dataclass
+class Turn:
+    """A Measurer that runs its trials when the lockstep says so."""
+
+    lockstep: Lockstep
+    name: str
+    inner: Measurer
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        return self.lockstep.take_turn(self.name, lambda: self.inner.measure(duration_s, rate_qps))
 
 
 def run_searches(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
-    """The RFC 8219 binary search of the suite for each tester in turn; a line per trial."""
-    clock = RealClock()
+    """The suite's RFC 8219 binary search for each tester, in lockstep; a line per trial."""
     settings = search_settings(args, figures.get("server_capacity_qps", 300_000) * 1.5)
-    runner = TrialRunner(None, clock=clock)
-    trials: list[MeteredTrial] = []
-    for key, metered in (("xlatperf_1x4", bench.xlatperf(1)), ("xlatperf_2x4", bench.xlatperf(2)),
-                         ("dnsperf_Q", bench.dnsperf())):
-        log(f"  {metered.tester}: RFC 8219 binary search, {settings.min_rate_qps:.0f}-"
-            f"{settings.max_rate_qps:.0f} queries/s")
-        runner.measurer = TrialLog(metered, sys.stdout, clock, clock.now(), LOSS_LIMIT)
-        outcome = rfc8219_search(runner, settings, f"loopback/{key}")
-        trials += metered.trials
+    testers = {"xlatperf_1x4": bench.xlatperf(1), "xlatperf_2x4": bench.xlatperf(2),
+               "dnsperf_Q": bench.dnsperf()}
+    log(f"  RFC 8219 binary searches in lockstep, {settings.min_rate_qps:.0f}-{settings.max_rate_qps:.0f} "
+        f"queries/s: {', '.join(m.tester for m in testers.values())}")
+    outcomes = in_lockstep(testers, settings, args.rest)
+    for key, outcome in outcomes.items():
         if outcome.throughput_qps is not None:
             figures[f"{key}_passed_qps"] = outcome.throughput_qps
         log(f"highest passing rate {key}: {outcome.describe()}")
-    runner.take_rest()
-    return trials
+    return [t for metered in testers.values() for t in metered.trials]
+
+
+def in_lockstep(testers: dict[str, Metered], settings: SearchSettings,
+                rest_s: float) -> dict[str, SearchOutcome]:
+    clock, lockstep = RealClock(), Lockstep(list(testers), rest_s)
+    results: dict[str, SearchOutcome | BaseException] = {}
+
+    def search(key: str, metered: Metered) -> None:
+        try:
+            runner = TrialRunner(Turn(lockstep, key, TrialLog(metered, sys.stdout, clock, clock.now(),
+                                                              LOSS_LIMIT)), clock=clock)
+            results[key] = rfc8219_search(runner, settings, f"loopback/{key}")
+        except BaseException as err:  # handed to the main thread
+            results[key] = err
+        finally:
+            lockstep.leave(key)
+
+    threads = [threading.Thread(target=search, args=item, daemon=True) for item in testers.items()]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        lockstep.abort()
+        raise
+    outcomes = {key: result for key, result in results.items() if isinstance(result, SearchOutcome)}
+    for result in results.values():
+        if not isinstance(result, SearchOutcome):
+            raise result
+    return {key: outcomes[key] for key in testers}
 
 
 def compare_cpu(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
