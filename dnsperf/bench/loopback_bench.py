@@ -211,15 +211,17 @@ def run_searches(bench: Bench, args: argparse.Namespace, figures: dict[str, floa
 def in_lockstep(testers: dict[str, Metered], settings: SearchSettings,
                 rest_s: float) -> dict[str, SearchOutcome]:
     clock, lockstep = RealClock(), Lockstep(list(testers), rest_s)
-    results: dict[str, SearchOutcome | BaseException] = {}
+    outcomes: dict[str, SearchOutcome] = {}
+    errors: list[BaseException] = []  # in the order they happened: the first is the cause
 
     def search(key: str, metered: Metered) -> None:
         try:
             runner = TrialRunner(Turn(lockstep, key, TrialLog(metered, sys.stdout, clock, clock.now(),
                                                               LOSS_LIMIT)), clock=clock)
-            results[key] = rfc8219_search(runner, settings, f"loopback/{key}")
-        except BaseException as err:  # handed to the main thread
-            results[key] = err
+            outcomes[key] = rfc8219_search(runner, settings, f"loopback/{key}")
+        except BaseException as err:  # handed to the main thread; the other searches stop
+            errors.append(err)
+            lockstep.abort()
         finally:
             lockstep.leave(key)
 
@@ -232,10 +234,8 @@ def in_lockstep(testers: dict[str, Metered], settings: SearchSettings,
     except BaseException:
         lockstep.abort()
         raise
-    outcomes = {key: result for key, result in results.items() if isinstance(result, SearchOutcome)}
-    for result in results.values():
-        if not isinstance(result, SearchOutcome):
-            raise result
+    if errors:
+        raise errors[0]
     return {key: outcomes[key] for key in testers}
 
 
