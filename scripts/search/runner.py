@@ -24,7 +24,6 @@ def verdict(result: TrialResult, loss_ratio: float) -> str:
     return PASS if result.passed(loss_ratio) else FAIL
 
 
-
 @dataclass(frozen=True)
 class TrialRecord:
     """One trial as a search saw it.
