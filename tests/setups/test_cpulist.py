@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from xlatbench.cli import build_parser
-from xlatbench.paths import tester_binary
+from xlatbench.scripts.xlatperf import find_tester
 from xlatbench.setups.placement import parse_cpu_list
 
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -23,7 +23,7 @@ def read_by_xlatperf(text: str, tmp_path) -> tuple[bool, list[int] | None]:
     """(grammar accepted, CPUs as the tester read them or None) from a one-query xlatperf run."""
     out = tmp_path / "r.json"
     out.unlink(missing_ok=True)
-    run = subprocess.run([str(tester_binary()), "--server", "127.0.0.1", "--port", "9", "--queries", "1",
+    run = subprocess.run([str(find_tester()), "--server", "127.0.0.1", "--port", "9", "--queries", "1",
                           "--timeout", "0.01", "--sender-cpus", text, "--json", str(out), "--quiet"],
                          capture_output=True, text=True, timeout=30, check=False)
     if "bad CPU list" in run.stderr:
