@@ -13,16 +13,17 @@ from typing import TextIO
 
 from xlatbench.scripts.clock import Clock, RealClock, SimClock
 from xlatbench.scripts.fakes import FakeDut
-from xlatbench.scripts.fastsearch import fast_search
-from xlatbench.scripts.repeat import RepeatedSearch, summarize_outcomes
 from xlatbench.scripts.search import (
     FAST,
     RFC8219,
+    RepeatedSearch,
     SearchOutcome,
     SearchSettings,
     TrialRunner,
-    _verdict,
+    fast_search,
     rfc8219_search,
+    summarize_outcomes,
+    verdict,
 )
 from xlatbench.scripts.trial import Measurer, TrialResult
 
@@ -68,10 +69,10 @@ class TrialLog:
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         result = self.inner.measure(duration_s, rate_qps)
-        verdict = _verdict(result, self.loss_ratio)
+        judged = verdict(result, self.loss_ratio)
         loss = f"{100 * result.loss_ratio:.4f} %"
         print(f"    trial {duration_s:g} s at {rate_qps:,.0f} queries/s: loss {loss} "
-              f"-> {verdict} ({self.clock.now() - self.started_s:.0f} s into the benchmark)",
+              f"-> {judged} ({self.clock.now() - self.started_s:.0f} s into the benchmark)",
               file=self.out, flush=True)
         return result
 

@@ -41,15 +41,16 @@ from xlatbench.scripts.records import (
     search_key,
     trial_key,
 )
-from xlatbench.scripts.repeat import RepeatedSearch, repeat_search
 from xlatbench.scripts.search import (
     FAST,
     OK,
     UPPER_NOT_FAILED,
+    RepeatedSearch,
     SearchOutcome,
     SearchSettings,
     TrialRecord,
     TrialRunner,
+    repeat_search,
 )
 from xlatbench.scripts.store import ResultStore
 from xlatbench.scripts.trial import Measurer, TrialResult

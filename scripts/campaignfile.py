@@ -24,7 +24,12 @@ from xlatbench.scripts.envs import (
     emulation_config,
 )
 from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
-from xlatbench.scripts.xlatperf import TesterOptions
+from xlatbench.scripts.xlatperf import (
+    MAX_OUTSTANDING_PER_SOCKET,
+    TesterOptions,
+    outstanding_per_socket,
+    sockets_needed,
+)
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
 
@@ -201,16 +206,12 @@ def _setups(raw: Any) -> tuple[SetupSpec, ...]:
     return tuple(setups)
 
 
-# xlatperf refuses more queries in flight per socket than half the 16-bit DNS transaction IDs.
-MAX_OUTSTANDING_PER_SOCKET = 32768
-
-
 def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions) -> None:
     """Fail now, not at the first trial, when max_rate_qps is more than xlatperf can keep in flight."""
     sockets = tester.threads * tester.ports_per_thread
-    outstanding = settings.max_rate_qps / sockets * tester.timeout_s
+    outstanding = outstanding_per_socket(settings.max_rate_qps, sockets, tester.timeout_s)
     if outstanding > MAX_OUTSTANDING_PER_SOCKET:
-        needed = int(settings.max_rate_qps * tester.timeout_s / MAX_OUTSTANDING_PER_SOCKET) + 1
+        needed = sockets_needed(settings.max_rate_qps, tester.timeout_s)
         raise CampaignFileError(
             f"search {name!r}: max_rate_qps {settings.max_rate_qps:.0f} over {sockets} tester socket(s) "
             f"keeps {outstanding:.0f} queries in flight per socket, xlatperf allows "

@@ -24,8 +24,9 @@ from xlatbench.scripts.campaign import (
 from xlatbench.scripts.campaignfile import load_campaign, make_environment, parse_campaign
 from xlatbench.scripts.envs import KINDS
 from xlatbench.scripts.records import implementation_label
-from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings
+from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings, verdict
 from xlatbench.scripts.xlatperf import TesterOptions
+from xlatbench.setups.placement import cpu_list_arg
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +76,12 @@ def _positive(text: str) -> float:
     return value
 
 
+def _cpu_text(text: str) -> str:
+    """A CPU list for the tester, checked now in its grammar and passed on as written."""
+    cpu_list_arg(text)
+    return text
+
+
 def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) -> None:
     g = parser.add_argument_group("what to measure")
     g.add_argument("--dut", choices=KINDS, default=default_kind, required=default_kind is None,
@@ -92,7 +99,7 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
                    help="fake: share of queries lost at random at any rate (default: 0.00002 = 0.002 %%)")
     g.add_argument("--realtime", action="store_true",
                    help="fake: trials really take their duration (default: simulated time, instant)")
-    g.add_argument("--knot-cpus", help="loopback: CPUs for knotd, e.g. 1")
+    g.add_argument("--knot-cpus", type=cpu_list_arg, help="loopback: CPUs for knotd, e.g. 1")
     t = parser.add_argument_group("tester (xlatperf)")
     d = TesterOptions()
     t.add_argument("--port", type=int, default=d.port, help="DNS server port (default: %(default)s)")
@@ -102,8 +109,10 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
                    help="source ports per sender (default: %(default)s; paper: 100)")
     t.add_argument("--timeout", type=_positive, default=d.timeout_s,
                    help="answer timeout, s (default: %(default)s)")
-    t.add_argument("--sender-cpus", help="CPU list for sender threads, e.g. 0 (default: unpinned)")
-    t.add_argument("--receiver-cpus", help="CPU list for receiver threads, e.g. 0 (default: unpinned)")
+    t.add_argument("--sender-cpus", type=_cpu_text,
+                   help="CPU list for sender threads, e.g. 0 or 0-1 (default: unpinned)")
+    t.add_argument("--receiver-cpus", type=_cpu_text,
+                   help="CPU list for receiver threads, e.g. 0 or 0-1 (default: unpinned)")
 
 
 def _search_args(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +137,7 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
     if args.dut == "loopback":
         table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
         if args.knot_cpus:
-            table["knot_cpus"] = [int(c) for c in args.knot_cpus.split(",")]
+            table["knot_cpus"] = list(args.knot_cpus)
         return table
     options = {}
     for item in args.chain_option:
@@ -273,11 +282,10 @@ def _trial(args: argparse.Namespace) -> int:
         try:
             applied = env.set_cores(args.cores)
             result = env.measurer().measure(args.duration, args.rate)
-            verdict = ("tester-limited" if result.tester_limited
-                       else "pass" if result.passed(args.loss_ratio) else "fail")
-            print(json.dumps({"verdict": verdict, "trial": result.to_dict(with_raw=False), "cores": applied,
+            judged = verdict(result, args.loss_ratio)
+            print(json.dumps({"verdict": judged, "trial": result.to_dict(with_raw=False), "cores": applied,
                               "dut": env.describe(), "tester_version": env.tester_version()}, indent=2))
-            print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {verdict}, "
+            print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {judged}, "
                   f"loss {100 * result.loss_ratio:.4f} % ({result.lost} of {result.sent} queries)"
                   f"{'; ' + '; '.join(result.reasons) if result.reasons else ''}", file=sys.stderr)
         finally:

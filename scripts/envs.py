@@ -15,14 +15,17 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xlatbench.scripts.clock import Clock, RealClock
 from xlatbench.scripts.fakes import FakeDut
 from xlatbench.scripts.hostinfo import usable_cpus
-from xlatbench.scripts.measurers import ChainLike, ChainMeasurer, LoopbackMeasurer
+from xlatbench.scripts.measurers import ChainMeasurer, LoopbackMeasurer
 from xlatbench.scripts.trial import Measurer
 from xlatbench.scripts.xlatperf import TesterOptions
+
+if TYPE_CHECKING:
+    from xlatbench.setups.chain import Chain
 
 KINDS = ("fake", "loopback", "chain")
 
@@ -265,7 +268,7 @@ class ChainEnvironment(Environment):
     factory: str = DEFAULT_CHAIN_FACTORY
     cpu_map: dict[int, list[int]] = field(default_factory=dict)
     _context: Any = field(default=None, init=False)
-    _chain: ChainLike | None = field(default=None, init=False)
+    _chain: Chain | None = field(default=None, init=False)
     _measurer: ChainMeasurer | None = field(default=None, init=False)
 
     def up(self) -> None:

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from xlatbench.scripts.dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from xlatbench.scripts.trial import TrialResult, result_from_xlatperf
 from xlatbench.scripts.xlatperf import TesterOptions, find_tester, run_trial
 
-
-class ChainLike(Protocol):
-    """The part of `xlatbench.setups.Chain` (docs/ARCHITECTURE.md) a measurement uses."""
-
-    topology: str
-    server_address: str
-    client_address: str
-
-    def describe(self) -> dict: ...
-    def client_argv(self, argv: list[str]) -> list[str]: ...
-    def set_dut_cpus(self, cpus: list[int]) -> dict: ...
-    def dut_cpu_times(self) -> dict[str, float]: ...
-    def counters(self) -> dict[str, dict[str, int]]: ...
+if TYPE_CHECKING:
+    from xlatbench.setups.chain import Chain
 
 
 def counter_deltas(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict:
@@ -52,13 +42,16 @@ class ChainMeasurer:
     binary: xlatperf path (default: the build's, see xlatbench.paths).
     """
 
-    chain: ChainLike
+    chain: Chain
     tester: TesterOptions = field(default_factory=TesterOptions)
     binary: Path | None = None
     last_tester_version: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        max_flows = getattr(self.chain, "max_flows", None)
+        if not hasattr(self.chain, "max_flows"):
+            raise ValueError(f"the chain {type(self.chain).__name__} lacks max_flows (the Chain protocol of "
+                             "xlatbench.setups.chain): its factory must set it, None when it has no limit")
+        max_flows = self.chain.max_flows
         flows = self.tester.threads * self.tester.ports_per_thread
         if max_flows is not None and flows > max_flows:
             raise ValueError(f"the tester would use {flows} source ports (threads x ports_per_thread) "
@@ -104,6 +97,32 @@ class LoopbackMeasurer:
     def describe(self) -> dict[str, Any]:
         return {"measurer": "loopback", "server": self.knot_description,
                 "tester_options": _options(self.tester)}
+
+
+@dataclass
+class DnsperfMeasurer:
+    """DNS-OARC dnsperf with -Q against a DNS server (no DUT in between): the reference beside xlatperf.
+
+    A trial is tester-limited when dnsperf did not send rate x duration queries (scripts.dnsperf), since
+    above its in-flight cap it slows down instead of losing; loss is what it never saw answered in
+    options.timeout_s.
+    """
+
+    server: str
+    options: DnsperfOptions
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        run = run_dnsperf(dnsperf_argv(self.server, self.options, duration_s, rate_qps), duration_s)
+        short = short_of_schedule(run, rate_qps, duration_s)
+        return TrialResult(rate_qps=rate_qps, duration_s=duration_s, sent=run.sent, valid=run.completed,
+                           loss_ratio=1.0 - run.completed / run.sent if run.sent else 1.0,
+                           tester_limited=short is not None, reasons=(short,) if short else (),
+                           achieved_rate_qps=run.sent / duration_s)
+
+    def describe(self) -> dict[str, Any]:
+        data = asdict(self.options)
+        data["data"] = str(self.options.data)
+        return {"measurer": "dnsperf", "server": self.server, "dnsperf_options": data}
 
 
 def _with_dut(result: TrialResult, dut: dict[str, Any]) -> TrialResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -15,6 +16,25 @@ from xlatbench.paths import tester_binary
 
 # Beyond the trial itself the tester needs time to start, wait for late answers and write its JSON.
 STARTUP_ALLOWANCE_S = 30.0
+
+# xlatperf keeps at most this many queries in flight per socket, half the 16-bit DNS transaction IDs
+# (kMaxOutstandingPerSocket, dnsperf/src/config.hpp).
+MAX_OUTSTANDING_PER_SOCKET = 32768
+
+
+def outstanding_per_socket(rate_qps: float, sockets: int, timeout_s: float) -> float:
+    """Queries in flight per socket at rate_qps over `sockets` sockets, rounded up, as xlatperf computes it
+    (dnsperf/src/options.cpp: ceil(rate / sockets x timeout)); xlatperf refuses more than
+    MAX_OUTSTANDING_PER_SOCKET."""
+    return math.ceil(rate_qps / sockets * timeout_s)
+
+
+def sockets_needed(rate_qps: float, timeout_s: float) -> int:
+    """The fewest sockets (threads x ports_per_thread) over which xlatperf accepts rate_qps."""
+    sockets = max(1, math.ceil(rate_qps * timeout_s / MAX_OUTSTANDING_PER_SOCKET))
+    while outstanding_per_socket(rate_qps, sockets, timeout_s) > MAX_OUTSTANDING_PER_SOCKET:
+        sockets += 1
+    return sockets
 
 
 class TesterError(RuntimeError):

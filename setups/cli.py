@@ -11,7 +11,7 @@ from xlatbench.setups.backends.tayga import VARIANTS
 from xlatbench.setups.cleanup import down, leftovers
 from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationError, attach
 from xlatbench.setups.names import check_prefix, netns_name, rundir
-from xlatbench.setups.placement import parse_cpu_list
+from xlatbench.setups.placement import cpu_list_arg
 from xlatbench.setups.plan import BackendChoice, header, render
 from xlatbench.setups.testbeds import TOPOLOGIES, topology
 from xlatbench.setups.transports import DryRun
@@ -20,13 +20,6 @@ from xlatbench.setups.transports import DryRun
 def _prefix(text: str) -> str:
     try:
         return check_prefix(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def _cpus(text: str) -> tuple[int, ...]:
-    try:
-        return parse_cpu_list(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
@@ -77,8 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="root net.core.rmem_max/rmem_default/wmem_max during the run, restored by down "
         "(default: %(default)s)",
     )
-    up.add_argument("--dut-cpus", type=_cpus, help="confine both DUTs to these CPUs (cpuset + RPS), e.g. 1")
-    up.add_argument("--knot-cpus", type=_cpus, help="pin Knot's threads to these CPUs")
+    up.add_argument("--dut-cpus", type=cpu_list_arg,
+                    help="confine both DUTs to these CPUs (cpuset + RPS), e.g. 1")
+    up.add_argument("--knot-cpus", type=cpu_list_arg, help="pin Knot's threads to these CPUs")
     up.add_argument("--knot-workers", type=int, default=1, help="Knot UDP workers (default: %(default)s)")
     up.add_argument(
         "--keep-offload",

@@ -7,7 +7,9 @@ packet is received on: RPS masks on every interface of the DUT's namespaces stee
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -17,16 +19,38 @@ if TYPE_CHECKING:
 from xlatbench.setups.emulation import EmulationError
 from xlatbench.setups.names import CPUSET_ROOT, DUT_HOSTS
 
+# The tester's grammar (dnsperf/src/cpulist.cpp): comma-separated CPUs and ranges, "0", "0,2", "1-3,6";
+# each number 1-5 digits and below CPU_SETSIZE, no backwards range, no CPU twice. Nothing else parses one.
+CPU_SETSIZE = 1024
+_CPU_ITEM = re.compile(r"([0-9]{1,5})(?:-([0-9]{1,5}))?")
+
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """"0" or "0,1" as CPU numbers; ValueError with a message a user can act on otherwise."""
+    """The CPUs of "0", "0,2" or "1-3,6" in the order written (ranges expanded); ValueError with a message
+    a user can act on otherwise."""
+    cpus: list[int] = []
+    for item in text.split(","):
+        match = _CPU_ITEM.fullmatch(item)
+        if match is None:
+            raise ValueError(f"bad CPU list {text!r}: expected numbers and ranges like 0,2-3")
+        first, last = int(match[1]), int(match[2] or match[1])
+        if max(first, last) >= CPU_SETSIZE:
+            raise ValueError(f"bad CPU list {text!r}: CPU {max(first, last)} is beyond the kernel's limit")
+        if last < first:
+            raise ValueError(f"bad CPU list {text!r}: range {item} runs backwards")
+        for cpu in range(first, last + 1):
+            if cpu in cpus:
+                raise ValueError(f"bad CPU list {text!r}: CPU {cpu} appears twice")
+            cpus.append(cpu)
+    return tuple(cpus)
+
+
+def cpu_list_arg(text: str) -> tuple[int, ...]:
+    """parse_cpu_list as an argparse type (a bad list is a usage error naming the option)."""
     try:
-        cpus = tuple(int(c) for c in text.split(","))
-    except ValueError:
-        raise ValueError(f"expected a comma-separated CPU list such as 0 or 0,1, got {text!r}") from None
-    if any(c < 0 for c in cpus):
-        raise ValueError(f"CPU numbers are >= 0, got {text!r}")
-    return cpus
+        return parse_cpu_list(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def cpu_mask(cpus: list[int]) -> str:
@@ -38,12 +62,7 @@ def cpu_mask(cpus: list[int]) -> str:
 
 
 def online_cpus() -> list[int]:
-    text = (CPUSET_ROOT / "cpuset.cpus").read_text().strip()
-    cpus: list[int] = []
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        cpus += range(int(first), int(last or first) + 1)
-    return cpus
+    return list(parse_cpu_list((CPUSET_ROOT / "cpuset.cpus").read_text().strip()))
 
 
 def _check_cpus(cpus: list[int]) -> None:

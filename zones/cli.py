@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from xlatbench.setups.placement import cpu_list_arg
 from xlatbench.zones.knot import KnotConfig, KnotServer, stop_stale
 from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET
 
@@ -19,15 +20,6 @@ def _listen(text: str) -> tuple[str, int]:
     return address, int(port)
 
 
-def _cpus(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(c) for c in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated CPU list, e.g. 1 or 0,1, got {text!r}"
-        ) from None
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     knot = subparsers.add_parser("knot", help="start or stop the Knot DNS echo server")
     actions = knot.add_subparsers(dest="knot_action", required=True)
@@ -38,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--listen", type=_listen, action="append",
                        help="ADDRESS@PORT to listen on, repeatable (default: 127.0.0.1@53)")
     start.add_argument("--udp-workers", type=int, default=1, help="UDP worker threads (default: %(default)s)")
-    start.add_argument("--cpus", type=_cpus,
+    start.add_argument("--cpus", type=cpu_list_arg,
                        help="pin all knotd threads to these CPUs, e.g. 1 (default: knotd's own placement)")
     start.add_argument("--netns", help="network namespace to run knotd in (default: the current one)")
     start.add_argument("--domain", default=DEFAULT_DOMAIN, help="zone apex (default: %(default)s)")

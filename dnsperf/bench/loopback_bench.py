@@ -1,17 +1,22 @@
 """Loopback benchmark of the xlatperf tester against Knot, side by side with DNS-OARC dnsperf.
 
 Prints figures; asserts nothing. On a 2-core machine: knotd (1 UDP worker) on one CPU, every tester
-on the other. It measures, in one run:
+on the other. Every trial runs through the suite's own measurers (scripts.measurers: LoopbackMeasurer for
+xlatperf, DnsperfMeasurer for dnsperf -Q) and is judged by the suite's one verdict (scripts.search.verdict).
+It measures, in one run:
 
 1. the server's self-paced capacity: dnsperf without -Q (-c 10 -q 100), queries/s answered;
-2. the highest rate with at most 0.01 % loss over --duration s trials (binary search), for xlatperf
-   with 1 and 2 thread pairs and for dnsperf -Q; a dnsperf trial counts only if it really sent
-   rate x duration queries (it silently slows down at its in-flight cap), an xlatperf trial only
-   if its verdict is "ok";
-3. each tester's CPU-seconds per million queries at one common rate (getrusage of the child);
-4. xlatperf's peak RSS for a short and a 10x longer trial at the same rate.
+2. the highest rate with at most 0.01 % loss over --duration s trials: the suite's RFC 8219 binary search
+   (scripts.search.rfc8219_search, bounds 10 000 queries/s to 1.5 x the capacity, error 1 % or
+   1 000 queries/s) for xlatperf with 1 and 2 thread pairs and for dnsperf -Q, in lockstep (one trial of
+   each in turn, a rest after every trial);
+   an xlatperf trial is tester-limited by xlatperf's own verdict, a dnsperf trial when it did not send
+   rate x duration queries (it silently slows down at its in-flight cap);
+3. each tester's CPU-seconds per million queries at one common rate (getrusage of the child), of which
+   user space (the rest is the kernel's UDP path, on loopback also the delivery into the server's socket);
+4. xlatperf's peak RSS (its own JSON) for a short and a 10x longer trial at the same rate.
 
-Run as root (it raises net.core.rmem_max/rmem_default to --rmem if lower, and restores them):
+Run as root (it raises net.core.rmem_max/rmem_default to --rmem if lower, under the suite's sysctl lease):
     .venv/bin/python dnsperf/bench/loopback_bench.py --out bench.json
 """
 
@@ -21,7 +26,7 @@ import argparse
 import json
 import os
 import random
-import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -31,144 +36,248 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from xlatbench.paths import tester_binary
+from xlatbench.scripts.bench import TrialLog
+from xlatbench.scripts.clock import RealClock
+from xlatbench.scripts.dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, write_queries
+from xlatbench.scripts.measurers import DnsperfMeasurer, LoopbackMeasurer
+from xlatbench.scripts.search import SearchOutcome, SearchSettings, TrialRunner, rfc8219_search, verdict
+from xlatbench.scripts.trial import Measurer, TrialResult
+from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups import rootsysctl
 from xlatbench.zones import KnotConfig, KnotServer
 
 LOSS_LIMIT = 1e-4  # 0.01 %, RFC 8219 as the paper applies it
 SYSCTLS = ("net.core.rmem_max", "net.core.rmem_default")
+SERVER = "127.0.0.1"
 
 
-@dataclass
-class Trial:
-    """One tester run. rate_qps asked (None: self-paced); counts in queries; cpu_s = user + system s,
-    user_s the user-space part (the rest is the kernel's UDP path, on loopback also the delivery of each
-    query into the server's socket, which the kernel charges to the sender)."""
+@dataclass(frozen=True)
+class MeteredTrial:
+    """One trial with the CPU its tester process used: user_s in user space, system_s in the kernel, s."""
 
     tester: str
-    rate_qps: float | None
-    duration_s: float
-    sent: int
-    answered: int
-    loss_ratio: float
-    counts: bool        # the tester really offered what was asked (verdict ok / sent all)
-    cpu_s: float
+    result: TrialResult
     user_s: float
-    max_rss_kib: int
-    qps: float          # answered queries per second of the trial
-    note: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return self.counts and self.loss_ratio <= LOSS_LIMIT
+    system_s: float
 
     @property
     def cpu_per_million_s(self) -> float:
-        return self.cpu_s / self.sent * 1e6 if self.sent else float("nan")
+        sent = self.result.sent
+        return (self.user_s + self.system_s) / sent * 1e6 if sent else float("nan")
 
     @property
     def user_per_million_s(self) -> float:
-        return self.user_s / self.sent * 1e6 if self.sent else float("nan")
+        return self.user_s / self.result.sent * 1e6 if self.result.sent else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tester": self.tester, "trial": self.result.to_dict(with_raw=False),
+                "verdict": verdict(self.result, LOSS_LIMIT), "user_s": self.user_s,
+                "system_s": self.system_s, "cpu_per_million_s": self.cpu_per_million_s,
+                "user_cpu_per_million_s": self.user_per_million_s}
 
 
-def run_measured(argv: list[str], timeout_s: float) -> tuple[str, float, float, int]:
-    """Runs argv; returns stdout+stderr, the child's CPU-seconds (user+system), its user-space CPU-seconds
-    and its peak RSS in KiB."""
-    with tempfile.TemporaryFile(mode="w+") as output:
-        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT)
-        killer = threading.Timer(timeout_s, proc.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:
-            proc.kill()  # interrupted: leave no tester behind
-            proc.wait()
-            raise
-        finally:
-            killer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        output.seek(0)
-        text = output.read()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited with {proc.returncode}: {text[-500:]}")
-    return text, usage.ru_utime + usage.ru_stime, usage.ru_utime, usage.ru_maxrss
+@dataclass
+class Metered:
+    """A Measurer that keeps every trial with its tester's CPU time (getrusage of the reaped children:
+    the benchmark runs one tester process at a time)."""
+
+    tester: str
+    inner: Measurer
+    trials: list[MeteredTrial] = field(default_factory=list)
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = self.inner.measure(duration_s, rate_qps)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.trials.append(MeteredTrial(self.tester, result, after.ru_utime - before.ru_utime,
+                                        after.ru_stime - before.ru_stime))
+        return result
 
 
 @dataclass
 class Bench:
+    """The testers of the benchmark, pinned to one CPU, against Knot on SERVER:port."""
+
     port: int
-    duration_s: float
     tester_cpu: int
-    dnsperf_data: Path
-    workdir: Path
+    queries: Path
 
-    def xlatperf(self, rate: float, threads: int = 1, ports: int = 4, duration_s: float | None = None,
-                 extra: tuple[str, ...] = ()) -> Trial:
-        duration = duration_s or self.duration_s
-        out = self.workdir / "xlatperf.json"
-        argv = [str(tester_binary()), "--server", "127.0.0.1", "--port", str(self.port), "--rate", str(rate),
-                "--duration", str(duration), "--threads", str(threads), "--ports-per-thread", str(ports),
-                "--sender-cpus", str(self.tester_cpu), "--receiver-cpus", str(self.tester_cpu),
-                "--json", str(out), "--quiet", *extra]
-        text, cpu_s, user_s, rss = run_measured(argv, duration * 3 + 30)
-        result = json.loads(out.read_text())
-        totals = result["totals"]
-        ok = result["verdict"]["status"] == "ok"
-        return Trial(f"xlatperf {threads}x{ports}", rate, duration, totals["sent"], totals["valid"],
-                     result["loss_ratio"], ok, cpu_s, user_s, rss, totals["valid"] / duration,
-                     "; ".join(result["verdict"]["reasons"]))
+    def xlatperf(self, threads: int) -> Metered:
+        cpus = str(self.tester_cpu)
+        options = TesterOptions(port=self.port, threads=threads, ports_per_thread=4, sender_cpus=cpus,
+                                receiver_cpus=cpus)
+        return Metered(f"xlatperf {threads}x4", LoopbackMeasurer(SERVER, options))
 
-    def dnsperf(self, rate: float | None, clients: int = 1, outstanding: int = 10000,
-                duration_s: float | None = None) -> Trial:
-        duration = duration_s or self.duration_s
-        argv = ["taskset", "-c", str(self.tester_cpu), "dnsperf", "-s", "127.0.0.1", "-p", str(self.port),
-                "-d", str(self.dnsperf_data), "-l", str(duration), "-c", str(clients), "-q", str(outstanding),
-                "-t", "1"]
-        if rate is not None:
-            argv += ["-Q", str(int(rate))]
-        text, cpu_s, user_s, rss = run_measured(argv, duration * 3 + 30)
-        sent = int(re.search(r"Queries sent:\s+(\d+)", text).group(1))
-        completed = int(re.search(r"Queries completed:\s+(\d+)", text).group(1))
-        qps = float(re.search(r"Queries per second:\s+([\d.]+)", text).group(1))
-        # dnsperf counts every reply as completed; loss here is what never came back within 1 s.
-        loss = 1 - completed / sent if sent else 1.0
-        counts = rate is None or sent >= rate * duration * (1 - LOSS_LIMIT)
-        name = "dnsperf -Q" if rate is not None else f"dnsperf -c {clients} -q {outstanding}"
-        return Trial(name, rate, duration, sent, completed, loss, counts, cpu_s, user_s, rss, qps,
-                     "" if counts else f"sent only {sent} of {int(rate * duration)}")
+    def dnsperf_options(self, clients: int = 1, outstanding: int = 10_000) -> DnsperfOptions:
+        return DnsperfOptions(self.queries, port=self.port, clients=clients, outstanding=outstanding,
+                              timeout_s=1.0, cpus=str(self.tester_cpu))
+
+    def dnsperf(self) -> Metered:
+        return Metered("dnsperf -Q", DnsperfMeasurer(SERVER, self.dnsperf_options()))
+
+
+def log(text: str) -> None:
+    print(text, flush=True)
+
+
+def measure_capacity(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
+    """dnsperf at its own pace; self-paced runs are no trials at a rate, so only the figure is kept."""
+    options = bench.dnsperf_options(clients=10, outstanding=100)
+    duration_s = args.duration
+    argv = dnsperf_argv(SERVER, options, duration_s, None)
+    runs = [run_dnsperf(argv, duration_s) for _ in range(args.repeat)]
+    figures["server_capacity_qps"] = statistics.median(r.qps for r in runs)
+    log(f"server self-paced capacity (dnsperf -c 10 -q 100, {duration_s:g} s runs): "
+        f"{', '.join(f'{r.qps:.0f}' for r in runs)} queries/s; "
+        f"median {figures['server_capacity_qps']:.0f} queries/s")
+    return []
+
+
+def search_settings(args: argparse.Namespace, high_qps: float) -> SearchSettings:
+    """The old benchmark's search as SearchSettings: [10 000, high], width max(1 % of lower, 1 000). No rest
+    of its own: the lockstep rests after every trial of any search."""
+    return SearchSettings(max_rate_qps=high_qps, min_rate_qps=10_000, error_qps=1000, error_ratio=0.01,
+                          loss_ratio=LOSS_LIMIT, duration_s=args.duration, rest_s=0.0, repetitions=1)
+
+
+class Lockstep:
+    """Searches in threads whose trials take turns, one trial each in a fixed order with a rest after every
+    trial, so that a drifting machine load hits every tester alike (a search cannot be stepped from outside).
+    Only the thread whose turn it is runs a trial: the testers never run at the same time."""
+
+    def __init__(self, names: list[str], rest_s: float) -> None:
+        self.order, self.turn, self.rest_s, self.aborted = list(names), 0, rest_s, False
+        self.cond = threading.Condition()
+
+    def take_turn(self, name: str, trial: Callable[[], TrialResult]) -> TrialResult:
+        with self.cond:
+            self.cond.wait_for(lambda: self.aborted or self.order[self.turn] == name)
+            if self.aborted:
+                raise RuntimeError("the benchmark was interrupted")
+        try:
+            return trial()
+        finally:
+            time.sleep(self.rest_s)
+            with self.cond:
+                self.turn = (self.order.index(name) + 1) % len(self.order)
+                self.cond.notify_all()
+
+    def leave(self, name: str) -> None:
+        with self.cond:
+            index = self.order.index(name)
+            self.order.remove(name)
+            self.turn -= index < self.turn
+            self.turn = self.turn % len(self.order) if self.order else 0
+            self.cond.notify_all()
+
+    def abort(self) -> None:
+        with self.cond:
+            self.aborted = True
+            self.cond.notify_all()
 
 
 @dataclass
-class Search:
-    """Binary search for the highest passing rate in [low, high], to within 1 % (low is assumed to pass)."""
+class Turn:
+    """A Measurer that runs its trials when the lockstep says so."""
 
+    lockstep: Lockstep
     name: str
-    trial: Callable[[float], Trial]
-    low: float
-    high: float
-    best: float = 0.0
+    inner: Measurer
 
-    def done(self) -> bool:
-        return self.high - self.low <= max(self.low * 0.01, 1000)
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        return self.lockstep.take_turn(self.name, lambda: self.inner.measure(duration_s, rate_qps))
 
-    def step(self) -> Trial:
-        rate = round((self.low + self.high) / 2, -2)
-        result = self.trial(rate)
-        verdict = "pass" if result.passed else "FAIL"
-        log(f"  {self.name:>14} {rate:>9.0f} q/s: sent {result.sent}, "
-            f"loss {result.loss_ratio * 100:.4f} % -> {verdict} {result.note}")
-        if result.passed:
-            self.low = self.best = rate
-        else:
-            self.high = rate
-        return result
+
+def run_searches(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
+    """The suite's RFC 8219 binary search for each tester, in lockstep; a line per trial."""
+    settings = search_settings(args, figures.get("server_capacity_qps", 300_000) * 1.5)
+    testers = {"xlatperf_1x4": bench.xlatperf(1), "xlatperf_2x4": bench.xlatperf(2),
+               "dnsperf_Q": bench.dnsperf()}
+    log(f"  RFC 8219 binary searches in lockstep, {settings.min_rate_qps:.0f}-{settings.max_rate_qps:.0f} "
+        f"queries/s: {', '.join(m.tester for m in testers.values())}")
+    outcomes = in_lockstep(testers, settings, args.rest)
+    for key, outcome in outcomes.items():
+        if outcome.throughput_qps is not None:
+            figures[f"{key}_passed_qps"] = outcome.throughput_qps
+        log(f"highest passing rate {key}: {outcome.describe()}")
+    return [t for metered in testers.values() for t in metered.trials]
+
+
+def in_lockstep(testers: dict[str, Metered], settings: SearchSettings,
+                rest_s: float) -> dict[str, SearchOutcome]:
+    clock, lockstep = RealClock(), Lockstep(list(testers), rest_s)
+    outcomes: dict[str, SearchOutcome] = {}
+    errors: list[BaseException] = []  # in the order they happened: the first is the cause
+
+    def search(key: str, metered: Metered) -> None:
+        try:
+            runner = TrialRunner(Turn(lockstep, key, TrialLog(metered, sys.stdout, clock, clock.now(),
+                                                              LOSS_LIMIT)), clock=clock)
+            outcomes[key] = rfc8219_search(runner, settings, f"loopback/{key}")
+        except BaseException as err:  # handed to the main thread; the other searches stop
+            errors.append(err)
+            lockstep.abort()
+        finally:
+            lockstep.leave(key)
+
+    threads = [threading.Thread(target=search, args=item, daemon=True) for item in testers.items()]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        lockstep.abort()
+        raise
+    if errors:
+        raise errors[0]
+    return {key: outcomes[key] for key in testers}
+
+
+def compare_cpu(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
+    """Both testers at one rate, interleaved so that a drifting machine load hits both alike."""
+    testers = [bench.xlatperf(1), bench.dnsperf()]
+    for _ in range(args.repeat):
+        for metered in testers:
+            metered.measure(args.duration, args.common_rate)
+            time.sleep(args.rest)
+    for metered in testers:
+        log_cpu(metered, args.common_rate, figures)
+    return [t for metered in testers for t in metered.trials]
+
+
+def log_cpu(metered: Metered, rate_qps: float, figures: dict[str, float]) -> None:
+    runs = metered.trials
+    values = [t.cpu_per_million_s for t in runs]
+    user = [t.user_per_million_s for t in runs]
+    figures[f"cpu_per_million_s {metered.tester}"] = statistics.median(values)
+    figures[f"user_cpu_per_million_s {metered.tester}"] = statistics.median(user)
+    log(f"CPU at {rate_qps:.0f} queries/s, {metered.tester}: {', '.join(f'{v:.3f}' for v in values)} CPU-s "
+        f"per million queries, of which user space {', '.join(f'{v:.3f}' for v in user)} "
+        f"(sent {', '.join(str(t.result.sent) for t in runs)}; loss "
+        f"{', '.join(f'{100 * t.result.loss_ratio:.4f} %' for t in runs)}; verdicts "
+        f"{[verdict(t.result, LOSS_LIMIT) for t in runs]})")
+
+
+def compare_rss(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
+    metered = bench.xlatperf(1)
+    for duration in args.rss_durations:
+        result = metered.measure(duration, args.rss_rate)
+        rss = int((result.raw or {}).get("cpu", {}).get("max_rss_kib", 0))
+        figures[f"xlatperf_max_rss_kib_{duration:.0f}s"] = rss
+        log(f"xlatperf peak RSS at {args.rss_rate:.0f} queries/s for {duration:.0f} s: {rss} KiB "
+            f"(sent {result.sent}, loss {100 * result.loss_ratio:.4f} %)")
+        time.sleep(args.rest)
+    return metered.trials
 
 
 @contextmanager
-def rmem_at_least(size: int, log: Callable[[str], None]) -> Iterator[dict[str, object]]:
+def rmem_at_least(size: int) -> Iterator[dict[str, object]]:
     """Raises the root rmem sysctls to `size` if lower, under the suite's sysctl lease (so a chain that is
     up meanwhile keeps its values, and a killed bench's change is undone by the next holder); yields the
     original and current value of each."""
@@ -185,93 +294,54 @@ def rmem_at_least(size: int, log: Callable[[str], None]) -> Iterator[dict[str, o
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=random.randint(42000, 48000),
-                        help="Knot UDP port on 127.0.0.1 (default: random high port)")
-    parser.add_argument("--duration", type=float, default=10.0,
-                        help="trial length, s (default: %(default)s)")
-    parser.add_argument("--rest", type=float, default=2.0,
-                        help="pause between trials, s (default: %(default)s)")
-    parser.add_argument("--common-rate", type=float, default=100_000,
-                        help="rate for the CPU comparison, queries/s (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="repetitions of the capacity and CPU measurements (default: %(default)s)")
-    parser.add_argument("--rss-rate", type=float, default=50_000,
-                        help="rate of the RSS comparison, queries/s (default: %(default)s)")
-    parser.add_argument("--rss-durations", type=float, nargs=2, default=(10.0, 100.0),
-                        help="short and long trial of the RSS comparison, s (default: 10 100)")
-    parser.add_argument("--tester-cpu", type=int, default=0,
-                        help="CPU of every tester (default: %(default)s)")
-    parser.add_argument("--server-cpu", type=int, default=1, help="CPU of knotd (default: %(default)s)")
-    parser.add_argument("--rmem", type=int, default=4 << 20, help="root rmem sysctls at least this, bytes")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["capacity", "search", "cpu", "rss"],
-                        help="parts to skip")
-    parser.add_argument("--out", type=Path, help="also write every trial and figure as JSON here")
+    add = parser.add_argument
+    add("--port", type=int, default=random.randint(42000, 48000),
+        help="Knot UDP port on 127.0.0.1 (default: random high port)")
+    add("--duration", type=float, default=10.0, help="trial length, s (default: %(default)s)")
+    add("--rest", type=float, default=2.0, help="pause between trials, s (default: %(default)s)")
+    add("--common-rate", type=float, default=100_000,
+        help="rate for the CPU comparison, queries/s (default: %(default)s)")
+    add("--repeat", type=int, default=3,
+        help="repetitions of the capacity and CPU measurements (default: %(default)s)")
+    add("--rss-rate", type=float, default=50_000,
+        help="rate of the RSS comparison, queries/s (default: %(default)s)")
+    add("--rss-durations", type=float, nargs=2, default=(10.0, 100.0),
+        help="short and long trial of the RSS comparison, s (default: 10 100)")
+    add("--tester-cpu", type=int, default=0, help="CPU of every tester (default: %(default)s)")
+    add("--server-cpu", type=int, default=1, help="CPU of knotd (default: %(default)s)")
+    add("--rmem", type=int, default=4 << 20, help="root rmem sysctls at least this, bytes")
+    add("--skip", nargs="*", default=[], choices=["capacity", "search", "cpu", "rss"], help="parts to skip")
+    add("--out", type=Path, help="also write every trial and figure as JSON here")
     return parser.parse_args(argv)
 
 
-def log(text: str) -> None:
-    print(text, flush=True)
+def conditions(args: argparse.Namespace, knot: KnotServer, rmem: dict[str, object]) -> dict[str, object]:
+    version = subprocess.run([str(tester_binary()), "--version"], capture_output=True, text=True)
+    return {"cpus_online": os.cpu_count(), "tester_cpu": args.tester_cpu, "server_cpu": args.server_cpu,
+            "rmem": rmem, "knot": knot.describe(), "xlatperf": version.stdout.strip(),
+            "xlatperf_options": "defaults (timeout 0.25 s, batch 64, send and receive ticks 1 ms) unless in "
+                                "the trial",
+            "dnsperf": "DNS-OARC dnsperf (Debian), -c 1 -q 10000 -t 1 for -Q runs",
+            "trial_s": args.duration, "loss_limit": LOSS_LIMIT, "kernel": os.uname().release}
 
 
-def measure_capacity(bench: Bench, repeat: int, figures: dict[str, float]) -> list[Trial]:
-    runs = [bench.dnsperf(None, clients=10, outstanding=100) for _ in range(repeat)]
-    figures["server_capacity_qps"] = statistics.median(t.qps for t in runs)
-    log(f"server self-paced capacity (dnsperf -c 10 -q 100): {', '.join(f'{t.qps:.0f}' for t in runs)} "
-        f"queries/s; median {figures['server_capacity_qps']:.0f} queries/s")
-    return runs
+PARTS: dict[str, Callable[[Bench, argparse.Namespace, dict[str, float]], list[MeteredTrial]]] = {
+    "capacity": measure_capacity, "search": run_searches, "cpu": compare_cpu, "rss": compare_rss,
+}
 
 
-def run_searches(bench: Bench, rest_s: float, figures: dict[str, float]) -> list[Trial]:
-    """The three searches step in turn, one trial each, so that a drifting machine load hits all alike."""
-    high = figures.get("server_capacity_qps", 300_000) * 1.5
-    searches = [
-        Search("xlatperf_1x4", lambda r: bench.xlatperf(r, 1, 4), 10_000, high),
-        Search("xlatperf_2x4", lambda r: bench.xlatperf(r, 2, 4), 10_000, high),
-        Search("dnsperf_Q", lambda r: bench.dnsperf(r), 10_000, high),
-    ]
-    trials: list[Trial] = []
-    while not all(s.done() for s in searches):
-        for search in searches:
-            if not search.done():
-                trials.append(search.step())
-                time.sleep(rest_s)
-    for search in searches:
-        figures[f"{search.name}_passed_qps"] = search.best or search.low
-        log(f"highest passing rate {search.name}: {search.best or search.low:.0f} queries/s")
-    return trials
-
-
-def compare_cpu(bench: Bench, rate: float, repeat: int, rest_s: float,
-                figures: dict[str, float]) -> list[Trial]:
-    per_tester: dict[str, list[Trial]] = {"xlatperf 1x4": [], "dnsperf -Q": []}
-    for _ in range(repeat):  # interleaved, so drifting load hits both alike
-        per_tester["xlatperf 1x4"].append(bench.xlatperf(rate, 1, 4))
-        time.sleep(rest_s)
-        per_tester["dnsperf -Q"].append(bench.dnsperf(rate))
-        time.sleep(rest_s)
-    trials: list[Trial] = []
-    for name, runs in per_tester.items():
-        trials += runs
-        values = [t.cpu_per_million_s for t in runs]
-        figures[f"cpu_per_million_s {name}"] = statistics.median(values)
-        user = [t.user_per_million_s for t in runs]
-        figures[f"user_cpu_per_million_s {name}"] = statistics.median(user)
-        log(f"CPU at {rate:.0f} queries/s, {name}: {', '.join(f'{v:.3f}' for v in values)} CPU-s per million "
-            f"queries, of which user space {', '.join(f'{v:.3f}' for v in user)} "
-            f"(sent {', '.join(str(t.sent) for t in runs)}; loss "
-            f"{', '.join(f'{t.loss_ratio * 100:.4f} %' for t in runs)}; counts {[t.counts for t in runs]})")
-    return trials
-
-
-def compare_rss(bench: Bench, rate: float, durations: tuple[float, float],
-                figures: dict[str, float]) -> list[Trial]:
-    trials = []
-    for duration in durations:
-        t = bench.xlatperf(rate, 1, 4, duration_s=duration)
-        trials.append(t)
-        figures[f"xlatperf_max_rss_kib_{duration:.0f}s"] = t.max_rss_kib
-        log(f"xlatperf peak RSS at {rate:.0f} queries/s for {duration:.0f} s: {t.max_rss_kib} KiB "
-            f"(sent {t.sent}, loss {t.loss_ratio * 100:.4f} %)")
+def run_parts(args: argparse.Namespace, workdir: Path, report: dict[str, Any]) -> list[MeteredTrial]:
+    knot = KnotServer(workdir / "knot", KnotConfig(listen=((SERVER, args.port),), udp_workers=1,
+                                                  cpus=(args.server_cpu,)))
+    bench = Bench(args.port, args.tester_cpu, write_queries(workdir / "queries.txt"))
+    trials: list[MeteredTrial] = []
+    with knot:
+        report["conditions"] = conditions(args, knot, report.pop("rmem"))
+        log(f"conditions: {json.dumps(report['conditions'])}")
+        for name, part in PARTS.items():
+            if name not in args.skip:
+                trials += part(bench, args, report["figures"])
+        report["knot_after"] = knot.describe()
     return trials
 
 
@@ -292,41 +362,16 @@ def print_ratios(figures: dict[str, float]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanups
-    report: dict[str, object] = {}
-    figures: dict[str, float] = {}
-    trials: list[Trial] = []
-    with tempfile.TemporaryDirectory(prefix="xlp-bench-") as tmp, rmem_at_least(args.rmem, log) as rmem:
-        workdir = Path(tmp)
-        data = workdir / "queries.txt"
-        data.write_text("".join(f"010-000-{i >> 8:03d}-{i & 255:03d}.dns64perf.test AAAA\n"
-                                for i in range(65536)))
-        knot = KnotServer(workdir / "knot", KnotConfig(listen=(("127.0.0.1", args.port),), udp_workers=1,
-                                                      cpus=(args.server_cpu,)))
-        with knot:
-            bench = Bench(args.port, args.duration, args.tester_cpu, data, workdir)
-            version = subprocess.run([str(tester_binary()), "--version"], capture_output=True, text=True)
-            report["conditions"] = {
-                "cpus_online": os.cpu_count(), "tester_cpu": args.tester_cpu, "server_cpu": args.server_cpu,
-                "rmem": rmem, "knot": knot.describe(), "xlatperf": version.stdout.strip(),
-                "xlatperf_options": "defaults (batch 64, send and receive ticks 1 ms) unless in the trial",
-                "dnsperf": "DNS-OARC dnsperf 2.10.0 (Debian), -c 1 -q 10000 -t 1 for -Q runs",
-                "trial_s": args.duration, "loss_limit": LOSS_LIMIT, "kernel": os.uname().release,
-            }
-            log(f"conditions: {json.dumps(report['conditions'])}")
-            if "capacity" not in args.skip:
-                trials += measure_capacity(bench, args.repeat, figures)
-            if "search" not in args.skip:
-                trials += run_searches(bench, args.rest, figures)
-            if "cpu" not in args.skip:
-                trials += compare_cpu(bench, args.common_rate, args.repeat, args.rest, figures)
-            if "rss" not in args.skip:
-                trials += compare_rss(bench, args.rss_rate, tuple(args.rss_durations), figures)
-            report["knot_after"] = knot.describe()
-    report["figures"] = figures
-    report["trials"] = [asdict(t) | {"passed": t.passed, "cpu_per_million_s": t.cpu_per_million_s,
-                                      "user_cpu_per_million_s": t.user_per_million_s}
-                        for t in trials]
-    print_ratios(figures)
+    report: dict[str, Any] = {"figures": {}}
+    try:
+        with tempfile.TemporaryDirectory(prefix="xlp-bench-") as tmp, rmem_at_least(args.rmem) as rmem:
+            report["rmem"] = rmem
+            trials = run_parts(args, Path(tmp), report)
+    except (OSError, RuntimeError, ValueError) as err:
+        print(f"loopback_bench: {err}", file=sys.stderr)
+        return 1
+    report["trials"] = [t.to_dict() for t in trials]
+    print_ratios(report["figures"])
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))
     return 0

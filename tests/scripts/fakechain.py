@@ -53,6 +53,7 @@ class FakeChain:
 
     server_address = "203.0.113.56"
     client_address = "192.168.0.4"
+    max_flows: int | None = None
 
     def __init__(self, topology: str, log: list) -> None:
         self.topology = topology

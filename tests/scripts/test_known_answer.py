@@ -21,9 +21,8 @@ import subprocess
 
 import pytest
 
-from xlatbench.scripts.fastsearch import fast_search
 from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.search import OK, SearchSettings, TrialRunner, rfc8219_search
+from xlatbench.scripts.search import OK, SearchSettings, TrialRunner, fast_search, rfc8219_search
 from xlatbench.scripts.xlatperf import TesterOptions
 
 CAP_PPS = 3000

@@ -8,8 +8,6 @@ import pytest
 
 from xlatbench.scripts.clock import SimClock
 from xlatbench.scripts.fakes import FakeDut
-from xlatbench.scripts.fastsearch import fast_search
-from xlatbench.scripts.repeat import repeat_search
 from xlatbench.scripts.search import (
     BELOW_LOWER,
     FAST,
@@ -20,6 +18,8 @@ from xlatbench.scripts.search import (
     ReplayMismatch,
     SearchSettings,
     TrialRunner,
+    fast_search,
+    repeat_search,
     rfc8219_search,
 )
 
@@ -281,7 +281,7 @@ def test_a_single_query_lost_in_a_short_trial_does_not_drag_the_fast_search_down
 ])
 def test_short_trial_loss_is_significant_only_beyond_chance_at_the_limit(lost: int, allowed_mean: float,
                                                                          significant: bool) -> None:
-    from xlatbench.scripts.fastsearch import significant_loss
+    from xlatbench.scripts.search import significant_loss
 
     assert significant_loss(lost, allowed_mean) is significant
 

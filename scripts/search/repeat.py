@@ -7,18 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xlatbench.scripts.fastsearch import fast_search
-from xlatbench.scripts.search import (
-    FAST,
-    OK,
-    RFC8219,
-    TESTER_LIMITED,
-    UPPER_NOT_FAILED,
-    SearchOutcome,
-    SearchSettings,
-    TrialRunner,
-    rfc8219_search,
-)
+from xlatbench.scripts.records import method_label
+from xlatbench.scripts.search.fast import fast_search
+from xlatbench.scripts.search.outcome import OK, UPPER_NOT_FAILED, SearchOutcome
+from xlatbench.scripts.search.rfc8219 import rfc8219_search
+from xlatbench.scripts.search.runner import TESTER_LIMITED, TrialRunner
+from xlatbench.scripts.search.settings import FAST, RFC8219, SearchSettings
 from xlatbench.scripts.stats import Summary, summarize
 
 
@@ -55,7 +49,7 @@ class RepeatedSearch:
         return sum(len(o.trials) for o in self.outcomes)
 
     def describe(self, unit: str = "queries/s") -> str:
-        label = "RFC 8219 binary search" if self.rfc8219_exact else "fast search (not RFC 8219 exact)"
+        label = method_label(self.rfc8219_exact)
         if self.status == TESTER_LIMITED:
             last = self.outcomes[-1].trials[-1].result.reasons if self.outcomes[-1].trials else ()
             why = f" ({'; '.join(last)})" if last else ""

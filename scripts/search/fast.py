@@ -32,20 +32,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xlatbench.scripts.search import (
-    BELOW_LOWER,
-    FAST,
-    OK,
-    PASS,
-    TESTER_LIMITED,
-    UPPER_NOT_FAILED,
-    SearchOutcome,
-    SearchSettings,
-    TrialRecord,
-    TrialRunner,
-    _Search,
-    midpoint,
-)
+from xlatbench.scripts.search.outcome import BELOW_LOWER, OK, UPPER_NOT_FAILED, Search, SearchOutcome
+from xlatbench.scripts.search.rfc8219 import midpoint
+from xlatbench.scripts.search.runner import PASS, TESTER_LIMITED, TrialRecord, TrialRunner
+from xlatbench.scripts.search.settings import FAST, SearchSettings
 
 # A short trial fails when a DUT that loses exactly loss_ratio of the queries would lose as many or more
 # with at most this probability (Poisson).
@@ -89,10 +79,10 @@ class _Bracket:
 def fast_search(runner: TrialRunner, settings: SearchSettings, search_id: str,
                 guess_qps: float | None = None) -> SearchOutcome:
     """Search as described in the module docstring; guess_qps: first rate to try, queries/s (optional)."""
-    return _run(_Search(runner, settings, search_id, FAST), guess_qps)
+    return _run(Search(runner, settings, search_id, FAST), guess_qps)
 
 
-def _run(s: _Search, guess: float | None) -> SearchOutcome:
+def _run(s: Search, guess: float | None) -> SearchOutcome:
     cfg = s.settings
     short = _Bracket(cfg.min_rate_qps, cfg.max_rate_qps)
     if guess is not None and cfg.min_rate_qps < round(guess) < cfg.max_rate_qps:
@@ -115,7 +105,7 @@ def _run(s: _Search, guess: float | None) -> SearchOutcome:
     return s.outcome(status, full.lower, full.upper, throughput=full.lower, tester_limit=limit)
 
 
-def _step_and_halve(s: _Search, b: _Bracket, phase: str) -> None:
+def _step_and_halve(s: Search, b: _Bracket, phase: str) -> None:
     """Step away from the one measured bound (doubling) until both are measured, then halve to the width."""
     cfg = s.settings
     step = cfg.width_qps(b.anchor())
@@ -137,7 +127,7 @@ def _step_and_halve(s: _Search, b: _Bracket, phase: str) -> None:
         _measure(s, phase, rate, b)
 
 
-def _measure(s: _Search, phase: str, rate: float, b: _Bracket) -> None:
+def _measure(s: Search, phase: str, rate: float, b: _Bracket) -> None:
     duration = s.settings.duration_s if phase == "full" else s.settings.short_duration_s
     rate = float(round(rate))  # trials run at whole queries/s; the bracket must hold what was measured
     record = s.trial(phase, duration, rate, b.lower, b.upper)

@@ -1,0 +1,39 @@
+"""Throughput searches: the RFC 8219 binary search and the fast search, over one trial runner.
+
+settings: `SearchSettings` (bounds, error width, loss criterion, trial lengths) and the method names.
+runner: `verdict` (the one pass / fail / tester-limited rule), `TrialRecord`, `TrialRunner` (rests, records,
+    replays stored trials on resume).
+outcome: `SearchOutcome` and its statuses; `Search`, the bookkeeping both methods share.
+rfc8219: `rfc8219_search`, the paper's binary search.
+fast: `fast_search`, fewer full-length trials, not RFC 8219 exact.
+repeat: `repeat_search`, R repetitions of one method and their summary.
+"""
+
+from xlatbench.scripts.search.fast import SHORT_FAIL_P, fast_search, significant_loss
+from xlatbench.scripts.search.outcome import (
+    BELOW_LOWER,
+    OK,
+    UPPER_NOT_FAILED,
+    Search,
+    SearchOutcome,
+    with_id,
+)
+from xlatbench.scripts.search.repeat import RepeatedSearch, repeat_search, search_id, summarize_outcomes
+from xlatbench.scripts.search.rfc8219 import midpoint, rfc8219_search
+from xlatbench.scripts.search.runner import (
+    FAIL,
+    PASS,
+    TESTER_LIMITED,
+    ReplayMismatch,
+    TrialRecord,
+    TrialRunner,
+    verdict,
+)
+from xlatbench.scripts.search.settings import FAST, METHODS, RFC8219, SearchSettings
+
+__all__ = [
+    "BELOW_LOWER", "FAIL", "FAST", "METHODS", "OK", "PASS", "RFC8219", "SHORT_FAIL_P", "TESTER_LIMITED",
+    "UPPER_NOT_FAILED", "RepeatedSearch", "ReplayMismatch", "Search", "SearchOutcome", "SearchSettings",
+    "TrialRecord", "TrialRunner", "fast_search", "midpoint", "repeat_search", "rfc8219_search", "search_id",
+    "significant_loss", "summarize_outcomes", "verdict", "with_id",
+]

@@ -1,0 +1,81 @@
+"""How a throughput search runs: its bounds, error width, loss criterion, trial lengths and rests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xlatbench.scripts.trial import DEFAULT_LOSS_RATIO
+
+RFC8219 = "rfc8219-binary"
+FAST = "fast"
+METHODS = (RFC8219, FAST)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a throughput search runs (defaults: the paper's section 3).
+
+    min_rate_qps: lower bound, queries/s; assumed to pass, never measured.
+    max_rate_qps: upper bound, queries/s; assumed to fail, never measured by the RFC 8219 search.
+    error_qps: the search stops when upper - lower <= error_qps, queries/s (absolute error).
+    error_ratio: ... or when upper - lower <= error_ratio x lower, fraction (relative error). With both set
+        the search stops at whichever is wider; at least one is required; the width is never below 1 query/s.
+    loss_ratio: highest loss that passes, fraction (1e-4 = 0.01 %).
+    duration_s: full trial duration, s (paper: 60).
+    rest_s: rest after a full trial before the next trial, s (paper: 10).
+    repetitions: how many times the whole search runs (paper: 10).
+    short_duration_s: fast search only: duration of its bracketing trials, s.
+    short_rest_s: fast search only: rest after a short trial, s.
+    tester_retries: a tester-limited trial is run again (after the rest) up to this many times before the
+        search gives up with "tester limit reached": a sender preempted once on a shared machine says nothing
+        about the tester's capacity. Every attempt is recorded.
+    """
+
+    max_rate_qps: float
+    min_rate_qps: float = 0.0
+    error_qps: float | None = None
+    error_ratio: float | None = None
+    loss_ratio: float = DEFAULT_LOSS_RATIO
+    duration_s: float = 60.0
+    rest_s: float = 10.0
+    repetitions: int = 10
+    short_duration_s: float = 5.0
+    short_rest_s: float = 2.0
+    tester_retries: int = 2
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.min_rate_qps < self.max_rate_qps:
+            problems.append(f"need 0 <= min_rate_qps < max_rate_qps, got {self.min_rate_qps} and "
+                            f"{self.max_rate_qps}")
+        if self.error_qps is None and self.error_ratio is None:
+            problems.append("set error_qps (absolute) or error_ratio (relative) to say when the search stops")
+        if self.error_qps is not None and self.error_qps < 1:
+            problems.append(f"error_qps must be at least 1 query/s, got {self.error_qps}")
+        if self.error_ratio is not None and not 0 < self.error_ratio < 1:
+            problems.append(f"error_ratio must be in (0, 1), got {self.error_ratio}")
+        if not 0 <= self.loss_ratio < 1:
+            problems.append(f"loss_ratio must be in [0, 1), got {self.loss_ratio}")
+        if self.duration_s <= 0 or self.short_duration_s <= 0:
+            problems.append("trial durations must be positive")
+        if self.rest_s < 0 or self.short_rest_s < 0:
+            problems.append("rests must not be negative")
+        if self.tester_retries < 0:
+            problems.append(f"tester_retries must not be negative, got {self.tester_retries}")
+        if self.repetitions < 1:
+            problems.append(f"repetitions must be at least 1, got {self.repetitions}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def width_qps(self, lower_qps: float) -> float:
+        """Bracket width at which the search stops, queries/s, for a bracket starting at lower_qps."""
+        absolute = self.error_qps or 0.0
+        relative = (self.error_ratio or 0.0) * lower_qps
+        return max(absolute, relative, 1.0)
+
+    def done(self, lower_qps: float, upper_qps: float) -> bool:
+        return upper_qps - lower_qps <= self.width_qps(lower_qps)
+
+    def rest_after(self, duration_s: float) -> float:
+        return self.rest_s if duration_s >= self.duration_s else self.short_rest_s
+
