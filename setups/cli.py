@@ -57,9 +57,11 @@ def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) 
 def register(subparsers: argparse._SubParsersAction) -> None:
     setup = subparsers.add_parser(
         "setup",
-        help="bring a testbed (baseline, 464xlat, mapt) up, check it, take it down, or print its commands",
-        description="The three testbeds of Lencse & Nagy (2022), emulated in "
-        "network namespaces or rendered as commands for real hosts.",
+        help="bring a testbed (baseline, 464xlat, mapt; single-DUT plat, clat, ce, br) up, check it, "
+        "take it down, or print its commands",
+        description="The three testbeds of Lencse & Nagy (2022) and a single-DUT testbed for each of "
+        "their translators (RFC 8219 Figure 5), emulated in network namespaces or rendered as commands "
+        "for real hosts.",
     )
     actions = setup.add_subparsers(dest="setup_action", required=True, metavar="ACTION")
 
@@ -81,6 +83,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--knot-cpus", type=_cpus, help="pin Knot's threads to these CPUs")
     up.add_argument("--knot-workers", type=int, default=1, help="Knot UDP workers (default: %(default)s)")
     up.add_argument(
+        "--ces",
+        type=int,
+        default=1,
+        help="br only: MAP-T CEs the tester plays, derived from the paper's BMR (default: %(default)s)",
+    )
+    up.add_argument(
         "--keep-offload",
         action="store_true",
         help="leave tx checksum offload on at client and server (default: off, so checksum bugs show)",
@@ -88,7 +96,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(func=_up)
 
     check = actions.add_parser(
-        "check", help="resolve names through the chain and verify the addresses on the DUT1-DUT2 link"
+        "check",
+        help="resolve names through the chain and verify the addresses on the DUT1-DUT2 link "
+        "(single-DUT: on the DUT's two sides)",
     )
     check.add_argument(
         "topology", nargs="?", choices=TOPOLOGIES, help="expected topology (default: what is up)"
@@ -134,6 +144,7 @@ def _config(args: argparse.Namespace) -> EmulationConfig:
         knot_workers=args.knot_workers,
         knot_cpus=args.knot_cpus,
         dut_cpus=args.dut_cpus,
+        ces=args.ces,
     )
 
 
