@@ -83,10 +83,10 @@ class EmulatedChain:
         """`argv` (a tester command line, or [] for a prefix the caller appends it to) run in the client.
 
         In the `br` topology the tester plays a MAP-T CE: its command line gets the CE's binding
-        (tester_binding) appended, through `sh -c 'exec "$@" ...'` so that it also follows a command
+        (ce_tester_args) appended, through `sh -c 'exec "$@" ...'` so that it also follows a command
         appended after the prefix."""
         wrap = ["ip", "netns", "exec", self.emulation.netns_of["client"]]
-        binding = tester_binding(self.emulation.topology.tester_ces)
+        binding = ce_tester_args(self.emulation.topology.tester_ces)
         if binding:
             wrap += ["sh", "-c", 'exec "$@" ' + " ".join(binding), "xlatperf-as-ce"]
         return [*wrap, *argv]
@@ -106,7 +106,7 @@ class EmulatedChain:
         return counters_mod.collect(self.emulation.netns_of)
 
 
-def tester_binding(ces: tuple[MapCe, ...]) -> list[str]:
+def ce_tester_args(ces: tuple[MapCe, ...]) -> list[str]:
     """xlatperf options that make it a MAP-T CE: bound to the CE's MAP address, sockets on consecutive ports
     from the start of its port set (thread i socket j: first + i*K + j; `max_flows` keeps them inside).
 
