@@ -107,6 +107,10 @@ def test_single_dut_up_check_trial_down(name, chain_factory, trial, prefix):
     assert info["topology"] == name and info["phase"] == "up"
     assert set(existing_namespaces(prefix)) == {f"{prefix}-{h.name}" for h in chain.emulation.topology.hosts}
     assert info["translators"]["dut1"]["implementation"] == "tayga"
+    if name == "br":
+        assert info["translators"]["dut1"]["ces_served"].startswith("1 CE(s), one EAM each")
+        binding = info["tester_as_ce"]
+        assert (binding["bind"], binding["first_port"]) == (MAP_ADDRESS, PORT_SET[0])
 
     verdict = check(chain.emulation)
     assert verdict["ok"], verdict["failures"]
