@@ -54,6 +54,15 @@ def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) 
     )
 
 
+def _add_ces_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ces",
+        type=int,
+        default=1,
+        help="br only: MAP-T CEs the tester plays, derived from the paper's BMR (default: %(default)s)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     setup = subparsers.add_parser(
         "setup",
@@ -82,12 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--dut-cpus", type=_cpus, help="confine both DUTs to these CPUs (cpuset + RPS), e.g. 1")
     up.add_argument("--knot-cpus", type=_cpus, help="pin Knot's threads to these CPUs")
     up.add_argument("--knot-workers", type=int, default=1, help="Knot UDP workers (default: %(default)s)")
-    up.add_argument(
-        "--ces",
-        type=int,
-        default=1,
-        help="br only: MAP-T CEs the tester plays, derived from the paper's BMR (default: %(default)s)",
-    )
+    _add_ces_option(up)
     up.add_argument(
         "--keep-offload",
         action="store_true",
@@ -122,6 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "commands for real hosts",
     )
     rend.add_argument("--prefix", type=_prefix, default="xb", help="with --netns (default: %(default)s)")
+    _add_ces_option(rend)
     rend.set_defaults(func=_render)
 
     desc = actions.add_parser(
@@ -203,7 +208,7 @@ def _render(args: argparse.Namespace) -> int:
         for host, step in emulation.plan():
             dry.run(host, step)
         return 0
-    topo = topology(args.topology, prefix)
+    topo = topology(args.topology, prefix, args.ces)
     for comment in header(topo, choice):
         print(comment.shell())
     dry = DryRun()
@@ -220,6 +225,7 @@ def _config_for_render(args: argparse.Namespace) -> EmulationConfig:
         tayga=args.tayga,
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
+        ces=args.ces,
     )
 
 

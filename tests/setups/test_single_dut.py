@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from xlatbench.cli import main
 from xlatbench.setups import EmulationConfig, leftovers
 from xlatbench.setups.capture import Capture
 from xlatbench.setups.chain import ce_tester_args
@@ -87,6 +88,16 @@ def test_ce_count_is_checked_up_front():
         EmulationConfig("br", ces=300)
     with pytest.raises(ValueError, match="unknown topology 'brr'"):
         EmulationConfig("brr")
+
+
+def test_cli_renders_n_ces_and_refuses_ces_elsewhere_in_one_line(capsys):
+    assert main(["setup", "render", "br", "--ces", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "ip address add 2001:db8:ce:15b:0:c000:20a:1b/128 dev enp5s0f0" in out  # the third CE
+    assert out.count("via 2001:db8:6::11b") == 3, "the BR routes each CE's end-user prefix to the tester"
+    assert main(["setup", "render", "plat", "--ces", "3"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "applies only to the br topology" in err and len(err.splitlines()) == 1
 
 
 # -- in namespaces (root) -------------------------------------------------------------------------------
