@@ -9,13 +9,14 @@ from typing import Protocol
 from xlatbench.setups import counters as counters_mod
 from xlatbench.setups.cleanup import down
 from xlatbench.setups.emulation import Emulation, EmulationConfig, attach
+from xlatbench.setups.mapt import MapCe
 from xlatbench.setups.placement import set_dut_cpus
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Chain(Protocol):
-    topology: str  # "baseline" | "464xlat" | "mapt"
+    topology: str  # "baseline" | "464xlat" | "mapt" | single-DUT "plat" | "clat" | "ce" | "br"
     server_address: str  # "203.0.113.56"
     client_address: str  # "192.168.0.4"
     max_flows: int | None  # distinct tester flows the chain carries (MAP-T port set); None: no limit
@@ -63,6 +64,15 @@ class EmulatedChain:
 
     def describe(self) -> dict:
         info = self.emulation.describe()
+        ces = self.emulation.topology.tester_ces
+        if ces:
+            info["tester_as_ce"] = {
+                "ces": len(ces),
+                "bind": ces[0].map_address,
+                "first_port": ces[0].port_ranges[0][0],
+                "port_set": [list(r) for r in ces[0].port_ranges],
+                "max_sockets": ces[0].port_count,
+            }
         info["dut_cpu_times_cover"] = (
             "user-space translator processes only (tayga); in-kernel forwarding "
             "and NAT44 run in softirq and show in /proc/stat"
@@ -70,7 +80,16 @@ class EmulatedChain:
         return info
 
     def client_argv(self, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.emulation.netns_of["client"], *argv]
+        """`argv` (a tester command line, or [] for a prefix the caller appends it to) run in the client.
+
+        In the `br` topology the tester plays a MAP-T CE: its command line gets the CE's binding
+        (ce_tester_args) appended, through `sh -c 'exec "$@" ...'` so that it also follows a command
+        appended after the prefix."""
+        wrap = ["ip", "netns", "exec", self.emulation.netns_of["client"]]
+        binding = ce_tester_args(self.emulation.topology.tester_ces)
+        if binding:
+            wrap += ["sh", "-c", 'exec "$@" ' + " ".join(binding), "xlatperf-as-ce"]
+        return [*wrap, *argv]
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
         return set_dut_cpus(self.emulation, cpus, per_dut)
@@ -85,6 +104,23 @@ class EmulatedChain:
 
     def counters(self) -> dict[str, dict[str, int]]:
         return counters_mod.collect(self.emulation.netns_of)
+
+
+def ce_tester_args(ces: tuple[MapCe, ...]) -> list[str]:
+    """xlatperf options that make it a MAP-T CE: bound to the CE's MAP address, sockets on consecutive ports
+    from the start of its port set (thread i socket j: first + i*K + j; `max_flows` keeps them inside).
+
+    Several CEs need a tester that spreads its sockets over several source addresses, which this
+    xlatperf cannot yet: refused with ValueError."""
+    if not ces:
+        return []
+    if len(ces) > 1:
+        raise ValueError(
+            f"br with {len(ces)} CEs needs a tester that sends from several source addresses, which "
+            "xlatperf cannot yet: use ces = 1 (the topology itself comes up with all CEs for setup check)"
+        )
+    first_port, _ = ces[0].port_ranges[0]
+    return ["--bind", ces[0].map_address, "--first-port", str(first_port)]
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -1,15 +1,27 @@
-"""`setup check`: resolve names through the chain with kdig and verify, from a capture on the
-DUT1-DUT2 link, that the packets there carry the addresses the paper predicts."""
+"""`setup check`: resolve names through the chain with kdig and verify, from captures on the topology's
+check links (DUT1-DUT2; a single DUT's two sides), that the packets there carry the addresses the paper
+predicts and, where a MAP-T CE's port set applies, source ports inside it."""
 
 from __future__ import annotations
 
 import subprocess
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from xlatbench.setups.capture import Capture, Datagram
 from xlatbench.setups.emulation import Emulation
 from xlatbench.setups.names import rundir
-from xlatbench.setups.topology import Clat, MapCeRole, Topology, embed_ipv4
+from xlatbench.setups.topology import (
+    Clat,
+    Host,
+    MapBrRole,
+    MapCeRole,
+    Nat44,
+    Plat,
+    Topology,
+    embed_ipv4,
+    extract_ipv4,
+)
 from xlatbench.zones import query_name
 
 
@@ -35,71 +47,126 @@ class Expectation:
         return f"{self.src} -> {self.dst} port 53{ports}"
 
 
+def _through(host: Host, flow: Expectation) -> Expectation:
+    """The query `flow` as `host` sends it on: its NAT44 and translator applied (forwarding keeps it)."""
+    for item in host.items:
+        if isinstance(item, Nat44):
+            flow = Expectation(item.to_address, flow.dst, item.ports or flow.sport_range)
+        elif isinstance(item, Clat):
+            flow = Expectation(dict(item.eam)[flow.src], embed_ipv4(item.pool6, flow.dst), flow.sport_range)
+        elif isinstance(item, Plat):
+            flow = Expectation(item.pool4, extract_ipv4(flow.dst), None)  # NAT44 keeps ports only when free
+        elif isinstance(item, MapCeRole):
+            flow = Expectation(item.ce.map_address, embed_ipv4(item.dmr, flow.dst), flow.sport_range)
+        elif isinstance(item, MapBrRole):
+            ipv4 = {ce.map_address: ce.ipv4_address for ce in item.served_ces()}[flow.src]
+            flow = Expectation(ipv4, extract_ipv4(flow.dst), flow.sport_range)
+    return flow
+
+
+def tester_flows(topology: Topology) -> list[Expectation]:
+    """The queries as the tester sends them: one flow, or one per CE it plays (ports inside its set)."""
+    if topology.tester_ces:
+        return [
+            Expectation(ce.map_address, topology.server_address, ce.port_ranges[0])
+            for ce in topology.tester_ces
+        ]
+    return [Expectation(topology.client_address, topology.server_address)]
+
+
+def expected_on_link(topology: Topology, link_name: str) -> list[Expectation]:
+    """Per tester flow, what its queries look like on a link: derived from the topology's parameters (EAM,
+    pool6/DMR, NAT44, MAP rule) by passing them through every host before the link, not written by hand."""
+    link = topology.link(link_name)
+    order = [h.name for h in topology.hosts]
+    before = topology.hosts[: min(order.index(link.a.host), order.index(link.b.host)) + 1]
+    flows = tester_flows(topology)
+    for host in before:
+        flows = [_through(host, flow) for flow in flows]
+    return flows
+
+
 def expected_on_inner_link(topology: Topology) -> Expectation:
-    """Derived from the topology's parameters (EAM, pool6/DMR, MAP rule), not written down by hand."""
-    translators = topology.translators()
-    dut1 = translators.get("dut1")
-    if isinstance(dut1, Clat):
-        client6 = dict(dut1.eam)[topology.client_address]
-        return Expectation(client6, embed_ipv4(dut1.pool6, topology.server_address))
-    if isinstance(dut1, MapCeRole):
-        ce = dut1.ce
-        return Expectation(ce.map_address, embed_ipv4(dut1.dmr, topology.server_address), ce.port_ranges[0])
-    return Expectation(topology.client_address, topology.server_address)
+    """The (first) tester flow on the topology's inner link."""
+    return expected_on_link(topology, topology.inner_link)[0]
 
 
 def check(emulation: Emulation, queries: int = 5) -> dict[str, object]:
-    """Send `queries` queries with kdig from the client; returns the verdict and what was seen."""
+    """Send `queries` queries with kdig from the client (from each CE the tester plays, in turn) while
+    capturing on the topology's check links; returns the verdict and what was seen on each link."""
     topology = emulation.topology
-    expect = expected_on_inner_link(topology)
-    link = topology.link(topology.inner_link)
-    pcap = rundir(emulation.prefix) / "check.pcap"
     answers, failures = [], []
-    with Capture(emulation.netns_of[link.a.host], link.a.interface, pcap) as capture:
-        for index in range(queries):
-            name = query_name(index, emulation.knot.config.subnet, emulation.knot.config.domain)
-            answer = _kdig(emulation.netns_of["client"], topology.server_address, name)
-            answers.append({"name": name, "answer": answer})
+    with ExitStack() as stack:
+        captures = {name: stack.enter_context(_capture(emulation, name)) for name in topology.check_links}
+        for index, (name, source) in enumerate(_queries(emulation, queries)):
+            answer = _kdig(emulation.netns_of["client"], topology.server_address, name, source)
+            answers.append({"name": name, "source": source, "answer": answer})
             if not answer:
-                failures.append(f"no AAAA answer for {name} from {topology.server_address}")
-    seen = capture.datagrams()
+                failures.append(f"no AAAA answer for {name} from {topology.server_address} (query {index})")
+    links = {}
+    for name, capture in captures.items():
+        links[name] = _verdict_on_link(capture.datagrams(), expected_on_link(topology, name), queries)
+        failures += [f"link {name}: {f}" for f in links[name].pop("failures")]  # type: ignore[attr-defined]
+    return {"ok": not failures, "failures": failures, "links": links, "answers": answers}
+
+
+def _capture(emulation: Emulation, link_name: str) -> Capture:
+    link = emulation.topology.link(link_name)
+    pcap = rundir(emulation.prefix) / f"check-{link_name}.pcap"
+    return Capture(emulation.netns_of[link.a.host], link.a.interface, pcap)
+
+
+def _queries(emulation: Emulation, count: int) -> list[tuple[str, str | None]]:
+    """(query name, kdig source `address#port` or None) per query; round robin over the tester's CEs."""
+    config = emulation.knot.config
+    ces = emulation.topology.tester_ces
+    out = []
+    for index in range(count):
+        name = query_name(index, config.subnet, config.domain)
+        source = None
+        if ces:
+            ce = ces[index % len(ces)]
+            first, last = ce.port_ranges[0]
+            source = f"{ce.map_address}#{first + (index // len(ces)) % (last - first + 1)}"
+        out.append((name, source))
+    return out
+
+
+def _verdict_on_link(seen: list[Datagram], expect: list[Expectation], queries: int) -> dict[str, object]:
     queries_seen = [d for d in seen if d.dport == 53]
     replies_seen = [d for d in seen if d.sport == 53]
-    good_q = [d for d in queries_seen if expect.matches_query(d)]
-    good_r = [d for d in replies_seen if expect.matches_reply(d)]
+    good_q = [d for d in queries_seen if any(e.matches_query(d) for e in expect)]
+    good_r = [d for d in replies_seen if any(e.matches_reply(d) for e in expect)]
+    failures = []
+    wanted = " or ".join(e.text() for e in expect[:2]) + (
+        f" (or {len(expect) - 2} more)" if len(expect) > 2 else ""
+    )
     if len(good_q) < queries:
-        failures.append(
-            f"{len(good_q)} of {len(queries_seen)} queries on link {link.name} match "
-            f"{expect.text()} (want {queries})"
-        )
+        failures.append(f"{len(good_q)} of {len(queries_seen)} queries match {wanted} (want {queries})")
     if len(good_r) < queries:
-        failures.append(
-            f"{len(good_r)} of {len(replies_seen)} replies on link {link.name} match the reverse "
-            "of the queries"
-        )
+        failures.append(f"{len(good_r)} of {len(replies_seen)} replies match the reverse of the queries")
     bad = [d for d in queries_seen + replies_seen if d not in good_q and d not in good_r]
     if bad:
-        failures.append(f"unexpected packets on {link.name}: {_show(bad[:3])}")
+        failures.append(f"unexpected packets: {_show(bad[:3])}")
     return {
-        "ok": not failures,
         "failures": failures,
-        "link": link.name,
-        "captured_on": f"{emulation.netns_of[link.a.host]}:{link.a.interface}",
-        "expected": expect.text(),
+        "expected": wanted,
         "queries_seen": len(queries_seen),
         "replies_seen": len(replies_seen),
+        "source_ports": sorted({d.sport for d in good_q}),
         "examples": _show((good_q + good_r)[:2] or seen[:2]),
-        "answers": answers,
     }
 
 
-def _kdig(netns: str, server: str, name: str) -> str:
+def _kdig(netns: str, server: str, name: str, source: str | None = None) -> str:
+    bind = ["-b", source] if source else []
     argv = [
         "ip",
         "netns",
         "exec",
         netns,
         "kdig",
+        *bind,
         f"@{server}",
         name,
         "AAAA",

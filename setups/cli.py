@@ -47,12 +47,23 @@ def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) 
     )
 
 
+def _add_ces_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ces",
+        type=int,
+        default=1,
+        help="br only: MAP-T CEs the tester plays, derived from the paper's BMR (default: %(default)s)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     setup = subparsers.add_parser(
         "setup",
-        help="bring a testbed (baseline, 464xlat, mapt) up, check it, take it down, or print its commands",
-        description="The three testbeds of Lencse & Nagy (2022), emulated in "
-        "network namespaces or rendered as commands for real hosts.",
+        help="bring a testbed (baseline, 464xlat, mapt; single-DUT plat, clat, ce, br) up, check it, "
+        "take it down, or print its commands",
+        description="The three testbeds of Lencse & Nagy (2022) and a single-DUT testbed for each of "
+        "their translators (RFC 8219 Figure 5), emulated in network namespaces or rendered as commands "
+        "for real hosts.",
     )
     actions = setup.add_subparsers(dest="setup_action", required=True, metavar="ACTION")
 
@@ -74,6 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="confine both DUTs to these CPUs (cpuset + RPS), e.g. 1")
     up.add_argument("--knot-cpus", type=cpu_list_arg, help="pin Knot's threads to these CPUs")
     up.add_argument("--knot-workers", type=int, default=1, help="Knot UDP workers (default: %(default)s)")
+    _add_ces_option(up)
     up.add_argument(
         "--keep-offload",
         action="store_true",
@@ -82,7 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(func=_up)
 
     check = actions.add_parser(
-        "check", help="resolve names through the chain and verify the addresses on the DUT1-DUT2 link"
+        "check",
+        help="resolve names through the chain and verify the addresses on the DUT1-DUT2 link "
+        "(single-DUT: on the DUT's two sides)",
     )
     check.add_argument(
         "topology", nargs="?", choices=TOPOLOGIES, help="expected topology (default: what is up)"
@@ -106,6 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "commands for real hosts",
     )
     rend.add_argument("--prefix", type=_prefix, default="xb", help="with --netns (default: %(default)s)")
+    _add_ces_option(rend)
     rend.set_defaults(func=_render)
 
     desc = actions.add_parser(
@@ -128,6 +143,7 @@ def _config(args: argparse.Namespace) -> EmulationConfig:
         knot_workers=args.knot_workers,
         knot_cpus=args.knot_cpus,
         dut_cpus=args.dut_cpus,
+        ces=args.ces,
     )
 
 
@@ -186,7 +202,7 @@ def _render(args: argparse.Namespace) -> int:
         for host, step in emulation.plan():
             dry.run(host, step)
         return 0
-    topo = topology(args.topology, prefix)
+    topo = topology(args.topology, prefix, args.ces)
     for comment in header(topo, choice):
         print(comment.shell())
     dry = DryRun()
@@ -203,6 +219,7 @@ def _config_for_render(args: argparse.Namespace) -> EmulationConfig:
         tayga=args.tayga,
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
+        ces=args.ces,
     )
 
 

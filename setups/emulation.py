@@ -43,7 +43,7 @@ class EmulationConfig:
     nat64_prefix: None = the paper's, or the stock-tayga fallback. rmem_bytes: root net.core.rmem_max,
     rmem_default and wmem_max during the run (bytes). tx_offload_off: compute checksums in software on
     the client's and server's interfaces so a translator's checksum bug cannot hide (NOTES).
-    knot_cpus / dut_cpus: CPU lists (None = unpinned).
+    knot_cpus / dut_cpus: CPU lists (None = unpinned). ces: MAP-T CEs the tester plays (`br` only).
     """
 
     topology: str
@@ -56,6 +56,10 @@ class EmulationConfig:
     knot_workers: int = 1
     knot_cpus: tuple[int, ...] | None = None
     dut_cpus: tuple[int, ...] | None = None
+    ces: int = 1
+
+    def __post_init__(self) -> None:
+        topology(self.topology, self.effective_nat64_prefix, self.ces)  # a bad name or CE count: ValueError
 
     @property
     def effective_nat64_prefix(self) -> str:
@@ -70,14 +74,14 @@ class Emulation:
     def __init__(self, config: EmulationConfig) -> None:
         check_prefix(config.prefix)
         self.config = config
-        self.topology: Topology = topology(config.topology, config.effective_nat64_prefix)
+        self.topology: Topology = topology(config.topology, config.effective_nat64_prefix, config.ces)
         self.choice = BackendChoice.parse(config.backend, config.tayga)
         self.ctx = RenderContext(world="netns", rundir=str(rundir(config.prefix)), prefix=config.prefix)
         self.netns_of = {h.name: netns_name(config.prefix, h.name) for h in self.topology.hosts}
         self.knot = KnotServer(
             rundir(config.prefix) / "knot",
             KnotConfig(
-                listen=((self.topology.server_address, 53),),
+                listen=((self.topology.knot_address, 53),),
                 udp_workers=config.knot_workers,
                 cpus=config.knot_cpus,
             ),

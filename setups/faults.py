@@ -1,4 +1,5 @@
-"""Known-answer faults injected with nftables on the DUT1-DUT2 link (this kernel has no netem).
+"""Known-answer faults injected with nftables on the topology's inner link (this kernel has no netem):
+DUT1-DUT2, or for a single-DUT topology the DUT's server-side link.
 
 Queries are the UDP datagrams to port 53 that DUT1 forwards onto the link; replies are those from port 53
 that DUT2 forwards onto it. Each fault lives in a table `<prefix>_fault` of the DUT's namespace, with a
@@ -43,6 +44,11 @@ def inject(emulation: Emulation, fault: Fault) -> dict[str, str]:
     address = ipaddress.ip_interface(dut1_address).ip
     family = "ip" if address.version == 4 else "ip6"
     if fault.kind == "dup-replies":
+        if dut2.host == "server":
+            raise ValueError(
+                f"dup-replies needs a DUT forwarding replies onto {link.name}; in {emulation.topology.name} "
+                "the server sends them: use random-loss or nth-loss"
+            )
         host, oif = dut2.host, dut2.interface
         match = "udp sport 53"
         action = f'numgen inc mod {fault.n} == 0 counter dup to {address} device "{oif}"'
@@ -91,7 +97,9 @@ def fault_counters(emulation: Emulation) -> dict[str, int]:
     """Packets each fault rule acted on, by namespace."""
     counts = {}
     for host in ("dut1", "dut2"):
-        netns = emulation.netns_of[host]
+        netns = emulation.netns_of.get(host)
+        if netns is None:
+            continue
         for family in ("ip", "ip6"):
             done = subprocess.run(
                 ["ip", "netns", "exec", netns, "nft", "-j", "list", "table", family, _table(emulation)],

@@ -154,3 +154,31 @@ def flows_fit(ce: MapCe, threads: int, ports_per_thread: int) -> str:
 
 def _ranges_text(ranges: tuple[tuple[int, int], ...]) -> str:
     return ", ".join(f"{first}-{last}" for first, last in ranges)
+
+
+def derive_ces(bmr: Bmr, first_end_user_prefix: str, count: int) -> list[MapCe]:
+    """`count` CEs of the rule, the first at `first_end_user_prefix`, each with its own IPv4 address.
+
+    CE i keeps the first CE's PSID and takes the next IPv4 suffix (wrapping inside the rule IPv4 prefix),
+    so its EA bits are the first CE's + i * 2^k; its end-user prefix (same length as the first's) carries
+    those EA bits after the rule IPv6 prefix. One IPv4 address per CE is what a translator that maps whole
+    addresses (tayga, one EAM per CE) needs; it limits `count` to the rule's 2^(32 - IPv4 prefix length)
+    addresses, while a BR that applies the rule itself (Jool) could serve every EA-bits value.
+    """
+    first = map_ce(bmr, first_end_user_prefix)
+    rule6 = ipaddress.IPv6Network(bmr.ipv6_prefix)
+    suffix_len = first.ea_bits_len - first.psid_len
+    if not 1 <= count <= 1 << suffix_len:
+        raise ValueError(
+            f"{count} CEs with an IPv4 address each do not fit rule {bmr.ipv4_prefix} "
+            f"({1 << suffix_len} addresses): ask for 1 to {1 << suffix_len} CEs"
+        )
+    length = ipaddress.IPv6Network(first_end_user_prefix).prefixlen
+    shift = 128 - rule6.prefixlen - bmr.ea_bits_len
+    ces = []
+    for index in range(count):
+        suffix = (first.ipv4_suffix + index) % (1 << suffix_len)
+        ea_bits = (suffix << first.psid_len) | first.psid
+        network = int(rule6.network_address) | (ea_bits << shift)
+        ces.append(map_ce(bmr, f"{ipaddress.IPv6Address(network)}/{length}"))
+    return ces

@@ -74,10 +74,13 @@ def _check_cpus(cpus: list[int]) -> None:
 def set_dut_cpus(
     emulation: Emulation, cpus: list[int], per_dut: dict[str, list[int]] | None = None
 ) -> dict[str, object]:
-    """Confine both DUTs to `cpus` (or `per_dut[dut]`); return and record what was applied."""
+    """Confine each DUT (both, or a single-DUT topology's one) to `cpus` (or `per_dut[dut]`); return and
+    record what was applied."""
     applied: dict[str, object] = {}
     pids = emulation.translator_pids()
     for dut, hosts in DUT_HOSTS.items():
+        if not any(host in emulation.netns_of for host in hosts):
+            continue  # a single-DUT topology has dut1 only
         dut_cpus = sorted((per_dut or {}).get(dut, cpus))
         _check_cpus(dut_cpus)
         record: dict[str, object] = {"cpus": dut_cpus}

@@ -8,8 +8,9 @@ What the paper leaves open is marked as our choice.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
-from xlatbench.setups.mapt import Bmr, flows_fit
+from xlatbench.setups.mapt import Bmr, MapCe, derive_ces, flows_fit
 from xlatbench.setups.topology import (
     Clat,
     Endpoint,
@@ -23,6 +24,7 @@ from xlatbench.setups.topology import (
     Plat,
     Route,
     Topology,
+    embed_ipv4,
 )
 
 WELL_KNOWN_PREFIX = "64:ff9b::/96"
@@ -37,6 +39,7 @@ BASELINE_INNER = ("198.51.100.1", "198.51.100.2")
 
 MAPT_BMR = Bmr("2001:db8:ce::/51", "192.0.2.0/24", ea_bits_len=13, psid_offset=0)
 MAPT_END_USER_PREFIX = "2001:db8:ce:11b::/64"
+MAPT_CE_INNER, MAPT_BR_INNER = "2001:db8:6::11b", "2001:db8:6::1"  # the CE-BR link (paper, Figure 12)
 # The paper's dns64perf++ settings: 16 sender threads with 100 source ports each.
 PAPER_THREADS, PAPER_PORTS_PER_THREAD = 16, 100
 
@@ -149,8 +152,8 @@ def xlat464(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     )
 
 
-def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
-    """MAP-T: CE = `napt` namespace (NAT44 into the port set) + MAP-T CE on DUT1; BR on DUT2 (Figs 12, 13)."""
+def _mapt_ce(nat64_prefix: str) -> tuple[MapCeRole, Host, Host]:
+    """The paper's CE: its role, the `napt` namespace (NAT44 into the port set) and the CE host `dut1`."""
     ce_role = MapCeRole(
         instance="CE 11b",
         dmr=nat64_prefix,
@@ -162,7 +165,6 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     ce = ce_role.ce
     if len(ce.port_ranges) != 1:
         raise ValueError("the napt's iptables SNAT takes one contiguous port range: use PSID offset 0")
-    first_port_set = ce.port_ranges[0]
     napt = Host(
         "napt",
         (
@@ -171,7 +173,10 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
             Route("default", "10.0.0.1"),
             Forwarding(ipv4=True),
             Nat44(
-                source=CLIENT_NET, out_interface="to_global", to_address=ce.ipv4_address, ports=first_port_set
+                source=CLIENT_NET,
+                out_interface="to_global",
+                to_address=ce.ipv4_address,
+                ports=ce.port_ranges[0],
             ),
         ),
         parent="dut1",
@@ -180,30 +185,49 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
         "dut1",
         (
             Interface("to_napt", ("10.0.0.1/24",)),
-            Interface("enp5s0f1", ("2001:db8:6::11b/64",)),
-            Route(nat64_prefix, "2001:db8:6::1"),
+            Interface("enp5s0f1", (f"{MAPT_CE_INNER}/64",)),
+            Route(nat64_prefix, MAPT_BR_INNER),
             Route(f"{ce.ipv4_address}/32", "10.0.0.2"),
             Forwarding(ipv4=True, ipv6=True),
             ce_role,
         ),
     )
-    dut2 = Host(
-        "dut2",
+    return ce_role, napt, dut1
+
+
+def _mapt_br(nat64_prefix: str, host: str, ces: list[MapCe], inner_interface: str) -> Host:
+    """The BR: routes to each CE's end-user prefix over the CE-BR link, the paper's BMR as its FMR."""
+    return Host(
+        host,
         (
-            Interface("enp5s0f0", ("2001:db8:6::1/64",)),
+            Interface(inner_interface, (f"{MAPT_BR_INNER}/64",)),
             Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
-            Route(MAPT_END_USER_PREFIX, "2001:db8:6::11b"),
+            *(Route(ce.end_user_prefix, MAPT_CE_INNER) for ce in ces),
             Forwarding(ipv4=True, ipv6=True),
             MapBrRole(
                 instance="BR",
                 dmr=nat64_prefix,
                 fmrs=(MAPT_BMR,),
-                served_end_user_prefixes=(MAPT_END_USER_PREFIX,),
+                served_end_user_prefixes=tuple(ce.end_user_prefix for ce in ces),
                 ipv4_interface="enp5s0f1",
-                ipv6_interface="enp5s0f0",
+                ipv6_interface=inner_interface,
             ),
         ),
     )
+
+
+def _ce_note(ce: MapCe) -> str:
+    first, last = ce.port_ranges[0]
+    return (
+        f"CE {ce.end_user_prefix}: EA bits {ce.ea_bits_binary()}, IPv4 {ce.ipv4_address}, "
+        f"PSID {ce.psid}, ports {first}-{last}, MAP address {ce.map_address}"
+    )
+
+
+def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """MAP-T: CE = `napt` namespace (NAT44 into the port set) + MAP-T CE on DUT1; BR on DUT2 (Figs 12, 13)."""
+    ce_role, napt, dut1 = _mapt_ce(nat64_prefix)
+    ce = ce_role.ce
     links = (
         Link("client-dut1", Endpoint("client", "enp5s0f0"), Endpoint("napt", "enp5s0f0")),
         Link("dut1-napt", Endpoint("dut1", "to_napt"), Endpoint("napt", "to_global"), internal=True),
@@ -213,29 +237,194 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     return Topology(
         name="mapt",
         description="IPv4 client -> CE (napt NAT44 + MAP-T CE) -> IPv6 -> BR (MAP-T BR) -> IPv4 server",
-        hosts=(_client(), napt, dut1, dut2, _server(Route(MAPT_BMR.ipv4_prefix, SERVER_GATEWAY))),
+        hosts=(
+            _client(),
+            napt,
+            dut1,
+            _mapt_br(nat64_prefix, "dut2", [ce], "enp5s0f0"),
+            _server(Route(MAPT_BMR.ipv4_prefix, SERVER_GATEWAY)),
+        ),
         links=links,
         client_address=CLIENT,
         server_address=SERVER,
         nat64_prefix=nat64_prefix,
-        notes=(
-            f"CE {ce.end_user_prefix}: EA bits {ce.ea_bits_binary()}, IPv4 {ce.ipv4_address}, "
-            f"PSID {ce.psid}, ports {first_port_set[0]}-{first_port_set[1]}, MAP address {ce.map_address}",
-            "the paper's tester: " + flows_fit(ce, PAPER_THREADS, PAPER_PORTS_PER_THREAD),
+        notes=(_ce_note(ce), "the paper's tester: " + flows_fit(ce, PAPER_THREADS, PAPER_PORTS_PER_THREAD)),
+    )
+
+
+# -- single-DUT topologies (RFC 8219 Figure 5; issue 11) ---------------------------------------------
+# One translator between the tester and Knot. Because the traffic is DNS end to end, the tester can stand
+# on the IPv6 side as a translated address and Knot can listen on an IPv6 address: the DUT is named dut1
+# whatever its role, and each topology names the dual-DUT chain its DUT belongs to.
+
+CLAT_TRANSLATED = "2001:db8:2::4"  # the CLAT's EAM address of the client (paper, 464XLAT)
+CLAT_INNER, PLAT_INNER = "2001:db8:100::1", "2001:db8:100::2"  # the CLAT-PLAT link (paper)
+
+
+def _single_links(first_hop: Endpoint) -> tuple[Link, ...]:
+    return (
+        Link("client-dut1", Endpoint("client", "enp5s0f0"), first_hop),
+        Link("dut1-server", Endpoint("dut1", "enp5s0f1"), Endpoint("server", "enp5s0f0")),
+    )
+
+
+def _single(name: str, description: str, of: str, hosts: tuple[Host, ...], **fields: object) -> Topology:
+    first_hop = (
+        Endpoint("napt", "enp5s0f0") if any(h.name == "napt" for h in hosts) else Endpoint("dut1", "enp5s0f0")
+    )
+    links = _single_links(first_hop)
+    if first_hop.host == "napt":
+        internal = Link(
+            "dut1-napt", Endpoint("dut1", "to_napt"), Endpoint("napt", "to_global"), internal=True
+        )
+        links = (links[0], internal, links[1])
+    return Topology(
+        name=name,
+        description=description,
+        hosts=hosts,
+        links=links,
+        inner_link="dut1-server",
+        single_dut_of=of,
+        check_links=("client-dut1", "dut1-server"),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _ipv6_server(address: str, gateway: str, *routes: Route) -> Host:
+    """Knot on the IPv6 side: its link address and the IPv4-embedded address it listens on."""
+    return Host("server", (Interface("enp5s0f0", (f"{address}/64", f"{gateway}/128")), *routes))
+
+
+def plat(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """The tester as the CLAT's translated address -> PLAT (stateful NAT64) -> IPv4 Knot."""
+    client = Host(
+        "client",
+        (
+            Interface("enp5s0f0", (f"{CLAT_INNER}/64", f"{CLAT_TRANSLATED}/128")),
+            Route(nat64_prefix, PLAT_INNER, source=CLAT_TRANSLATED),
         ),
     )
+    dual = xlat464(nat64_prefix)
+    return _single(
+        "plat",
+        "IPv6 tester as the CLAT's address 2001:db8:2::4 -> PLAT (stateful NAT64) -> IPv4 server",
+        "464xlat",
+        (client, replace(dual.host("dut2"), name="dut1"), _server_plain()),
+        client_address=CLAT_TRANSLATED,
+        server_address=embed_ipv4(nat64_prefix, SERVER),
+        server_listen=SERVER,
+        nat64_prefix=nat64_prefix,
+    )
+
+
+def clat(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """IPv4 tester -> CLAT (SIIT, EAM) -> IPv6 Knot on the PLAT's IPv4-embedded address of the server."""
+    knot6 = embed_ipv4(nat64_prefix, SERVER)
+    return _single(
+        "clat",
+        "IPv4 client -> CLAT (SIIT, EAM) -> IPv6 server listening on 64:ff9b::203.0.113.56",
+        "464xlat",
+        (
+            _client(),
+            xlat464(nat64_prefix).host("dut1"),
+            _ipv6_server(PLAT_INNER, knot6, Route("2001:db8:2::/64", CLAT_INNER)),
+        ),
+        client_address=CLIENT,
+        server_address=SERVER,
+        server_listen=knot6,
+        nat64_prefix=nat64_prefix,
+    )
+
+
+def ce(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """IPv4 tester -> CE (napt NAT44 + MAP-T CE) -> IPv6 Knot answering the CE's MAP address."""
+    ce_role, napt, dut1 = _mapt_ce(nat64_prefix)
+    knot6 = embed_ipv4(nat64_prefix, SERVER)
+    the_ce = ce_role.ce
+    return _single(
+        "ce",
+        "IPv4 client -> CE (napt NAT44 + MAP-T CE) -> IPv6 server listening on 64:ff9b::203.0.113.56",
+        "mapt",
+        (
+            _client(),
+            napt,
+            dut1,
+            _ipv6_server(MAPT_BR_INNER, knot6, Route(MAPT_END_USER_PREFIX, MAPT_CE_INNER)),
+        ),
+        client_address=CLIENT,
+        server_address=SERVER,
+        server_listen=knot6,
+        nat64_prefix=nat64_prefix,
+        notes=(_ce_note(the_ce), f"max flows {the_ce.port_count}: the napt maps each into the CE's port set"),
+    )
+
+
+def br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
+    """The tester as `ces` MAP-T CEs (MAP addresses, ports in their sets) -> BR -> IPv4 Knot."""
+    served = derive_ces(MAPT_BMR, MAPT_END_USER_PREFIX, ces)
+    first = served[0]
+    client = Host(
+        "client",
+        (
+            Interface("enp5s0f0", (f"{MAPT_CE_INNER}/64", *(f"{c.map_address}/128" for c in served))),
+            Route(nat64_prefix, MAPT_BR_INNER, source=first.map_address),
+        ),
+    )
+    notes = [_ce_note(c) for c in served[:4]] + ([f"... {ces - 4} more CEs"] if ces > 4 else [])
+    notes.append(
+        f"max flows {first.port_count} per CE ({ces} CE(s): {ces * first.port_count}); the tester sends "
+        "from the CE's MAP address, one port of its set per socket"
+    )
+    notes.append(
+        f"CEs derived from the BMR {' '.join(MAPT_BMR.jool_args())}: same PSID, one IPv4 address each "
+        "(a tayga BR needs one EAM per CE; Jool's BR applies the rule itself)"
+    )
+    return _single(
+        "br",
+        f"IPv6 tester as {ces} MAP-T CE(s) -> BR (MAP-T BR) -> IPv4 server",
+        "mapt",
+        (
+            client,
+            _mapt_br(nat64_prefix, "dut1", served, "enp5s0f0"),
+            _server_plain(Route(MAPT_BMR.ipv4_prefix, SERVER_GATEWAY)),
+        ),
+        client_address=first.map_address,
+        server_address=embed_ipv4(nat64_prefix, SERVER),
+        server_listen=SERVER,
+        nat64_prefix=nat64_prefix,
+        tester_ces=tuple(served),
+        notes=tuple(notes),
+    )
+
+
+def _server_plain(*routes: Route) -> Host:
+    """Knot on the IPv4 side of a single translator: the paper's server address, no route to the client."""
+    return Host("server", (Interface("enp5s0f0", (f"{SERVER}/24",)), *routes))
+
+
+SINGLE_DUT = ("plat", "clat", "ce", "br")
 
 
 TOPOLOGIES: dict[str, Callable[[str], Topology]] = {
     "baseline": baseline,
     "464xlat": xlat464,
     "mapt": mapt,
+    "plat": plat,
+    "clat": clat,
+    "ce": ce,
+    "br": br,
 }
 
 
-def topology(name: str, nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
-    """The named testbed; `nat64_prefix` replaces the paper's 64:ff9b::/96 everywhere it appears."""
-    try:
-        return TOPOLOGIES[name](nat64_prefix)
-    except KeyError:
-        raise ValueError(f"unknown topology {name!r}: choose one of {', '.join(TOPOLOGIES)}") from None
+def topology(name: str, nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
+    """The named testbed; `nat64_prefix` replaces the paper's 64:ff9b::/96 everywhere it appears;
+    `ces`: how many CEs the tester plays in the `br` topology."""
+    if name not in TOPOLOGIES:
+        raise ValueError(f"unknown topology {name!r}: choose one of {', '.join(TOPOLOGIES)}")
+    if name == "br":
+        return br(nat64_prefix, ces)
+    if ces != 1:
+        raise ValueError(
+            f"ces = {ces} applies only to the br topology (the tester plays the CEs), not {name}"
+        )
+    return TOPOLOGIES[name](nat64_prefix)

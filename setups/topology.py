@@ -23,10 +23,12 @@ class Interface:
 
 @dataclass(frozen=True)
 class Route:
-    """A static route: destination prefix (or "default") via a next-hop address."""
+    """A static route: destination prefix (or "default") via a next-hop address; `source` is the
+    preferred source address for it (iproute2 `src`), e.g. a tester standing in for a translated address."""
 
     destination: str
     via: str
+    source: str | None = None
 
     @property
     def family(self) -> int:
@@ -159,6 +161,12 @@ class Link:
 
 @dataclass(frozen=True)
 class Topology:
+    """A testbed. client_address: where the tester sends from; server_address: where it sends to;
+    server_listen: where Knot listens (None: server_address; differs when a single translator sits between).
+    single_dut_of: for a single-DUT topology (RFC 8219 Figure 5), the dual-DUT chain its DUT belongs to.
+    tester_ces: the MAP-T CEs the tester itself plays (the `br` topology): it sends from their MAP addresses
+    and from ports inside their port sets. check_links: links `setup check` captures on."""
+
     name: str
     description: str
     hosts: tuple[Host, ...]
@@ -168,6 +176,14 @@ class Topology:
     nat64_prefix: str | None = None
     inner_link: str = "dut1-dut2"
     notes: tuple[str, ...] = field(default=())
+    server_listen: str | None = None
+    single_dut_of: str | None = None
+    tester_ces: tuple[MapCe, ...] = ()
+    check_links: tuple[str, ...] = ("dut1-dut2",)
+
+    @property
+    def knot_address(self) -> str:
+        return self.server_listen or self.server_address
 
     def host(self, name: str) -> Host:
         for host in self.hosts:
@@ -189,8 +205,14 @@ class Topology:
         return {h.name: t for h in self.hosts if (t := h.translator) is not None}
 
     def max_flows(self) -> int | None:
-        """Distinct flows the chain can carry (the MAP-T CE's port-set size); None if not limited."""
+        """Distinct flows the chain can carry; None if not limited. Behind a MAP-T CE (napt NAT44): its
+        port-set size. A tester playing CEs (`br`): one socket per port, consecutive from the start of each
+        CE's first port range, so the sum of those ranges (the whole set with PSID offset 0)."""
         sizes = [t.ce.port_count for t in self.translators().values() if isinstance(t, MapCeRole)]
+        if self.tester_ces:
+            sizes.append(
+                sum(last - first + 1 for first, last in (ce.port_ranges[0] for ce in self.tester_ces))
+            )
         return min(sizes) if sizes else None
 
 
@@ -200,3 +222,8 @@ def embed_ipv4(prefix: str, address: str) -> str:
     if net.prefixlen != 96:
         raise ValueError(f"only /96 translation prefixes are supported, got {prefix}")
     return str(ipaddress.IPv6Address(int(net.network_address) | int(ipaddress.IPv4Address(address))))
+
+
+def extract_ipv4(address: str) -> str:
+    """The IPv4 address in the last 32 bits of an RFC 6052 /96 address."""
+    return str(ipaddress.IPv4Address(int(ipaddress.IPv6Address(address)) & 0xFFFFFFFF))

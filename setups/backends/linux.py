@@ -17,7 +17,8 @@ def render_item(item: Item) -> list[Step]:
         steps += [Cmd(("ip", "address", "add", address, "dev", item.name)) for address in item.addresses]
         return steps
     if isinstance(item, Route):
-        return [Cmd(("ip", "route", "add", item.destination, "via", item.via))]
+        source = ("src", item.source) if item.source else ()
+        return [Cmd(("ip", "route", "add", item.destination, "via", item.via, *source))]
     if isinstance(item, Forwarding):
         steps = []
         if item.ipv4:

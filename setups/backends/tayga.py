@@ -190,6 +190,11 @@ class TaygaBackend:
             info["nat44"] = f"nftables SNAT {PLAT_DYNAMIC_POOL} -> {role.pool4} (kernel)"
         if isinstance(role, MapCeRole | MapBrRole):
             info["limitations"] = "EAM per CE address; MAP-T port sets are not checked by tayga"
+        if isinstance(role, MapBrRole):
+            info["ces_served"] = (
+                f"{len(role.served_ces())} CE(s), one EAM each: tayga maps whole addresses, so each CE needs "
+                "its own IPv4 address (Jool's BR applies the rule to any CE of the BMR)"
+            )
         path = Path(self.binary)
         if path.is_file():
             info["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()

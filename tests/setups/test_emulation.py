@@ -105,4 +105,4 @@ def test_stock_tayga_runs_with_a_network_specific_prefix(chain_factory):
         assert role["variant"] == "stock" and role["binary"] == "/usr/sbin/tayga"
     verdict = check(chain.emulation)
     assert verdict["ok"], verdict["failures"]
-    assert verdict["expected"].startswith("2001:db8:2::4 -> 2001:db8:64::cb00:7138")
+    assert verdict["links"]["dut1-dut2"]["expected"].startswith("2001:db8:2::4 -> 2001:db8:64::cb00:7138")

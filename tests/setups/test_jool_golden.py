@@ -103,6 +103,49 @@ PAPER = {
 }
 
 
+# Single-DUT setups (RFC 8219 Figure 5): the DUT's lines are the paper's for its role, unchanged; the tester
+# and Knot take the other translator's place with its addresses (our listings, derived in setups/testbeds.py).
+TESTER_AS_CLAT = """
+ip link set enp5s0f0 up
+ip addr add 2001:db8:100::1/64 dev enp5s0f0
+ip addr add 2001:db8:2::4/128 dev enp5s0f0
+ip route add 64:ff9b::/96 via 2001:db8:100::2 src 2001:db8:2::4
+"""
+SERVER_IPV4_ONLY = """
+ip link set enp5s0f0 up
+ip addr add 203.0.113.56/24 dev enp5s0f0
+"""
+SERVER_AS_PLAT = """
+ip link set enp5s0f0 up
+ip addr add 2001:db8:100::2/64 dev enp5s0f0
+ip addr add 64:ff9b::cb00:7138/128 dev enp5s0f0
+ip route add 2001:db8:2::/64 via 2001:db8:100::1
+"""
+SERVER_AS_BR = """
+ip link set enp5s0f0 up
+ip address add 2001:db8:6::1/64 dev enp5s0f0
+ip address add 64:ff9b::cb00:7138/128 dev enp5s0f0
+ip route add 2001:db8:ce:11b::/64 via 2001:db8:6::11b
+"""
+TESTER_AS_CE = """
+ip link set enp5s0f0 up
+ip address add 2001:db8:6::11b/64 dev enp5s0f0
+ip address add 2001:db8:ce:11b:0:c000:208:1b/128 dev enp5s0f0
+ip route add 64:ff9b::/96 via 2001:db8:6::1 src 2001:db8:ce:11b:0:c000:208:1b
+"""
+
+SINGLE_DUT = {
+    "plat": {"client": TESTER_AS_CLAT, "dut1": PLAT, "server": SERVER_IPV4_ONLY},
+    "clat": {"client": CLIENT, "dut1": CLAT, "server": SERVER_AS_PLAT},
+    "ce": {"client": CLIENT, "dut1": CE, "server": SERVER_AS_BR},
+    "br": {
+        "client": TESTER_AS_CE,
+        "dut1": BR,
+        "server": SERVER_IPV4_ONLY + "ip route add 192.0.2.0/24 via 203.0.113.2\n",
+    },
+}
+
+
 def argvs(listing: str) -> list[list[str]]:
     lines = listing.replace("\\\n", " ").strip().splitlines()
     return [
@@ -129,6 +172,14 @@ def test_jool_rendering_is_the_papers_listing(topology_name):
         assert len(got[host]) == len(want), f"{host}: {len(got[host])} lines rendered, paper has {len(want)}"
         for number, (line_got, line_want) in enumerate(zip(got[host], want, strict=True), 1):
             assert line_got == line_want, f"{host} line {number}"
+
+
+@pytest.mark.parametrize("topology_name", sorted(SINGLE_DUT))
+def test_jool_single_dut_rendering_is_the_papers_dut_between_tester_and_knot(topology_name):
+    got = rendered(topology_name)
+    assert sorted(got) == ["client", "dut1", "server"], "two hosts plus the DUT (the napt lives in the CE)"
+    for host, listing in SINGLE_DUT[topology_name].items():
+        assert got[host] == argvs(listing), f"{topology_name}: {host}"
 
 
 def test_napt_is_a_namespace_of_the_ce_not_a_machine():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from xlatbench.setups.mapt import Bmr, flows_fit, map_ce, port_set
+from xlatbench.setups.mapt import Bmr, derive_ces, flows_fit, map_ce, port_set
 
 BMR = Bmr("2001:db8:ce::/51", "192.0.2.0/24", ea_bits_len=13, psid_offset=0)
 
@@ -65,3 +65,26 @@ def test_bad_rules_are_refused():
         Bmr("2001:db8:ce::/56", "192.0.2.0/24", 13)
     with pytest.raises(ValueError, match="IPv4 suffix"):
         Bmr("2001:db8:ce::/51", "192.0.2.0/24", 6)
+
+
+def test_derived_ces_start_at_the_papers_ce_and_each_has_its_own_ipv4_address():
+    ces = derive_ces(BMR, "2001:db8:ce:11b::/64", 8)
+    assert ces[0] == map_ce(BMR, "2001:db8:ce:11b::/64")
+    assert [ce.ipv4_address for ce in ces] == [f"192.0.2.{8 + i}" for i in range(8)]
+    assert {ce.psid for ce in ces} == {27} and {ce.port_ranges for ce in ces} == {((55296, 57343),)}
+    # EA bits of CE i = paper's + i * 2^k (k = 5 PSID bits): 0x11b, 0x13b, ...
+    assert [ce.ea_bits for ce in ces] == [0x11B + i * 32 for i in range(8)]
+    assert ces[1].end_user_prefix == "2001:db8:ce:13b::/64"
+    assert ces[1].map_address == "2001:db8:ce:13b:0:c000:209:1b"
+    for ce in ces:  # each one is what the BMR assigns to its end-user prefix
+        assert map_ce(BMR, ce.end_user_prefix) == ce
+
+
+def test_derived_ces_wrap_inside_the_rule_and_stop_at_its_size():
+    ces = derive_ces(BMR, "2001:db8:ce:11b::/64", 256)
+    assert len({ce.ipv4_address for ce in ces}) == 256
+    assert ces[248].ipv4_address == "192.0.2.0"
+    with pytest.raises(ValueError, match="do not fit rule 192.0.2.0/24 .256 addresses.: ask for 1 to 256"):
+        derive_ces(BMR, "2001:db8:ce:11b::/64", 257)
+    with pytest.raises(ValueError, match="ask for 1 to 256"):
+        derive_ces(BMR, "2001:db8:ce:11b::/64", 0)

@@ -1,0 +1,182 @@
+"""Single-DUT topologies (RFC 8219 Figure 5; issue 11): plat, clat, ce, br.
+
+Without root: the paper's addresses, what the check expects on the DUT's two sides, the MAP-T port-set
+limits, the tester's binding as a CE. With root (slow): each one up -> check -> a trial with loss 0 ->
+down leaves nothing; a known loss through the PLAT alone; the BR's source ports from a capture.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from xlatbench.cli import main
+from xlatbench.setups import EmulationConfig, leftovers
+from xlatbench.setups.capture import Capture
+from xlatbench.setups.chain import ce_tester_args
+from xlatbench.setups.check import check, expected_on_link
+from xlatbench.setups.cleanup import down, existing_namespaces
+from xlatbench.setups.faults import Fault, fault_counters, inject
+from xlatbench.setups.names import rundir
+from xlatbench.setups.testbeds import SINGLE_DUT, topology
+
+MAP_ADDRESS = "2001:db8:ce:11b:0:c000:208:1b"  # the paper's CE 11b (section 3.5)
+PORT_SET = (55296, 57343)
+
+# topology: tester source -> tester destination, Knot's address, the dual-DUT chain, max flows (paper, 3.1)
+PAPER = {
+    "plat": ("2001:db8:2::4", "64:ff9b::cb00:7138", "203.0.113.56", "464xlat", None),
+    "clat": ("192.168.0.4", "203.0.113.56", "64:ff9b::cb00:7138", "464xlat", None),
+    "ce": ("192.168.0.4", "203.0.113.56", "64:ff9b::cb00:7138", "mapt", 2048),
+    "br": (MAP_ADDRESS, "64:ff9b::cb00:7138", "203.0.113.56", "mapt", 2048),
+}
+# What the check must see on the DUT's two sides: (client side, server side) as "src -> dst"
+SIDES = {
+    "plat": ("2001:db8:2::4 -> 64:ff9b::cb00:7138", "203.0.113.2 -> 203.0.113.56"),
+    "clat": ("192.168.0.4 -> 203.0.113.56", "2001:db8:2::4 -> 64:ff9b::cb00:7138"),
+    "ce": ("192.168.0.4 -> 203.0.113.56", f"{MAP_ADDRESS} -> 64:ff9b::cb00:7138"),
+    "br": (f"{MAP_ADDRESS} -> 64:ff9b::cb00:7138", "192.0.2.8 -> 203.0.113.56"),
+}
+PORTS_CHECKED = {
+    "plat": (None, None),
+    "clat": (None, None),
+    "ce": (None, PORT_SET),
+    "br": (PORT_SET, PORT_SET),
+}
+
+
+@pytest.mark.parametrize("name", SINGLE_DUT)
+def test_single_dut_topologies_have_the_papers_addresses(name):
+    t = topology(name)
+    src, dst, knot, of, flows = PAPER[name]
+    assert (t.client_address, t.server_address, t.knot_address) == (src, dst, knot)
+    assert t.single_dut_of == of and t.max_flows() == flows
+    assert list(t.translators()) == ["dut1"], "one DUT"
+    assert t.check_links == ("client-dut1", "dut1-server")
+    for link, want, ports in zip(t.check_links, SIDES[name], PORTS_CHECKED[name], strict=True):
+        (expect,) = expected_on_link(t, link)
+        assert f"{expect.src} -> {expect.dst}" == want and expect.sport_range == ports, link
+
+
+def test_dut_role_is_the_one_of_the_dual_chain():
+    for name in SINGLE_DUT:
+        single = topology(name).translators()["dut1"]
+        dual = topology(topology(name).single_dut_of).translators()
+        assert single in dual.values(), f"{name}: the same translator parameters as in the chain"
+
+
+def test_br_ce_tester_args_is_derived_from_the_map_rule():
+    (ce,) = topology("br").tester_ces
+    assert ce_tester_args((ce,)) == ["--bind", MAP_ADDRESS, "--first-port", str(PORT_SET[0])]
+    assert ce_tester_args(()) == []
+
+
+def test_br_with_several_ces_is_ready_but_the_tester_refuses_plainly():
+    t = topology("br", ces=8)
+    assert t.max_flows() == 8 * 2048
+    client_addresses = t.host("client").interfaces[0].addresses
+    assert len(client_addresses) == 1 + 8 and f"{MAP_ADDRESS}/128" in client_addresses
+    assert len(t.translators()["dut1"].served_ces()) == 8, "one EAM per CE with tayga"
+    assert len(expected_on_link(t, "dut1-server")) == 8
+    with pytest.raises(ValueError, match=r"^br with 8 CEs needs a tester that sends from several source"):
+        ce_tester_args(t.tester_ces)
+
+
+def test_ce_count_is_checked_up_front():
+    with pytest.raises(ValueError, match="applies only to the br topology"):
+        EmulationConfig("plat", ces=2)
+    with pytest.raises(ValueError, match="ask for 1 to 256"):
+        EmulationConfig("br", ces=300)
+    with pytest.raises(ValueError, match="unknown topology 'brr'"):
+        EmulationConfig("brr")
+
+
+def test_cli_renders_n_ces_and_refuses_ces_elsewhere_in_one_line(capsys):
+    assert main(["setup", "render", "br", "--ces", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "ip address add 2001:db8:ce:15b:0:c000:20a:1b/128 dev enp5s0f0" in out  # the third CE
+    assert out.count("via 2001:db8:6::11b") == 3, "the BR routes each CE's end-user prefix to the tester"
+    assert main(["setup", "render", "plat", "--ces", "3"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "applies only to the br topology" in err and len(err.splitlines()) == 1
+
+
+# -- in namespaces (root) -------------------------------------------------------------------------------
+
+RATE_QPS = 2000
+DURATION_S = 5
+# These trials test the path (loss 0, ports), not the tester's timing: on this shared machine a sender
+# may wake 40 ms late now and then, which alone would make a trial "tester-limited".
+LENIENT = ("--send-tolerance-abs", "0.05", "--max-lag", "0.2")
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SINGLE_DUT)
+def test_single_dut_up_check_trial_down(name, chain_factory, trial, prefix):
+    chain = chain_factory(name)
+    info = chain.describe()
+    assert info["topology"] == name and info["phase"] == "up"
+    assert set(existing_namespaces(prefix)) == {f"{prefix}-{h.name}" for h in chain.emulation.topology.hosts}
+    assert info["translators"]["dut1"]["implementation"] == "tayga"
+    if name == "br":
+        assert info["translators"]["dut1"]["ces_served"].startswith("1 CE(s), one EAM each")
+        binding = info["tester_as_ce"]
+        assert (binding["bind"], binding["first_port"]) == (MAP_ADDRESS, PORT_SET[0])
+
+    verdict = check(chain.emulation)
+    assert verdict["ok"], verdict["failures"]
+    assert set(verdict["links"]) == {"client-dut1", "dut1-server"}
+
+    result = trial(chain, RATE_QPS, DURATION_S, threads=2, ports_per_thread=8, extra=LENIENT)
+    totals = result["totals"]
+    assert result["verdict"]["status"] == "ok", result["verdict"]
+    assert totals["sent"] == RATE_QPS * DURATION_S
+    assert totals["valid"] == totals["sent"], f"{name}: lost {totals['sent'] - totals['valid']} queries"
+
+    down(prefix)
+    assert leftovers(prefix) == []
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_every_100th_query_dropped_behind_the_plat_alone(chain_factory, trial):
+    """nft drops exactly every 100th query the PLAT forwards to Knot: the tester measures 1 %."""
+    chain = chain_factory("plat")
+    where = inject(chain.emulation, Fault("nth-loss", 100))
+    assert where["family"] == "ip", "queries leave the PLAT as IPv4"
+    result = trial(chain, RATE_QPS, 10, extra=LENIENT)
+    sent, valid = result["totals"]["sent"], result["totals"]["valid"]
+    dropped = sum(fault_counters(chain.emulation).values())
+    print(f"plat: every 100th query dropped: sent {sent}, lost {sent - valid}, nft dropped {dropped}")
+    assert abs((sent - valid) - sent / 100) <= 1
+    assert sent - valid == dropped
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("ces", [1, 8])
+def test_br_source_ports_stay_in_the_ces_port_sets(ces, chain_factory, trial, prefix):
+    """N = 1: a trial of 4 threads x 16 sockets, captured on both sides of the BR; N = 8: the check's
+    queries from each CE (kdig bound to a port of its set), as the tester cannot yet send from 8."""
+    chain = chain_factory("br", ces=ces)
+    sets = {ce.map_address: ce.port_ranges[0] for ce in chain.emulation.topology.tester_ces}
+    sets.update({ce.ipv4_address: ce.port_ranges[0] for ce in chain.emulation.topology.tester_ces})
+    run = rundir(prefix)
+    if ces == 1:
+        with (
+            Capture(f"{prefix}-client", "enp5s0f0", run / "br-in.pcap") as inside,
+            Capture(f"{prefix}-dut1", "enp5s0f1", run / "br-out.pcap") as outside,
+        ):
+            result = trial(chain, RATE_QPS, 2, threads=4, ports_per_thread=16, extra=LENIENT)
+        assert result["totals"]["valid"] == result["totals"]["sent"]
+        seen = inside.datagrams() + outside.datagrams()
+        assert len({d.sport for d in inside.datagrams() if d.dport == 53}) == 64, "one port per socket"
+    else:
+        verdict = check(chain.emulation, queries=16)
+        assert verdict["ok"], verdict["failures"]
+        seen = Capture(f"{prefix}-client", "enp5s0f0", run / "check-client-dut1.pcap").datagrams()
+        seen += Capture(f"{prefix}-dut1", "enp5s0f1", run / "check-dut1-server.pcap").datagrams()
+    queries = [d for d in seen if d.dport == 53]
+    assert {d.src for d in queries} == set(sets), "every CE's MAP address and IPv4 address"
+    outside_set = [d for d in queries if not sets[d.src][0] <= d.sport <= sets[d.src][1]]
+    assert not outside_set, f"source ports outside the CE's set: {outside_set[:3]}"
