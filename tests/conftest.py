@@ -7,6 +7,11 @@ import socket
 
 import pytest
 
+# This session's loopback knotds keep their run directories here (not in the machine-wide per-user
+# root), so cleanup tests and the end-of-session check see only this session's servers.
+SESSION_TAG = f"xlatbench-test-{os.getpid()}"
+os.environ["XLATBENCH_LOOPBACK_ROOT"] = f"/tmp/{SESSION_TAG}/loopback"
+
 
 def free_port() -> int:
     """A port free for both UDP and TCP on loopback right now."""

@@ -29,3 +29,11 @@ def terminate(pids: list[int], timeout_s: float = 3.0, kill_wait_s: float = 2.0)
         while any(alive(p) for p in live) and time.monotonic() < deadline:
             time.sleep(0.05)
     return [p for p in pids if alive(p)]
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (stat field 22): tells a reused pid apart."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
