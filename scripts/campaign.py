@@ -98,6 +98,7 @@ class CampaignRun:
     def run(self) -> list[ConfigResult]:
         c = self.campaign
         self.store = ResultStore(c.store)
+        self.store.check_writable()
         torn = self.store.repair_torn_tail()
         if torn:
             self._say(f"store {c.store}: an unfinished last record ({torn} bytes, cut by a kill) "
