@@ -89,7 +89,7 @@ class CampaignRun:
     """Runs one Campaign. out: where progress and results are printed; progress: show the tqdm bar."""
 
     campaign: Campaign
-    out: TextIO = sys.stderr
+    out: TextIO = field(default_factory=lambda: sys.stderr)  # the stderr of when it runs, not of import
     progress: bool = True
     results: list[ConfigResult] = field(default_factory=list)
     new_trials: int = 0

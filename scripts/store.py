@@ -48,9 +48,11 @@ class ResultStore:
                     record = json.loads(line)
                 except json.JSONDecodeError as err:
                     raise StoreError(f"{self.path}:{number}: not a JSON record ({err.msg}); "
-                                     "the store is damaged") from None
+                                     "the store is damaged: repair or delete that line, or pick "
+                                     "another store with --store") from None
                 if not isinstance(record, dict) or "key" not in record:
-                    raise StoreError(f"{self.path}:{number}: not an xlatbench record (no key)")
+                    raise StoreError(f"{self.path}:{number}: not an xlatbench record (no key): is this a "
+                                     "results store? pick another with --store")
                 yield record
 
     def repair_torn_tail(self) -> int:
