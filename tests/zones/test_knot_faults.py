@@ -117,7 +117,7 @@ def test_a_second_knotd_on_the_same_port_is_refused(tmp_path: Path, port: int) -
 def test_start_refuses_when_something_answers_through_a_redirect(tmp_path: Path, port: int) -> None:
     # Nothing is bound on `port`, but an nft rule sends its queries to a knotd on another port.
     other = port + 1 if port < 65000 else port - 1
-    table = f"xbtr{os.getpid() % 100000}"
+    table = f"xk{os.getpid() % 100000}_redir"  # a session prefix: the end-of-session check knows it
     rules = (f"table ip {table} {{\nchain out {{\ntype nat hook output priority -100;\n"
              f"ip daddr 127.0.0.1 udp dport {port} redirect to :{other}\n}}\n}}\n")
     with KnotServer(tmp_path / "a", KnotConfig(listen=(("127.0.0.1", other),))):
