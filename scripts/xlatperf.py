@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -93,6 +94,9 @@ def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float,
             process.kill()
             process.wait()
             raise
+        if process.returncode < 0:
+            raise TesterError(f"xlatperf was killed by {signal.Signals(-process.returncode).name} during "
+                              "the trial: the trial is void, not stored as a result")
         if process.returncode != 0:
             last = (stderr or "").strip().splitlines()
             raise TesterError(f"xlatperf exited with code {process.returncode}: "
