@@ -180,11 +180,16 @@ def _down(args: argparse.Namespace) -> int:
 
 def _down_loopback() -> dict[str, list[str]]:
     """The loopback self-test's knotd is no chain's: a killed run's one is found in its own run directory."""
+    from xlatbench.procs import sweep_stale_json
     from xlatbench.zones.knot import cleanup_loopback
 
     swept = cleanup_loopback()
+    swept["tester_json"] = sweep_stale_json()
     for what in swept["ended"]:
         print(f"setup down: ended {what}, left by a killed loopback self-test", file=sys.stderr)
+    if swept["tester_json"]:
+        print(f"setup down: removed {len(swept['tester_json'])} trial file(s) of killed runs",
+              file=sys.stderr)
     for why in swept["in_use"]:
         print(f"setup down: left alone: {why}", file=sys.stderr)
     return swept

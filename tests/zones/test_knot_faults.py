@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,6 +77,12 @@ def test_the_next_loopback_run_ends_a_killed_runs_knotd_and_leaves_no_directory(
 
 
 def test_setup_down_finds_a_killed_loopback_runs_knotd(port: int) -> None:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, check=True)
+    dead_json = Path(tempfile.gettempdir()) / f"xlatperf-{child.stdout.strip()}-test.json"  # a killed run's
+    live_json = Path(tempfile.gettempdir()) / f"xlatperf-{os.getpid()}-test.json"  # a running one's
+    dead_json.write_text("{}")
+    live_json.write_text("{}")
     orphan = _killed_loopback(port)
     xlatbench = str(Path(sys.executable).with_name("xlatbench"))
     out = subprocess.run([xlatbench, "setup", "down", "--prefix", "xbtnone"], capture_output=True, text=True,
@@ -84,6 +91,8 @@ def test_setup_down_finds_a_killed_loopback_runs_knotd(port: int) -> None:
     assert f"ended knotd pid {orphan}" in out.stderr
     assert _gone(orphan)
     assert not loopback_rundir("127.0.0.1", port).exists()
+    assert not dead_json.exists() and live_json.exists()
+    live_json.unlink()
 
 
 def test_a_knotd_in_use_by_a_running_process_is_left_alone_and_named(port: int) -> None:
