@@ -23,6 +23,7 @@ from xlatbench.scripts.clock import RealClock
 from xlatbench.scripts.cpuload import CpuSampler, mean_per_second
 from xlatbench.scripts.envs import Environment, implementation_label
 from xlatbench.scripts.hostinfo import host_info
+from xlatbench.scripts.measurers import ComponentFailure
 from xlatbench.scripts.repeat import RepeatedSearch, repeat_search
 from xlatbench.scripts.search import (
     FAST,
@@ -36,6 +37,7 @@ from xlatbench.scripts.search import (
 from xlatbench.scripts.stats import scale_up
 from xlatbench.scripts.store import ResultStore, StoreError
 from xlatbench.scripts.trial import TrialResult
+from xlatbench.scripts.xlatperf import TesterError
 
 
 class CampaignMismatch(RuntimeError):
@@ -151,10 +153,14 @@ class CampaignRun:
                         runner.on_trial = lambda record, ctx=context: self._store_trial(record, ctx)
                         prefix = f"{setup.name}/cores{cores}/{name}"
                         self.bar.set_postfix_str(f"{setup.name} cores={cores} {name} {method}", refresh=True)
-                        repeated = repeat_search(runner, settings, method, prefix,
-                                                 first_guess_qps=previous_medians.get((name, method)),
-                                                 on_outcome=lambda o, ctx=context: self._store_outcome(
-                                                     o, ctx))
+                        try:
+                            repeated = repeat_search(runner, settings, method, prefix,
+                                                     first_guess_qps=previous_medians.get((name, method)),
+                                                     on_outcome=lambda o, ctx=context: self._store_outcome(
+                                                         o, ctx))
+                        except (ComponentFailure, TesterError) as err:
+                            self._store_failure(err, context)
+                            raise
                         self._store_summary(repeated, context)
                         self._finished += 1
                         self._reestimate(self._finished)
@@ -207,6 +213,15 @@ class CampaignRun:
         self._append(entry)
         self.new_trials += 1
         self._advance(record.result.duration_s + record.rest_before_s)
+
+    def _store_failure(self, err: Exception, ctx: dict[str, Any]) -> None:
+        """A trial voided by a dead component or tester: stored as a failure with its reason (never as a
+        result: a resumed campaign measures that trial again)."""
+        key = f"trial-failed:{ctx['setup'].name}/cores{ctx['cores']}/{ctx['search_name']}/{ctx['method']}:" \
+              f"{utc_now()}"
+        entry = self._base(key, "trial-failed", ctx)
+        entry["failure"] = {"kind": type(err).__name__, "reason": str(err)}
+        self._append(entry)
 
     def _store_outcome(self, outcome: SearchOutcome, ctx: dict[str, Any]) -> None:
         key = f"search:{outcome.search_id}"

@@ -119,8 +119,13 @@ def test_a_campaign_whose_knotd_dies_stops_naming_it_and_resumes(tmp_path: Path,
     assert len(lines) == 1 and f"knotd (pid {knotd}) died during the trial" in lines[0], err
     kept = [r["key"] for r in ResultStore(store).records()]
     assert store.read_bytes().endswith(b"\n") and not rundir.exists() and _testers_on(port) == []
+    failed = [r for r in ResultStore(store).records() if r["type"] == "trial-failed"]
+    assert len(failed) == 1 and f"knotd (pid {knotd}) died" in failed[0]["failure"]["reason"]
+    assert failed[0]["failure"]["kind"] == "ComponentFailure"
 
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     keys = [r["key"] for r in ResultStore(store).records()]
     assert keys[: len(kept)] == kept and len(keys) == len(set(keys)) > len(kept)
+    summaries = [r for r in ResultStore(store).records() if r["type"] == "summary"]
+    assert len(summaries) == 1, "the resumed search must complete"
