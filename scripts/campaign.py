@@ -23,6 +23,7 @@ from xlatbench.scripts.campaignfile import Campaign, SetupSpec, make_environment
 from xlatbench.scripts.cpuload import CpuSampler, mean_per_second
 from xlatbench.scripts.envs import Environment
 from xlatbench.scripts.hostinfo import host_info
+from xlatbench.scripts.measurers import ComponentFailure
 from xlatbench.scripts.records import (
     CampaignRef,
     ConfigKey,
@@ -34,12 +35,15 @@ from xlatbench.scripts.records import (
     Stats,
     SummaryEntry,
     TrialEntry,
+    TrialFailed,
     TrialPosition,
     idle_mean_key,
     idle_run_key,
     implementation_label,
     search_key,
+    trial_failed_key,
     trial_key,
+    utc_now,
 )
 from xlatbench.scripts.search import (
     FAST,
@@ -54,6 +58,7 @@ from xlatbench.scripts.search import (
 )
 from xlatbench.scripts.store import ResultStore
 from xlatbench.scripts.trial import Measurer, TrialResult
+from xlatbench.scripts.xlatperf import TesterError
 
 
 class CampaignMismatch(RuntimeError):
@@ -227,6 +232,13 @@ class Recorder:
                                     settings=asdict(self.campaign.settings(config.search)),
                                     describe=outcome.describe()))
 
+    def failure(self, err: Exception, config: ConfigKey, session: SetupSession) -> None:
+        """A trial voided by a dead component or a failed tester: stored as a failure with its reason, never
+        as a result (a resumed campaign measures that trial again)."""
+        self.append(TrialFailed(key=trial_failed_key(config.prefix, config.method, utc_now()),
+                                context=self.context(session),
+                                failure={"kind": type(err).__name__, "reason": str(err)}))
+
     def summary(self, repeated: RepeatedSearch, config: ConfigKey, session: SetupSession) -> SummaryEntry:
         data = repeated.to_dict()
         entry = SummaryEntry(
@@ -260,7 +272,7 @@ class CampaignRun:
     """Runs one Campaign. out: where progress and results are printed; progress: show the tqdm bar."""
 
     campaign: Campaign
-    out: TextIO = sys.stderr
+    out: TextIO = field(default_factory=lambda: sys.stderr)  # the stderr of when it runs, not of import
     progress: bool = True
     results: list[ConfigResult] = field(default_factory=list)
     recorder: Recorder | None = None
@@ -273,6 +285,7 @@ class CampaignRun:
         c = self.campaign
         progress = Progress(self.out, self.progress)
         store = ResultStore(c.store)
+        store.check_writable()
         torn = store.repair_torn_tail()
         if torn:
             progress.say(f"store {c.store}: an unfinished last record ({torn} bytes, cut by a kill) "
@@ -320,10 +333,14 @@ class CampaignRun:
         writer = ConfigWriter(recorder, config, session)
         session.runner.on_trial = writer.trial
         recorder.progress.status(f"{config.setup} cores={config.cores} {config.search} {config.method}")
-        repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
-                                 config.prefix, first_guess_qps=previous_medians.get((config.search,
-                                                                                      config.method)),
-                                 on_outcome=writer.outcome)
+        try:
+            repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
+                                     config.prefix, first_guess_qps=previous_medians.get((config.search,
+                                                                                          config.method)),
+                                     on_outcome=writer.outcome)
+        except (ComponentFailure, TesterError) as err:
+            recorder.failure(err, config, session)
+            raise
         summary = recorder.summary(repeated, config, session)
         recorder.progress.search_finished()
         self.results.append(ConfigResult(config, repeated, summary))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from xlatbench.scripts.xlatperf import (
     outstanding_per_socket,
     sockets_needed,
 )
+from xlatbench.setups.placement import parse_cpu_list
+from xlatbench.setups.testbeds import TOPOLOGIES
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
 
@@ -125,19 +127,22 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     head = _table(data, "campaign")
     _only(head, "[campaign]", {"name", "store", "methods", "cores"})
     name = _str(head, "name", "[campaign]")
-    methods = tuple(head.get("methods", [RFC8219]))
+    methods = tuple(_list(head, "methods", "[campaign]", [RFC8219]))
     for method in methods:
         if method not in METHODS:
             raise CampaignFileError(f"[campaign] methods: unknown method {method!r}; use {list(METHODS)}")
     if not methods:
         raise CampaignFileError("[campaign] methods is empty")
-    cores = tuple(head.get("cores", DEFAULT_CORES))
+    cores = tuple(_list(head, "cores", "[campaign]", list(DEFAULT_CORES)))
     if not cores or any(not isinstance(c, int) or c < 1 for c in cores):
         raise CampaignFileError(f"[campaign] cores must be a list of positive integers, got {list(cores)}")
     store_path = store or Path(head.get("store", f"results/{name}.jsonl"))
     searches = _searches(data.get("search"))
     tester = _dataclass(TesterOptions, _table(data, "tester", required=False), "[tester]",
                         convert={"extra_args": tuple})
+    for key in ("sender_cpus", "receiver_cpus"):
+        if getattr(tester, key) is not None:
+            _cpus(f"[tester] {key}", getattr(tester, key))
     idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
     if idle.method not in METHODS or idle.method not in methods:
         raise CampaignFileError(f"[idle] method {idle.method!r} is not one of the campaign's methods "
@@ -196,14 +201,89 @@ def _setups(raw: Any) -> tuple[SetupSpec, ...]:
         if kind == "fake" and "capacity_qps" not in table:
             raise CampaignFileError(f"{where}: a fake setup needs capacity_qps")
         if kind == "chain" and "topology" not in table:
-            raise CampaignFileError(f"{where}: a chain setup needs topology (baseline | 464xlat | mapt)")
+            raise CampaignFileError(f"{where}: a chain setup needs topology ({' | '.join(TOPOLOGIES)})")
+        if kind == "chain":
+            _topology(f"{where} topology", table["topology"])
         if kind == "chain" and table.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
             _check_emulation_options(where, str(table["topology"]), table.get("options", {}))
+        for key, value in table.items():
+            if key in SETUP_VALUES:
+                SETUP_VALUES[key](f"{where} {key}", value)
         setups.append(SetupSpec(name, kind, {k: v for k, v in table.items() if k not in ("name", "kind")}))
     names = [s.name for s in setups]
     if len(set(names)) != len(names):
         raise CampaignFileError(f"[[setup]] names must be unique, got {names}")
     return tuple(setups)
+
+
+def _number(low: float, inclusive: bool = True, integer: bool = False) -> Any:
+    """A check that a value is a number (an integer if `integer`) >= low (> low unless inclusive)."""
+    def check(where: str, value: Any) -> None:
+        kinds = (int,) if integer else (int, float)
+        noun = "an integer" if integer else "a number"
+        bound = f"{'>=' if inclusive else '>'} {low:g}"
+        if isinstance(value, bool) or not isinstance(value, kinds) or not (
+                value >= low if inclusive else value > low):
+            raise CampaignFileError(f"{where} must be {noun} {bound}, got {value!r}")
+    return check
+
+
+def _cpus(where: str, value: Any) -> tuple[int, ...]:
+    """A CPU list (a TOML list of integers, or text such as "0,1") of CPUs this process may run on."""
+    from xlatbench.scripts.hostinfo import usable_cpus
+
+    if isinstance(value, str):
+        try:
+            value = list(parse_cpu_list(value.strip("[] ")))
+        except ValueError as err:
+            raise CampaignFileError(f"{where}: {err}; write CPU numbers such as [0, 1] or \"0,1\"") from None
+    usable = usable_cpus()
+    if (not isinstance(value, list) or not value or any(isinstance(c, bool) or not isinstance(c, int)
+                                                         or c not in usable for c in value)):
+        raise CampaignFileError(f"{where} must be a non-empty list of this machine's CPUs {usable}, "
+                                f"got {value!r}")
+    return tuple(value)
+
+
+def _topology(where: str, value: Any) -> None:
+    topologies = tuple(TOPOLOGIES)
+    if value not in topologies:
+        raise CampaignFileError(f"{where} must be one of {list(topologies)}, got {value!r}")
+
+
+def _kind(kind: type, noun: str) -> Any:
+    def check(where: str, value: Any) -> None:
+        if not isinstance(value, kind):
+            raise CampaignFileError(f"{where} must be {noun}, got {value!r}")
+    return check
+
+
+def _cpu_map(where: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise CampaignFileError(f"{where} must be a table such as {{ 1 = [1], 2 = [0, 1] }}, got {value!r}")
+    for cores, cpus in value.items():
+        if not str(cores).isdigit() or int(cores) < 1:
+            raise CampaignFileError(f"{where}: key {cores!r} must be a core count >= 1")
+        if len(_cpus(f"{where} {cores}", cpus)) != int(cores):
+            raise CampaignFileError(f"{where} {cores}: list exactly {cores} CPU(s), got {cpus!r}")
+
+
+SETUP_VALUES = {
+    "capacity_qps": _number(0, inclusive=False), "scaling": _number(0, inclusive=False),
+    "noise": _number(0), "buffer_queries": _number(0), "tester_limit_qps": _number(0, inclusive=False),
+    "seed": _number(0, integer=True), "realtime": _kind(bool, "true or false"),
+    "cores_available": _number(1, integer=True), "background_loss": _number(0),
+    "udp_workers": _number(1, integer=True), "rmem_bytes": _number(0, integer=True),
+    "knot_cpus": _cpus, "topology": _topology, "factory": _kind(str, "a string 'package.module:function'"),
+    "options": _kind(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": _cpu_map,
+}
+
+
+def _list(table: dict[str, Any], key: str, where: str, default: list[Any]) -> list[Any]:
+    value = table.get(key, default)
+    if not isinstance(value, list):
+        raise CampaignFileError(f"{where} {key} must be a list such as {default!r}, got {value!r}")
+    return value
 
 
 def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions) -> None:
@@ -223,14 +303,19 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
     """Catch a typo in a chain's options now rather than hours into a campaign."""
     if not isinstance(options, dict):
         raise CampaignFileError(f"{where}: options must be a table")
+    from xlatbench.setups import EmulationConfig
+    from xlatbench.setups.names import check_prefix
+
+    allowed = {f.name for f in fields(EmulationConfig)} - {"topology"}
+    _only(options, f"{where} options", allowed)
     try:
-        from xlatbench.setups import EmulationConfig  # noqa: F401
-    except ImportError:
-        return  # the setups part is not installed: the chain fails with its own message when brought up
-    try:
-        emulation_config(topology, **options)
+        config = emulation_config(topology, **options)
+        check_prefix(config.prefix)
     except (TypeError, ValueError) as err:
-        raise CampaignFileError(f"{where}: {err}") from None
+        raise CampaignFileError(f"{where} options: {err}") from None
+    for key in ("knot_cpus", "dut_cpus"):
+        if getattr(config, key) is not None:
+            _cpus(f"{where} options {key}", list(getattr(config, key)))
 
 
 def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
@@ -245,7 +330,7 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
             cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock())
     if setup.kind == "loopback":
         cpus = p.get("knot_cpus")
-        return LoopbackEnvironment(tester, knot_cpus=tuple(cpus) if cpus is not None else None,
+        return LoopbackEnvironment(tester, knot_cpus=_cpus("knot_cpus", cpus) if cpus is not None else None,
                                    udp_workers=int(p.get("udp_workers", 1)),
                                    rmem_bytes=int(p.get("rmem_bytes", 4 << 20)))
     cpu_map = {int(k): [int(c) for c in v] for k, v in p.get("cpu_map", {}).items()}
@@ -277,9 +362,34 @@ def _str(table: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+# Numbers of [search], [tester] and [idle] that only make sense above (or at) zero.
+POSITIVE = {"max_rate_qps", "error_qps", "error_ratio", "duration_s", "short_duration_s", "repetitions",
+            "threads", "ports_per_thread", "timeout_s", "port", "interval_s", "rcvbuf_bytes", "sndbuf_bytes"}
+NON_NEGATIVE = {"min_rate_qps", "loss_ratio", "rest_s", "short_rest_s", "tester_retries", "runs"}
+_TYPES = {"float": ((int, float), "a number"), "int": ((int,), "an integer"), "str": ((str,), "a string"),
+          "bool": ((bool,), "true or false")}
+
+
+def _check_fields(cls: type, table: dict[str, Any], where: str) -> None:
+    """Every required field present, and each value of the type its field declares (int/float/str/bool)."""
+    for f in fields(cls):
+        if f.name not in table:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise CampaignFileError(f"{where}: missing {f.name}: add it (e.g. {f.name} = 100000)")
+            continue
+        kinds, noun = _TYPES.get(str(f.type).removesuffix(" | None"), (None, ""))
+        value = table[f.name]
+        if kinds and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+            raise CampaignFileError(f"{where}: {f.name} must be {noun}, got {value!r}")
+        if f.name in POSITIVE and value <= 0 or f.name in NON_NEGATIVE and value < 0:
+            bound = "> 0" if f.name in POSITIVE else ">= 0"
+            raise CampaignFileError(f"{where}: {f.name} must be {bound}, got {value!r}")
+
+
 def _dataclass(cls: type, table: dict[str, Any], where: str, convert: dict[str, Any] | None = None) -> Any:
     allowed = {f.name for f in fields(cls)}
     _only(table, where, allowed)
+    _check_fields(cls, table, where)
     values = {k: (convert[k](v) if convert and k in convert else v) for k, v in table.items()}
     try:
         return cls(**values)

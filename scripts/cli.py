@@ -137,7 +137,7 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
     if args.dut == "loopback":
         table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
         if args.knot_cpus:
-            table["knot_cpus"] = list(args.knot_cpus)
+            table["knot_cpus"] = args.knot_cpus  # checked with the campaign file's rule
         return table
     options = {}
     for item in args.chain_option:
@@ -192,17 +192,33 @@ def _search_table(args: argparse.Namespace) -> dict[str, Any]:
     return table
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM tears down like Ctrl-C (environments are left in `finally` blocks)."""
+    """SIGTERM, SIGHUP and SIGINT tear down like Ctrl-C (environments are left in `finally` blocks).
+
+    A SIGINT that is ignored (a background job of a non-interactive shell) stays ignored: SIGTERM is enough.
+    After the first signal, further ones are ignored so they cannot cut the teardown short.
+    """
     def handler(signum: int, frame: object) -> None:
+        for sig in STOP_SIGNALS:
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, signal.SIG_IGN)
+        print(f"\n{signal.Signals(signum).name}: stopping the trial and tearing the environment down",
+              file=sys.stderr, flush=True)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        if previous[sig] is not signal.SIG_IGN:
+            signal.signal(sig, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, action in previous.items():
+            signal.signal(sig, action if action is not None else signal.SIG_DFL)
 
 
 def run_campaign(run: CampaignRun) -> int:

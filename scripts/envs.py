@@ -10,8 +10,8 @@ import dataclasses
 import importlib
 import json
 import os
+import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,11 +135,12 @@ class LoopbackEnvironment(Environment):
 
     def up(self) -> None:
         from xlatbench.setups import rootsysctl
-        from xlatbench.zones.knot import KnotConfig, KnotServer
+        from xlatbench.zones.knot import KnotConfig, KnotServer, loopback_rundir
 
         self._sysctls = rootsysctl.acquire(self._holder, rootsysctl.socket_buffers(self.rmem_bytes), netns=[],
                                            pid=os.getpid())
-        workdir = self.workdir or Path(tempfile.mkdtemp(prefix="xlatbench-knot-"))
+        # A fixed run directory (not a temporary one): a later run or `setup down` finds a killed run's knotd.
+        workdir = self.workdir or loopback_rundir("127.0.0.1", self.tester.port)
         config = KnotConfig(listen=(("127.0.0.1", self.tester.port),), udp_workers=self.udp_workers,
                             cpus=self.knot_cpus)
         self._server = KnotServer(workdir, config)
@@ -154,8 +155,10 @@ class LoopbackEnvironment(Environment):
         from xlatbench.setups import rootsysctl
 
         if self._server is not None:
-            self._server.stop()
-            self._server = None
+            server, self._server = self._server, None
+            server.stop()
+            if self.workdir is None:
+                shutil.rmtree(server.workdir, ignore_errors=True)
         if self._sysctls is not None:
             rootsysctl.release(self._holder)
             self._sysctls = None

@@ -6,12 +6,27 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xlatbench.procs import alive
 from xlatbench.scripts.dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from xlatbench.scripts.trial import TrialResult, result_from_xlatperf
 from xlatbench.scripts.xlatperf import TesterOptions, find_tester, run_trial
 
 if TYPE_CHECKING:
     from xlatbench.setups.chain import Chain
+
+
+
+class ComponentFailure(RuntimeError):
+    """A process the trial depends on (knotd, a translator) died during it: the trial is void."""
+
+
+def check_components(pids: dict[str, int], rate_qps: float, duration_s: float) -> None:
+    """Raise ComponentFailure when one of `pids` (name -> pid, taken before the trial) is gone after it:
+    its loss then says nothing about the DUT or the tester, so it must be neither a figure nor DUT loss."""
+    dead = [f"{name} (pid {pid})" for name, pid in pids.items() if not alive(pid)]
+    if dead:
+        raise ComponentFailure(f"{', '.join(dead)} died during the trial at {rate_qps:.0f} queries/s for "
+                               f"{duration_s:g} s: the trial is void, not stored as a result or as DUT loss")
 
 
 def counter_deltas(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict:
@@ -61,8 +76,10 @@ class ChainMeasurer:
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         binary = self.binary or find_tester()
         cpu_before, counters_before = self.chain.dut_cpu_times(), self.chain.counters()
+        components = self.chain.component_pids()
         doc = run_trial(self.chain.client_argv([]), binary, self.chain.server_address, rate_qps, duration_s,
                         self.tester)
+        check_components(components, rate_qps, duration_s)
         cpu_after, counters_after = self.chain.dut_cpu_times(), self.chain.counters()
         self.last_tester_version = tester_version(doc)
         result = result_from_xlatperf(doc, rate_qps, duration_s)
@@ -90,7 +107,9 @@ class LoopbackMeasurer:
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         binary = self.binary or find_tester()
+        knotd = (self.knot_description or {}).get("pid")
         doc = run_trial([], binary, self.server, rate_qps, duration_s, self.tester)
+        check_components({"knotd": knotd} if isinstance(knotd, int) else {}, rate_qps, duration_s)
         self.last_tester_version = tester_version(doc)
         return result_from_xlatperf(doc, rate_qps, duration_s)
 

@@ -73,6 +73,11 @@ class ConfigKey:
         return f"summary:{self.prefix}/{self.method}"
 
 
+def trial_failed_key(config_prefix: str, method: str, when_utc: str) -> str:
+    """Each failure is its own record (the campaign stops after it; a resume may fail again)."""
+    return f"trial-failed:{config_prefix}/{method}:{when_utc}"
+
+
 def trial_key(search_id: str, step: int) -> str:
     return f"trial:{search_id}:{step}"
 
@@ -406,8 +411,21 @@ class IdleMean(FlatRecord):
     per_second: list[dict[str, Any]]
 
 
+@dataclass(frozen=True, kw_only=True)
+class TrialFailed(FlatRecord):
+    """A trial voided because a component it depends on (knotd, a translator, the tester) died or the
+    tester failed: kind (the exception's name) and reason. Never a result: a resumed campaign measures that
+    trial again."""
+
+    TYPE: ClassVar[str] = "trial-failed"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("failure", "failure", dict),)
+    failure: dict[str, Any]
+
+
 READERS: dict[str, Callable[[dict[str, Any]], Record]] = {  # type -> reader
-    cls.TYPE: cls.from_json for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean)}
+    cls.TYPE: cls.from_json
+    for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean, TrialFailed)}
 
 
 def record_from_json(data: dict[str, Any]) -> Record:

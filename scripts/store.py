@@ -8,6 +8,7 @@ skip it, and a campaign moves it aside to FILE.torn-N and goes on from the last 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -18,6 +19,20 @@ from xlatbench.scripts.records import Record, RecordError, record_from_json
 
 class StoreError(RuntimeError):
     """The store cannot be read or written; the message names the file and line."""
+
+
+PROBE_BYTES = 64 << 10  # room a store must have before a campaign starts
+
+
+def _reason(err: OSError) -> str:
+    return f"{err.strerror or err}, {errno.errorcode.get(err.errno or 0, '?')}"
+
+
+PROBE_BYTES = 64 << 10  # room a store must have before a campaign starts
+
+
+def _reason(err: OSError) -> str:
+    return f"{err.strerror or err}, {errno.errorcode.get(err.errno or 0, '?')}"
 
 
 class ResultStore:
@@ -32,10 +47,11 @@ class ResultStore:
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as err:
-                raise StoreError(f"{self.path}:{number}: not a JSON record ({err.msg}); "
-                                 "the store is damaged") from None
+                raise StoreError(f"{self.path}:{number}: not a JSON record ({err.msg}); the store is "
+                                 "damaged: mend or delete that line, or pick another with --store") from None
             if not isinstance(data, dict) or "key" not in data:
-                raise StoreError(f"{self.path}:{number}: not an xlatbench record (no key)")
+                raise StoreError(f"{self.path}:{number}: not an xlatbench record (no key): is this a "
+                                 "results store? pick another with --store")
             try:
                 yield record_from_json(data)
             except RecordError as err:
@@ -72,18 +88,56 @@ class ResultStore:
             os.fsync(handle.fileno())
         return len(data) - cut
 
+    def check_writable(self, room_bytes: int = PROBE_BYTES) -> None:
+        """Fail now (StoreError, one line) when the store cannot take records: its directory cannot be made
+        or written, or has not even room_bytes free (a disk full would otherwise stop a campaign after its
+        first trial)."""
+        probe = self.path.with_name(f".{self.path.name}.probe-{os.getpid()}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                with open(self.path, "ab"):
+                    pass
+            with open(probe, "wb") as handle:
+                handle.write(b"\0" * room_bytes)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as err:
+            raise StoreError(f"store {self.path}: cannot write ({_reason(err)}); "
+                             "free space, fix its permissions, or pick another with --store") from None
+        finally:
+            probe.unlink(missing_ok=True)
+
     def append(self, record: Record) -> None:
-        """Write one record durably (flush + fsync) before returning."""
+        """Write one record durably (flush + fsync) before returning.
+
+        On a write error (a disk filled up) the file is cut back to the records before this one, so that
+        every record in it stays whole, and StoreError says what happened."""
         line = json.dumps(record.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new_file = not self.path.exists()
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        size = self.path.stat().st_size if not new_file else 0
+        try:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as err:
+            self._cut_back(size)
+            raise StoreError(f"store {self.path}: cannot write record {record.key!r} ({_reason(err)}); "
+                             "every record before it is kept") from None
         if new_file:  # make the new directory entry durable too
             directory = os.open(self.path.parent, os.O_RDONLY)
             try:
                 os.fsync(directory)
             finally:
                 os.close(directory)
+
+    def _cut_back(self, size: int) -> None:
+        """Remove a partly written last record (best effort: the next run's repair_torn_tail also does)."""
+        try:
+            with open(self.path, "r+b") as handle:
+                handle.truncate(size)
+                os.fsync(handle.fileno())
+        except OSError:
+            pass

@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from xlatbench.paths import tester_binary
+from xlatbench.procs import TESTER_JSON_PREFIX
 
 # Beyond the trial itself the tester needs time to start, wait for late answers and write its JSON.
 STARTUP_ALLOWANCE_S = 30.0
@@ -101,7 +103,8 @@ def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: 
 def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float, duration_s: float,
               options: TesterOptions) -> dict[str, Any]:
     """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`) and return its JSON."""
-    fd, json_name = tempfile.mkstemp(prefix="xlatperf-", suffix=".json")
+    # The controller's pid in the name: `setup down` removes those of a killed run (procs.sweep_stale_json).
+    fd, json_name = tempfile.mkstemp(prefix=f"{TESTER_JSON_PREFIX}{os.getpid()}-", suffix=".json")
     os.close(fd)
     json_path = Path(json_name)
     argv = [*wrap, *xlatperf_argv(binary, server, rate_qps, duration_s, options, json_path)]
@@ -113,6 +116,9 @@ def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float,
             process.kill()
             process.wait()
             raise
+        if process.returncode < 0:
+            raise TesterError(f"xlatperf was killed by {signal.Signals(-process.returncode).name} during "
+                              "the trial: the trial is void, not stored as a result")
         if process.returncode != 0:
             last = (stderr or "").strip().splitlines()
             raise TesterError(f"xlatperf exited with code {process.returncode}: "

@@ -10,6 +10,7 @@ from xlatbench.setups import counters as counters_mod
 from xlatbench.setups.cleanup import down
 from xlatbench.setups.emulation import Emulation, EmulationConfig, attach
 from xlatbench.setups.mapt import MapCe
+from xlatbench.setups.names import read_pid
 from xlatbench.setups.placement import set_dut_cpus
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -25,6 +26,7 @@ class Chain(Protocol):
     def client_argv(self, argv: list[str]) -> list[str]: ...
     def set_dut_cpus(self, cpus: list[int]) -> dict: ...
     def dut_cpu_times(self) -> dict[str, float]: ...
+    def component_pids(self) -> dict[str, int]: ...
     def counters(self) -> dict[str, dict[str, int]]: ...
 
 
@@ -101,6 +103,15 @@ class EmulatedChain:
             if pids:
                 times[host] = sum(_cpu_seconds(pid) for pid in pids)
         return times
+
+    def component_pids(self) -> dict[str, int]:
+        """Name -> pid of every process a trial through the chain needs (knotd, user-space translators)."""
+        pids = {f"tayga ({host})": pid for host, found in self.emulation.translator_pids().items()
+                for pid in found}
+        knotd = read_pid(self.emulation.knot.pidfile)
+        if knotd is not None:
+            pids["knotd (server)"] = knotd
+        return pids
 
     def counters(self) -> dict[str, dict[str, int]]:
         return counters_mod.collect(self.emulation.netns_of)

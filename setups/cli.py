@@ -105,7 +105,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--queries", type=int, default=5, help="queries to send (default: %(default)s)")
     check.set_defaults(func=_check)
 
-    dn = actions.add_parser("down", help="remove everything of a prefix (also after kill -9); idempotent")
+    dn = actions.add_parser("down", help="remove all of a prefix, and loopback knotds killed runs left "
+                            "(also after kill -9); idempotent")
     dn.add_argument("topology", nargs="?", choices=TOPOLOGIES, help="ignored: down works by prefix")
     dn.add_argument("--prefix", type=_prefix, default="xb", help="(default: %(default)s)")
     dn.set_defaults(func=_down)
@@ -177,6 +178,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     removed = down(args.prefix)
+    removed["loopback"] = _down_loopback()
     print(json.dumps(removed, indent=2))
     left = leftovers(args.prefix)
     if left:
@@ -184,6 +186,23 @@ def _down(args: argparse.Namespace) -> int:
         return 1
     print(f"setup down: nothing of prefix {args.prefix} is left ({removed['down_s']} s)", file=sys.stderr)
     return 0
+
+
+def _down_loopback() -> dict[str, list[str]]:
+    """The loopback self-test's knotd is no chain's: a killed run's one is found in its own run directory."""
+    from xlatbench.procs import sweep_stale_json
+    from xlatbench.zones.knot import cleanup_loopback
+
+    swept = cleanup_loopback()
+    swept["tester_json"] = sweep_stale_json()
+    for what in swept["ended"]:
+        print(f"setup down: ended {what}, left by a killed loopback self-test", file=sys.stderr)
+    if swept["tester_json"]:
+        print(f"setup down: removed {len(swept['tester_json'])} trial file(s) of killed runs",
+              file=sys.stderr)
+    for why in swept["in_use"]:
+        print(f"setup down: left alone: {why}", file=sys.stderr)
+    return swept
 
 
 def _render(args: argparse.Namespace) -> int:

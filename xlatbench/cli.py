@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from xlatbench import __version__
 
@@ -20,8 +21,15 @@ PARTS = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line naming the argument and where help is (subcommands inherit the class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="xlatbench",
         description="Benchmark IPv4-as-a-Service translators (464XLAT, MAP-T) with DNS traffic "
         "through a dual-DUT chain (RFC 8219 throughput, Lencse & Nagy's method).",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,3 +30,26 @@ def terminate(pids: list[int], timeout_s: float = 3.0, kill_wait_s: float = 2.0)
         while any(alive(p) for p in live) and time.monotonic() < deadline:
             time.sleep(0.05)
     return [p for p in pids if alive(p)]
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (stat field 22): tells a reused pid apart."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+
+
+TESTER_JSON_PREFIX = "xlatperf-"  # + controller pid + "-": a trial's JSON file in the temporary directory
+
+
+def sweep_stale_json() -> list[str]:
+    """Remove our trial JSON files whose controller (the pid in the name) no longer runs; returns them."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{TESTER_JSON_PREFIX}*-*.json"):
+        pid = path.name.removeprefix(TESTER_JSON_PREFIX).split("-", 1)[0]
+        with contextlib.suppress(FileNotFoundError):
+            if pid.isdigit() and not alive(int(pid)) and path.stat().st_uid == os.getuid():
+                path.unlink()
+                removed.append(str(path))
+    return removed

@@ -1,21 +1,35 @@
 """Run Debian's knotd as the echo server: render its config, start it, wait until it answers, stop it.
 
-A workdir holds everything of one server (knot.conf, the zone, the pid file, knotd's stderr), so a
-later start or stop finds a knotd left behind by a run that died (even by `kill -9`) through the
-pid file and ends it before going on: knotd refuses to start while an old one holds its pid file.
+A workdir holds everything of one server (knot.conf, the zone, the pid file, knotd's stderr, and an
+owner file naming the process that started it), so a later start or stop finds a knotd left behind by
+a run that died (even by `kill -9`) through the pid file and ends it before going on: knotd refuses to
+start while an old one holds its pid file. A knotd whose owner still runs is in use and is never ended
+by a start; one of another user is never ended at all.
+
+Nothing answers twice: before knotd starts, nothing may be bound to, or answer DNS at, its address and
+port (Knot binds with SO_REUSEPORT, so a second server would silently share the queries); after it
+answers, exactly our knotd must hold the sockets there.
+
+The loopback self-test keeps its workdir in a fixed per-user run directory (loopback_rundir), so that
+`xlatbench setup down` finds what a killed run left (cleanup_loopback).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
+import socket
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from xlatbench.procs import terminate
+from xlatbench.procs import alive, start_time, terminate
 from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 
 TEMPLATE = Path(__file__).with_name("knot.conf.in")
@@ -69,6 +83,10 @@ class KnotServer:
         return self.workdir / "knotd.log"
 
     @property
+    def ownerfile(self) -> Path:
+        return self.workdir / "owner"
+
+    @property
     def pid(self) -> int | None:
         return self._process.pid if self._process and self._process.poll() is None else None
 
@@ -82,7 +100,10 @@ class KnotServer:
     def start(self, timeout_s: float = 60.0) -> None:
         """Write config and zone, start knotd, wait until it answers a query from the zone."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        stop_stale(self.workdir)
+        stop_stale(self.workdir, force=False)
+        for address, port in self.config.listen:
+            check_free(address, port, self.netns)
+        write_owner(self.ownerfile)
         self._write_config()
         write_zone(self.zonefile, self.config.domain, self.config.subnet)
         argv = ["knotd", "-c", str(self.conffile)]
@@ -96,6 +117,7 @@ class KnotServer:
                 raise KnotError(f"cannot run {argv[0]}: {err}; install knot (tools/install-deps)") from None
         try:
             self._wait_until_answering(timeout_s)
+            self.check_sole_holder()
         except BaseException:
             self.stop()
             raise
@@ -111,6 +133,17 @@ class KnotServer:
                 self._process.wait(timeout=1)
             self._process = None
         stop_stale(self.workdir, timeout_s)
+        with contextlib.suppress(FileNotFoundError):
+            self.ownerfile.unlink()
+
+    def check_sole_holder(self) -> None:
+        """Exactly our knotd holds the sockets at each listen address, or KnotError naming the others."""
+        assert self._process is not None
+        for address, port in self.config.listen:
+            others = [h for h in socket_holders(address, port, self.netns) if h.pid != self._process.pid]
+            if others:
+                raise KnotError(f"{address}@{port} is shared: besides our knotd (pid {self._process.pid}) "
+                                f"{_describe(others)}; stop that process or pick another port")
 
     def describe(self) -> dict[str, object]:
         """Version, worker count, address, and where each knotd thread is allowed to run and last ran."""
@@ -235,19 +268,184 @@ def _is_knotd_of(pid: int, workdir: Path) -> bool:
     return any(arg.endswith(b"knotd") for arg in cmdline) and str(workdir / "knot.conf").encode() in cmdline
 
 
-def stop_stale(workdir: Path, timeout_s: float = 10.0) -> None:
-    """End a knotd whose pid file is in `workdir` (a run that died left it); remove the pid file."""
+def _uid(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def write_owner(path: Path) -> None:
+    """Name this process (pid and start time, so a reused pid is not taken for it) as the server's owner."""
+    path.write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
+
+
+def live_owner(workdir: Path) -> int | None:
+    """The pid of the process that started this workdir's knotd, if it still runs and is not us."""
+    try:
+        pid_text, started = (workdir / "owner").read_text().split()[:2]
+        pid = int(pid_text)
+    except (FileNotFoundError, ValueError):
+        return None
+    if pid == os.getpid() or not alive(pid) or str(start_time(pid)) != started:
+        return None
+    return pid
+
+
+def stop_stale(workdir: Path, timeout_s: float = 10.0, force: bool = True) -> int | None:
+    """End a knotd whose pid file is in `workdir` (a run that died left it); remove the pid file.
+
+    Returns the pid ended, if any. Refuses (KnotError, naming the pid) when the knotd belongs to another
+    user, and, unless `force`, when the process that started it still runs (the server is in use).
+    """
     pidfile = workdir / "knot.pid"
     try:
         pid = int(pidfile.read_text().strip())
     except (FileNotFoundError, ValueError):
-        return
-    if _is_knotd_of(pid, workdir):
+        return None
+    ended = None
+    if _is_knotd_of(pid, workdir) and alive(pid):
+        if _uid(pid) != os.getuid():
+            raise KnotError(f"knotd (pid {pid}) of {workdir} belongs to user {_uid(pid)}, not to us: "
+                            "leaving it; ask its owner to stop it, or use another port/run directory")
+        owner = live_owner(workdir)
+        if owner is not None and not force:
+            raise KnotError(f"knotd (pid {pid}) of {workdir} is in use by running process {owner}: stop "
+                            "that process first, or pick another port")
         _terminate(pid, timeout_s)
+        ended = pid
     with contextlib.suppress(FileNotFoundError):
         pidfile.unlink()
+    return ended
 
 
 def _terminate(pid: int, timeout_s: float) -> None:
     if terminate([pid], timeout_s, kill_wait_s=5.0):
         raise KnotError(f"knotd (pid {pid}) did not exit after SIGKILL")
+
+
+# -- nothing answers twice ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SocketHolder:
+    """A socket bound where a server wants to listen: protocol, local address, and the process holding it."""
+
+    proto: str
+    local: str
+    pid: int | None
+    command: str | None
+
+    def __str__(self) -> str:
+        who = f"{self.command} (pid {self.pid})" if self.pid else "a process we cannot see (another user?)"
+        return f"{who} on {self.proto} {self.local}"
+
+
+_USERS_RE = re.compile(r'\("([^"]*)",pid=(\d+)')
+_WILDCARDS = {"0.0.0.0", "*", "[::]", "::"}
+
+
+def _in_netns(argv: list[str], netns: str | None) -> list[str]:
+    return ["ip", "netns", "exec", netns, *argv] if netns else argv
+
+
+def socket_holders(address: str, port: int, netns: str | None = None) -> list[SocketHolder]:
+    """Bound UDP and listening TCP sockets on `port` at `address` or a wildcard address (`ss -ulntp`)."""
+    argv = _in_netns(["ss", "-H", "-l", "-n", "-u", "-t", "-p", f"sport = :{port}"], netns)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False).stdout
+    except FileNotFoundError:
+        raise KnotError("ss not found: install iproute2 (tools/install-deps)") from None
+    wanted = {address, f"[{address}]"} | _WILDCARDS
+    holders = []
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) < 5:
+            continue
+        host = cols[4].rsplit(":", 1)[0].split("%")[0]
+        if host not in wanted:
+            continue
+        users = _USERS_RE.findall(line) or [(None, None)]
+        holders += [SocketHolder(cols[0], cols[4], int(pid) if pid else None, cmd) for cmd, pid in users]
+    return holders
+
+
+def _describe(holders: list[SocketHolder]) -> str:
+    return "; ".join(sorted({str(h) for h in holders}))
+
+
+_PROBE = b"\x58\x42\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x06\x00\x01"  # ". SOA"
+
+
+def dns_answers(address: str, port: int, timeout_s: float = 0.3) -> bool:
+    """True if a DNS query to address@port gets any reply within timeout_s (this network namespace)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(timeout_s)
+        try:
+            sock.sendto(_PROBE, (address, port))
+            reply = sock.recv(512)
+        except OSError:  # timeout, or ICMP port unreachable (ECONNREFUSED)
+            return False
+    return reply[:2] == _PROBE[:2]
+
+
+def _answers_in(address: str, port: int, netns: str | None) -> bool:
+    if not netns:
+        return dns_answers(address, port)
+    code = ("import sys; from xlatbench.zones.knot import dns_answers; "
+            f"sys.exit(0 if dns_answers({address!r}, {port}) else 3)")
+    out = subprocess.run(_in_netns([sys.executable, "-c", code], netns), capture_output=True, timeout=30,
+                         check=False)
+    return out.returncode == 0
+
+
+def check_free(address: str, port: int, netns: str | None = None) -> None:
+    """Refuse (KnotError naming what is there) when a socket is bound at address@port or something answers."""
+    where = f"{address}@{port}" + (f" in namespace {netns}" if netns else "")
+    holders = socket_holders(address, port, netns)
+    if holders:
+        raise KnotError(f"cannot start knotd at {where}: already bound by {_describe(holders)}; stop that "
+                        "process or pick another port")
+    if _answers_in(address, port, netns):
+        raise KnotError(f"cannot start knotd at {where}: something already answers DNS there though no "
+                        "socket is bound (a redirect, e.g. an nft rule?); remove it or pick another port")
+
+
+# -- the loopback self-test's run directory -------------------------------------------------------
+def loopback_root() -> Path:
+    """Per-user root of the loopback servers' run directories (XLATBENCH_LOOPBACK_ROOT overrides it)."""
+    override = os.environ.get("XLATBENCH_LOOPBACK_ROOT")
+    if override:
+        return Path(override)
+    if os.geteuid() == 0:
+        return Path("/run/xlatbench/loopback")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    temp = Path(tempfile.gettempdir())
+    base = Path(runtime) / "xlatbench" if runtime else temp / f"xlatbench-{os.getuid()}"
+    return base / "loopback"
+
+
+def loopback_rundir(address: str, port: int) -> Path:
+    """The fixed run directory of the loopback knotd at address@port."""
+    return loopback_root() / f"{address.replace(':', '_')}-{port}"
+
+
+def cleanup_loopback() -> dict[str, list[str]]:
+    """End every stale loopback knotd of ours and remove its run directory; leave those in use."""
+    result: dict[str, list[str]] = {"ended": [], "removed": [], "in_use": []}
+    root = loopback_root()
+    for workdir in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            pid = stop_stale(workdir, force=False)
+        except KnotError as err:
+            result["in_use"].append(str(err))
+            continue
+        if pid is not None:
+            result["ended"].append(f"knotd pid {pid} ({workdir})")
+        shutil.rmtree(workdir, ignore_errors=True)
+        result["removed"].append(str(workdir))
+    with contextlib.suppress(OSError):
+        root.rmdir()
+    return result

@@ -78,6 +78,9 @@ class FakeChain:
         self.calls += 1
         return {"dut1": 0.5 * self.calls, "dut2": 0.25 * self.calls}
 
+    def component_pids(self) -> dict[str, int]:
+        return {}  # no process of its own can die mid-trial
+
     def counters(self) -> dict[str, dict[str, int]]:
         return {"dut1:eth0": {"rx_dropped": 3 * self.calls, "rx_packets": 100 * self.calls}}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import string
 import subprocess
@@ -24,6 +25,8 @@ def _random_prefix() -> str:
 @pytest.fixture(scope="session")
 def prefix() -> Iterator[str]:
     value = _random_prefix()
+    # The end-of-session check (tests/conftest.py) looks for anything of this prefix left behind.
+    os.environ["XLATBENCH_TEST_PREFIXES"] = f"{os.environ.get('XLATBENCH_TEST_PREFIXES', '')} {value}".strip()
     yield value
     down(value)
 

@@ -1,0 +1,125 @@
+"""SIGTERM, SIGHUP and SIGINT stop a loopback campaign cleanly: the trial stops, knotd and its run directory
+are gone, the store holds only whole records, and the same command resumes it. SIGTERM and SIGHUP are sent to
+a campaign running in the background of a non-interactive shell, where SIGINT is ignored."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xlatbench.procs import alive
+from xlatbench.scripts.store import ResultStore
+from xlatbench.zones.knot import loopback_rundir
+
+pytestmark = pytest.mark.root
+
+CAMPAIGN = """
+[campaign]
+name = "signals"
+methods = ["rfc8219-binary"]
+cores = [1]
+
+[search]
+max_rate_qps = 16000
+error_qps = 2000
+duration_s = 1
+rest_s = 0.1
+repetitions = 1
+
+[tester]
+port = {port}
+threads = 1
+ports_per_thread = 1
+
+[[setup]]
+name = "loopback"
+kind = "loopback"
+rmem_bytes = 0
+"""
+
+XLATBENCH = str(Path(sys.executable).with_name("xlatbench"))
+
+
+def stored(path: Path) -> list[dict]:
+    """The store's records as JSON objects (what the file holds, typed records read back)."""
+    return [r.to_json() for r in ResultStore(path).records()]
+
+
+def _trials(store: Path) -> int:
+    return sum(1 for r in stored(store) if r["type"] == "trial")
+
+
+def _wait(condition, within_s: float, what: str) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _sigint_ignored(pid: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return False
+
+
+def _testers_on(port: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and argv[0].endswith(b"xlatperf") and str(port).encode() in argv:
+            found.append(int(proc.name))
+    return found
+
+
+def _start(command: list[str], background: bool, err: Path) -> tuple[subprocess.Popen[str], int]:
+    if not background:
+        with open(err, "w") as stderr:
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        return process, process.pid
+    line = " ".join(command)
+    shell = subprocess.Popen(["bash", "-c", f'{line} 2>{err} & echo $!; wait $!; echo "rc=$?"'],
+                             stdout=subprocess.PIPE, text=True)
+    assert shell.stdout is not None
+    return shell, int(shell.stdout.readline())
+
+
+@pytest.mark.parametrize("sig, background", [(signal.SIGTERM, True), (signal.SIGHUP, True),
+                                             (signal.SIGINT, False)])
+def test_a_signal_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path, port: int, sig: signal.Signals,
+                                                          background: bool) -> None:
+    file, store, err = tmp_path / "c.toml", tmp_path / "c.jsonl", tmp_path / "err"
+    file.write_text(CAMPAIGN.format(port=port))
+    command = [XLATBENCH, "campaign", "run", str(file), "--store", str(store), "--no-progress"]
+    process, pid = _start(command, background, err)
+    rundir = loopback_rundir("127.0.0.1", port)
+    _wait(lambda: store.exists() and _trials(store) >= 1 or not alive(pid), 60, "the first stored trial")
+    assert alive(pid), err.read_text()
+    knotd = int((rundir / "knot.pid").read_text())
+    _wait(lambda: bool(_testers_on(port)), 10, "the next trial's tester")
+    assert _sigint_ignored(pid) == background
+    process.send_signal(sig) if not background else subprocess.run(["kill", f"-{sig.name}", str(pid)])
+    out, _ = process.communicate(timeout=60)
+    returncode = int(out.strip().rsplit("rc=", 1)[1]) if background else process.returncode
+    message = err.read_text()
+    assert returncode == 130, message
+    assert f"{sig.name}: stopping" in message and "run the same command again to resume" in message
+    assert "Traceback" not in message
+    assert not alive(knotd) and not rundir.exists() and _testers_on(port) == []
+    assert store.read_bytes().endswith(b"\n")
+    stopped_with = _trials(store)
+
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{stopped_with} trials already in" in resumed.stderr
+    keys = [r["key"] for r in stored(store)]
+    assert len(keys) == len(set(keys)) and _trials(store) > stopped_with
+    assert not rundir.exists()
