@@ -19,11 +19,19 @@ from xlatbench.setups.names import CPUSET_ROOT, DUT_HOSTS
 
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """"0" or "0,1" as CPU numbers; ValueError with a message a user can act on otherwise."""
+    """"0", "0,1" or the kernel's "0-3,5" as CPU numbers; ValueError with a message a user can act on
+    otherwise."""
+    cpus_list: list[int] = []
     try:
-        cpus = tuple(int(c) for c in text.split(","))
+        for part in text.split(","):
+            first, dash, last = part.partition("-")
+            if dash and first.strip():
+                cpus_list += range(int(first), int(last) + 1)
+            else:
+                cpus_list.append(int(part))
     except ValueError:
         raise ValueError(f"expected a comma-separated CPU list such as 0 or 0,1, got {text!r}") from None
+    cpus = tuple(cpus_list)
     if any(c < 0 for c in cpus):
         raise ValueError(f"CPU numbers are >= 0, got {text!r}")
     return cpus

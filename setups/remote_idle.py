@@ -1,0 +1,71 @@
+"""Per-core CPU use on each DUT host, the paper's evidence: a small shell loop on the host copies the
+cpu lines of /proc/stat with the host's clock once a second into a file (started before a capture trial,
+collected after). The samples have the shape of `xlatbench.scripts.cpuload.CpuSampler`'s, with each
+interval's end on the host's clock (`t_host`) and on the controller's (`t_controller` = t_host - offset,
+the clock offset preflight measured)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from xlatbench.scripts.cpuload import COLUMNS, usage_between
+from xlatbench.setups.ssh import Shell
+from xlatbench.setups.undo import append_line, with_record
+
+
+@dataclass(frozen=True)
+class IdleSampler:
+    """The sampler of one host: its files live in `rundir`, /proc/stat is read from `proc_stat`."""
+
+    host: str
+    rundir: str
+    statefile: str
+    proc_stat: str = "/proc/stat"
+    interval_s: float = 1.0
+
+    @property
+    def data(self) -> str:
+        return f"{self.rundir}/idle.samples"
+
+    @property
+    def pidfile(self) -> str:
+        return f"{self.rundir}/idle.pid"
+
+    def start_script(self) -> str:
+        loop = (f"while :; do echo \"t $(date +%s.%N)\"; grep '^cpu' {shlex.quote(self.proc_stat)}; "
+                f"sleep {self.interval_s}; done")
+        data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
+        start = (f"mkdir -p {shlex.quote(self.rundir)} && setsid nohup sh -c {shlex.quote(loop)} >{data} "
+                 f"2>/dev/null </dev/null & echo $! >{pid}")
+        undo = f"pkill -F {self.pidfile}; rm -f {self.pidfile} {self.data}"
+        return with_record(append_line(self.statefile, undo), start, self.statefile)
+
+    def stop_script(self) -> str:
+        data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
+        return f"pkill -F {pid} 2>/dev/null; cat {data} 2>/dev/null; rm -f {pid} {data}"
+
+    def start(self, shell: Shell) -> None:
+        shell.capture(self.host, self.start_script())
+
+    def collect(self, shell: Shell, clock_offset_s: float = 0.0) -> list[dict[str, Any]]:
+        return samples_from(shell.capture(self.host, self.stop_script()).stdout, clock_offset_s)
+
+
+def samples_from(text: str, clock_offset_s: float = 0.0) -> list[dict[str, Any]]:
+    """The sampler file -> [{"t_host", "t_controller", "t_s", "cpus": {cpu: {column: %}}}] per interval."""
+    snapshots: list[tuple[float, dict[str, tuple[int, ...]]]] = []
+    for line in text.splitlines():
+        if line.startswith("t "):
+            snapshots.append((float(line.split()[1]), {}))
+        elif line.startswith("cpu") and snapshots:
+            name, *values = line.split()
+            numbers = tuple(int(v) for v in values[: len(COLUMNS)])
+            snapshots[-1][1]["all" if name == "cpu" else name[3:]] = numbers + (0,) * (len(COLUMNS) - len(numbers))
+    snapshots = [s for s in snapshots if s[1]]
+    samples = []
+    for (t0, before), (t1, after) in zip(snapshots, snapshots[1:], strict=False):
+        samples.append({"t_host": t1, "t_controller": round(t1 - clock_offset_s, 3),
+                        "t_s": round(t1 - snapshots[0][0], 3), "cpus": usage_between(before, after)})
+    return samples
