@@ -57,7 +57,8 @@ class Hotplug:
         return f"[ \"$(cat {path})\" = {value} ] || echo {value} > {path}"
 
     def present(self, shell: Shell) -> list[int]:
-        out = shell.capture(self.host, f"cat {shlex.quote(self.sysfs_root)}/devices/system/cpu/present").stdout
+        path = f"{shlex.quote(self.sysfs_root)}/devices/system/cpu/present"
+        out = shell.capture(self.host, f"cat {path}").stdout
         return list(parse_cpu_list(out.strip()))
 
     def online(self, shell: Shell) -> list[int]:

@@ -209,7 +209,8 @@ def _interfaces(role: str, raw: Any, fail: Any) -> dict[str, str]:
         raise fail(key, f"missing: give {{ {', '.join(f'{n} = IFNAME' for n in LINKS_OF[role])} }}")
     for link in raw:
         if link not in LINKS_OF[role]:
-            raise fail(f"{key}.{link}", f"{role} has no link {link!r}: its links are {', '.join(LINKS_OF[role])}")
+            raise fail(f"{key}.{link}",
+                       f"{role} has no link {link!r}: its links are {', '.join(LINKS_OF[role])}")
     for link in LINKS_OF[role]:
         name = raw.get(link)
         if name is None:

@@ -117,7 +117,7 @@ def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
                             f"hosts.{role}.interfaces.{link} in {inventory.path}")
         elif info["unexpected_addresses"]:
             problems.append(f"{role}: interface {iface} carries {', '.join(info['unexpected_addresses'])}: "
-                            "remove them (or run `xlatbench testbed down`) so the test addresses are the only ones")
+                            "remove them (or run `xlatbench testbed down`): the test addresses must be the only ones")
         elif any(info["offloads"].get(o, "off").startswith("on") for o in OFFLOADS):
             warnings.append(f"{role}: {iface} has " + ", ".join(
                 f"{o}={info['offloads'][o]}" for o in OFFLOADS if o in info["offloads"]))
@@ -136,7 +136,7 @@ def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) ->
     topo = inventory.topology_name
     if host.backend == "tayga":
         if host.tayga_binary and facts.get("tayga_binary") != "present":
-            return [f"{role}: tayga binary {host.tayga_binary} missing: build it with tools/build-tayga there"]
+            return [f"{role}: tayga binary {host.tayga_binary} missing: run tools/build-tayga there"]
         if not host.tayga_binary and facts.get("tayga", "absent") == "absent":
             return [f"{role}: tayga not installed: apt-get install tayga, or set hosts.{role}.tayga_binary"]
         return []
@@ -166,7 +166,7 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
         problems, warnings = host_problems(inventory, role, facts, interfaces)
         clock = clock_offset(shell, role)
         if abs(clock["offset_s"]) > CLOCK_WARN_S:
-            warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP/chrony on the hosts")
+            warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
         result["hosts"][role] = {
             "ssh": host.ssh, "kernel": facts.get("kernel"), "hostname": facts.get("hostname"),
             "cpu_model": facts.get("cpu_model"), "cpus": int(facts.get("cpus") or 0),

@@ -62,10 +62,11 @@ def samples_from(text: str, clock_offset_s: float = 0.0) -> list[dict[str, Any]]
         elif line.startswith("cpu") and snapshots:
             name, *values = line.split()
             numbers = tuple(int(v) for v in values[: len(COLUMNS)])
-            snapshots[-1][1]["all" if name == "cpu" else name[3:]] = numbers + (0,) * (len(COLUMNS) - len(numbers))
+            padded = numbers + (0,) * (len(COLUMNS) - len(numbers))
+            snapshots[-1][1]["all" if name == "cpu" else name[3:]] = padded
     snapshots = [s for s in snapshots if s[1]]
     samples = []
-    for (t0, before), (t1, after) in zip(snapshots, snapshots[1:], strict=False):
+    for (_, before), (t1, after) in zip(snapshots, snapshots[1:], strict=False):
         samples.append({"t_host": t1, "t_controller": round(t1 - clock_offset_s, 3),
                         "t_s": round(t1 - snapshots[0][0], 3), "cpus": usage_between(before, after)})
     return samples

@@ -25,7 +25,8 @@ def main(argv: list[str]) -> int:
     code = subprocess.run([*ssh, "--", shlex.join(command)], check=False).returncode
     if local_json is not None:
         remote = shlex.quote(command[command.index("--json") + 1])
-        got = subprocess.run([*ssh, "--", f"cat {remote} && rm -f {remote}"], capture_output=True, check=False)
+        fetch = [*ssh, "--", f"cat {remote} && rm -f {remote}"]
+        got = subprocess.run(fetch, capture_output=True, check=False)
         if got.returncode == 0:
             with open(local_json, "wb") as out:
                 out.write(got.stdout)

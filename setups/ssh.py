@@ -112,8 +112,8 @@ class SshTransport:
                            capture_output=True, timeout=10, check=False)
 
     def log_records(self) -> list[dict[str, object]]:
-        return [{"host": c.host, "exit": c.returncode, "duration_s": c.duration_s, "command": _short(c.command)}
-                for c in self.log]
+        return [{"host": c.host, "exit": c.returncode, "duration_s": c.duration_s,
+                 "command": _short(c.command)} for c in self.log]
 
 
 class LocalShell:
@@ -126,10 +126,12 @@ class LocalShell:
         started = time.monotonic()
         done = subprocess.run(["sh", "-c", script], input=stdin or "", capture_output=True, text=True,
                               timeout=60, check=False)
-        result = Completed(host, script, done.returncode, time.monotonic() - started, done.stdout, done.stderr)
+        elapsed = time.monotonic() - started
+        result = Completed(host, script, done.returncode, elapsed, done.stdout, done.stderr)
         self.log.append(result)
         if check and done.returncode != 0:
-            raise StepError(f"{host}: `{_short(script)}` failed (exit {done.returncode}): {done.stderr.strip()}")
+            message = done.stderr.strip()
+            raise StepError(f"{host}: `{_short(script)}` failed (exit {done.returncode}): {message}")
         return result
 
 

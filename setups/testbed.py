@@ -52,7 +52,8 @@ def machine_topology(inventory: Inventory) -> Topology:
         if link.internal:
             continue
         for end in (link.a, link.b):
-            renames[(end.host, end.interface)] = inventory.hosts[machine_of(topo, end.host)].interfaces[link.name]
+            machine = inventory.hosts[machine_of(topo, end.host)]
+            renames[(end.host, end.interface)] = machine.interfaces[link.name]
     hostname = {h.name: h.name for h in topo.hosts} | {"napt": inventory.napt_netns}
     hosts = tuple(_rename_host(h, renames, hostname) for h in topo.hosts)
     links = tuple(
@@ -94,7 +95,8 @@ def knot_steps(inventory: Inventory, topo: Topology) -> list[Step]:
         write_zone(Path(tmp) / "zone", DEFAULT_DOMAIN, DEFAULT_SUBNET)
         zone = (Path(tmp) / "zone").read_text()
     return [Cmd(("mkdir", "-p", workdir)), WriteFile(f"{workdir}/knot.conf", conf), WriteFile(zonefile, zone),
-            Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid", f"{workdir}/knotd.log")]
+            Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid",
+                   f"{workdir}/knotd.log")]
 
 
 def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
@@ -128,8 +130,8 @@ def _with_tayga(step: Step, binary: str) -> Step:
 
 
 def hotplugs(inventory: Inventory) -> dict[str, Hotplug]:
-    return {d: Hotplug(d, inventory.hosts[d].offline_cpus, inventory.hosts[d].sysfs_root, inventory.statefile(d))
-            for d in DUTS}
+    hosts = inventory.hosts
+    return {d: Hotplug(d, hosts[d].offline_cpus, hosts[d].sysfs_root, inventory.statefile(d)) for d in DUTS}
 
 
 def samplers(inventory: Inventory) -> dict[str, IdleSampler]:
@@ -281,7 +283,7 @@ class TestbedChain:
         return result
 
     def start_idle(self) -> None:
-        for dut, sampler in samplers(self.inventory).items():
+        for sampler in samplers(self.inventory).values():
             sampler.start(self.shell)
 
     def collect_idle(self) -> dict[str, list[dict[str, Any]]]:
