@@ -117,7 +117,7 @@ def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
                             f"hosts.{role}.interfaces.{link} in {inventory.path}")
         elif info["unexpected_addresses"]:
             problems.append(f"{role}: interface {iface} carries {', '.join(info['unexpected_addresses'])}: "
-                            "remove them (or run `xlatbench testbed down`): the test addresses must be the only ones")
+                            "remove them, or run `xlatbench testbed down` if a run left them")
         elif any(info["offloads"].get(o, "off").startswith("on") for o in OFFLOADS):
             warnings.append(f"{role}: {iface} has " + ", ".join(
                 f"{o}={info['offloads'][o]}" for o in OFFLOADS if o in info["offloads"]))
