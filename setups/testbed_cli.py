@@ -10,7 +10,7 @@ from typing import TextIO
 from xlatbench.setups.inventory import DUTS, Inventory, load_inventory
 from xlatbench.setups.plan import BackendChoice, header
 from xlatbench.setups.preflight import check
-from xlatbench.setups.steps import Cmd, Step
+from xlatbench.setups.steps import Cmd, Step, WriteFile
 from xlatbench.setups.testbed import (
     ORDER,
     TestbedChain,
@@ -114,7 +114,7 @@ def dry_run(inventory: Inventory, out: TextIO) -> None:
         print(f"\n### host {role} (ssh {host.ssh}; state file {inventory.statefile(role)})", file=out)
         print("## setup", file=out)
         for step in steps[role]:
-            print(step.shell(), file=out)
+            print(_shown(step), file=out)
         if role == "server":
             print("# wait until Knot answers\n" + knot_ready_script(topo), file=out)
         if role in DUTS:
@@ -132,6 +132,16 @@ def dry_run(inventory: Inventory, out: TextIO) -> None:
             print(line, file=out)
         if role in DUTS:
             print(f"# then every CPU of offline_cpus {list(host.offline_cpus)} back online", file=out)
+
+
+def _shown(step: Step, limit: int = 8) -> str:
+    """A step as shell; a long file (the zone) cut to its first lines."""
+    if isinstance(step, WriteFile) and step.text.count("\n") > 100:
+        lines = step.text.splitlines()
+        head = "\n".join(lines[:limit])
+        return (f"cat > {step.path} <<'EOF'\n{head}\n# ... {len(lines) - limit} more lines "
+                "(the generated zone)\nEOF")
+    return step.shell()
 
 
 def _dry_cores(inventory: Inventory, role: str, out: TextIO) -> None:
