@@ -38,7 +38,10 @@ class Hotplug:
         for cpu in offline:
             if cpu == 0:
                 raise HotplugError(f"{self.host}: CPU 0 cannot go offline: keep CPU 0 in the core set")
-        return [cpu for cpu in offline if cpu in self.allowed]
+            if cpu not in self.allowed:
+                raise HotplugError(f"{self.host}: CPU {cpu} would go offline but is not in "
+                                   f"hosts.{self.host}.offline_cpus: add it there or keep it in the core set")
+        return offline
 
     def commands(self, offline: list[int], record: bool = True) -> list[str]:
         """Shell lines: every allowed CPU online, then the chosen ones offline (with `record`, each
@@ -62,8 +65,11 @@ class Hotplug:
         return list(parse_cpu_list(out.strip()))
 
     def online(self, shell: Shell) -> list[int]:
-        out = shell.capture(self.host, f"cat {shlex.quote(self.sysfs_root)}/devices/system/cpu/online").stdout
-        return list(parse_cpu_list(out.strip()))
+        """CPUs online now, from each cpuN/online (a CPU without that file cannot go offline)."""
+        script = (f"cd {shlex.quote(self.sysfs_root)}/devices/system/cpu && for d in cpu[0-9]*; do "
+                  "if [ ! -f $d/online ] || [ \"$(cat $d/online)\" = 1 ]; then echo ${d#cpu}; fi; done")
+        out = shell.capture(self.host, script).stdout
+        return sorted(int(n) for n in out.split())
 
     def apply(self, shell: Shell, keep: list[int]) -> dict[str, object]:
         """Keep exactly `keep` online among the allowed CPUs; returns what the host then has online."""

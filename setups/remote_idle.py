@@ -37,8 +37,8 @@ class IdleSampler:
         loop = (f"while :; do echo \"t $(date +%s.%N)\"; grep '^cpu' {shlex.quote(self.proc_stat)}; "
                 f"sleep {self.interval_s}; done")
         data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
-        start = (f"mkdir -p {shlex.quote(self.rundir)} && setsid nohup sh -c {shlex.quote(loop)} >{data} "
-                 f"2>/dev/null </dev/null & echo $! >{pid}")
+        start = (f"mkdir -p {shlex.quote(self.rundir)} && {{ setsid nohup sh -c {shlex.quote(loop)} >{data} "
+                 f"2>/dev/null </dev/null & echo $! >{pid}; }}")
         undo = f"pkill -F {self.pidfile}; rm -f {self.pidfile} {self.data}"
         return with_record(append_line(self.statefile, undo), start, self.statefile)
 

@@ -21,7 +21,8 @@ def good() -> dict[str, Any]:
             "client": {"ssh": "c", "interfaces": {"client-dut1": "eth1"}},
             "dut1": {"ssh": "d1", "interfaces": {"client-dut1": "eth1", "dut1-dut2": "eth2"},
                      "offline_cpus": "1-3"},
-            "dut2": {"ssh": "d2", "backend": "tayga", "interfaces": {"dut1-dut2": "eth1", "dut2-server": "eth2"}},
+            "dut2": {"ssh": "d2", "backend": "tayga",
+                     "interfaces": {"dut1-dut2": "eth1", "dut2-server": "eth2"}},
             "server": {"ssh": "root@s", "interfaces": {"dut2-server": "eth1"}, "management": "10.9.0.4"},
         },
     }
