@@ -204,6 +204,7 @@ class TestbedChain:
             shell.capture("server", knot_ready_script(chain.machine))
         except BaseException:
             chain.down()
+            shell.close()
             raise
         return chain
 
@@ -220,7 +221,10 @@ class TestbedChain:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.down()
+        try:
+            self.down()
+        finally:
+            self.shell.close()
 
     def down(self) -> dict[str, Any]:
         return down_all(self.inventory, self.shell)

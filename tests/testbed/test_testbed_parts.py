@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sshnet import fake_sysfs, online_states
 
 from xlatbench.setups.hotplug import Hotplug, HotplugError
 from xlatbench.setups.inventory import load_inventory
@@ -22,21 +23,6 @@ from xlatbench.setups.undo import UndoError, down_script, record_script, undo_li
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "paper-mapt.toml"
 
 
-def fake_sysfs(root: Path, cpus: int) -> Path:
-    base = root / "devices" / "system" / "cpu"
-    base.mkdir(parents=True)
-    (base / "present").write_text(f"0-{cpus - 1}\n")
-    (base / "cpu0").mkdir()  # like most x86 hosts: CPU 0 has no online file
-    for n in range(1, cpus):
-        (base / f"cpu{n}").mkdir()
-        (base / f"cpu{n}" / "online").write_text("1\n")
-    return base
-
-
-def states(base: Path, cpus: int) -> list[str]:
-    return [(base / f"cpu{n}" / "online").read_text().strip() for n in range(1, cpus)]
-
-
 def test_hotplug_core_counts_and_undo(tmp_path: Path) -> None:
     base = fake_sysfs(tmp_path / "sys", 4)
     statefile = str(tmp_path / "state" / "undo.sh")
@@ -45,13 +31,13 @@ def test_hotplug_core_counts_and_undo(tmp_path: Path) -> None:
     applied = hotplug.apply(shell, [0, 1])
     assert applied["offline"] == [2, 3]
     assert applied["online"] == [0, 1]
-    assert states(base, 4) == ["1", "0", "0"]
+    assert online_states(base, 4) == ["1", "0", "0"]
     assert hotplug.apply(shell, [0, 1, 2, 3])["online"] == [0, 1, 2, 3]
     hotplug.apply(shell, [0])
-    assert states(base, 4) == ["0", "0", "0"]
+    assert online_states(base, 4) == ["0", "0", "0"]
     # A controller killed here leaves the state file: `down` brings every CPU back and deletes it.
     shell.capture("dut1", down_script(statefile))
-    assert states(base, 4) == ["1", "1", "1"]
+    assert online_states(base, 4) == ["1", "1", "1"]
     assert not Path(statefile).exists()
 
 
@@ -65,7 +51,7 @@ def test_hotplug_refuses(tmp_path: Path, allowed: tuple[int, ...], keep: list[in
     hotplug = Hotplug("dut1", allowed, str(tmp_path / "sys"), str(tmp_path / "undo.sh"))
     with pytest.raises(HotplugError, match=message):
         hotplug.apply(LocalShell(), keep)
-    assert states(base, 4) == ["1", "1", "1"]  # nothing changed
+    assert online_states(base, 4) == ["1", "1", "1"]  # nothing changed
 
 
 def _ticking_stat(path: Path, stop: threading.Event) -> None:
