@@ -74,12 +74,11 @@ class Hotplug:
     def apply(self, shell: Shell, keep: list[int]) -> dict[str, object]:
         """Keep exactly `keep` online among the allowed CPUs; returns what the host then has online."""
         offline = self.plan(keep, self.present(shell))
-        for line in self.commands(offline):
-            shell.capture(self.host, line)
+        shell.capture(self.host, "set -e\n" + "\n".join(self.commands(offline)))
         return {"asked": sorted(keep), "offline": offline, "online": self.online(shell)}
 
     def online_all(self, shell: Shell) -> list[int]:
-        for cpu in self.allowed:
-            shell.capture(self.host, self._write(cpu, 1), check=False)
+        if self.allowed:
+            shell.capture(self.host, "\n".join(self._write(cpu, 1) for cpu in self.allowed), check=False)
         return self.online(shell)
 

@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from xlatbench.setups.inventory import DUTS, HostEntry, Inventory
@@ -173,11 +174,17 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
     """Probe every host; `machine_interfaces`: role -> interface names the run will use there."""
     result: dict[str, Any] = {"inventory": inventory.path, "topology": inventory.topology_name, "hosts": {},
                               "problems": [], "warnings": []}
-    for role, host in inventory.hosts.items():
+    def probe(role: str) -> tuple[dict[str, str], dict[str, float]]:
+        host = inventory.hosts[role]
         facts = parse_probe(shell.capture(role, probe_script(host, machine_interfaces[role])).stdout)
+        return facts, clock_offset(shell, role)
+
+    with ThreadPoolExecutor(max_workers=len(inventory.hosts)) as pool:
+        found = dict(zip(inventory.hosts, pool.map(probe, inventory.hosts), strict=True))
+    for role, host in inventory.hosts.items():
+        facts, clock = found[role]
         interfaces = {i: interface_report(facts, i) for i in machine_interfaces[role]}
         problems, warnings = host_problems(inventory, role, facts, interfaces)
-        clock = clock_offset(shell, role)
         if abs(clock["offset_s"]) > CLOCK_WARN_S:
             warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
         result["hosts"][role] = {

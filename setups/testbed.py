@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import shlex
 import sys
 import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, TypeVar
 
 from xlatbench.setups import counters as counters_mod
 from xlatbench.setups.backends import RenderContext
@@ -32,6 +35,7 @@ from xlatbench.zones.knot import TEMPLATE
 from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 
 ORDER = ("dut1", "dut2", "server", "client")
+T = TypeVar("T")
 
 
 class TestbedError(RuntimeError):
@@ -129,6 +133,31 @@ def _with_tayga(step: Step, binary: str) -> Step:
     return step
 
 
+def batch_script(steps: list[Step], statefile: str) -> str:
+    lines = []
+    for number, step in enumerate(steps, 1):
+        script, stdin = step_script(step)
+        if not script:
+            continue
+        if stdin is not None:  # a file: here-document instead of stdin
+            marker = f"XLATBENCH_EOF_{secrets.token_hex(6)}"
+            script = f"{script} <<'{marker}'\n{stdin.rstrip(chr(10))}\n{marker}\n"
+        guarded_script = guarded(script, step, statefile)
+        if isinstance(step, Cmd) and not step.check:
+            lines.append(f"{{ {guarded_script}; }} || true")
+            continue
+        what = shlex.quote(f"step {number} failed: {step.shell()[:200]}")
+        lines.append(f"{{ {guarded_script}\n}} || {{ echo {what} >&2; exit 1; }}")
+    return "\n".join(lines) + "\n"
+
+
+def each(roles: list[str] | tuple[str, ...], work: Callable[[str], T]) -> dict[str, T]:
+    """work(role) for every role at once (one SSH connection each); results in the order of `roles`."""
+    with ThreadPoolExecutor(max_workers=len(roles) or 1) as pool:
+        futures = {role: pool.submit(work, role) for role in roles}
+        return {role: future.result() for role, future in futures.items()}
+
+
 def hotplugs(inventory: Inventory) -> dict[str, Hotplug]:
     hosts = inventory.hosts
     return {d: Hotplug(d, hosts[d].offline_cpus, hosts[d].sysfs_root, inventory.statefile(d)) for d in DUTS}
@@ -145,18 +174,21 @@ def transport_for(inventory: Inventory) -> SshTransport:
 
 def down_all(inventory: Inventory, shell: Shell) -> dict[str, Any]:
     """Undo on every host what its state file lists; then bring every allowed CPU back online."""
-    report: dict[str, Any] = {}
-    for role in reversed(ORDER):
+    plugs = hotplugs(inventory)
+
+    def undo(role: str) -> dict[str, Any]:
         out = shell.capture(role, down_script(inventory.statefile(role)), check=False)
         lines = out.stdout.splitlines()
-        report[role] = {"undone": sum(1 for line in lines if line.startswith("undone")),
-                        "failed": [line[8:] for line in lines if line.startswith("failed: ")],
-                        "exit": out.returncode}
+        report: dict[str, Any] = {"undone": sum(1 for line in lines if line.startswith("undone")),
+                                  "failed": [line[8:] for line in lines if line.startswith("failed: ")],
+                                  "exit": out.returncode}
         if out.returncode == 255:
-            report[role]["error"] = out.stderr.strip().splitlines()[-1:] or ["ssh failed"]
-    for dut, hotplug in hotplugs(inventory).items():
-        report[dut]["cpus_online"] = hotplug.online_all(shell)
-    return report
+            report["error"] = out.stderr.strip().splitlines()[-1:] or ["ssh failed"]
+        if role in plugs:
+            report["cpus_online"] = plugs[role].online_all(shell)
+        return report
+
+    return each(tuple(reversed(ORDER)), undo)
 
 
 def leftovers(inventory: Inventory, shell: Shell) -> dict[str, str]:
@@ -199,8 +231,8 @@ class TestbedChain:
             raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
         chain = cls(inventory, shell, found)
         try:
-            for role, steps in plan(inventory).items():
-                chain.apply(role, steps)
+            steps = plan(inventory)
+            each(ORDER, lambda role: chain.apply(role, steps[role]))
             shell.capture("server", knot_ready_script(chain.machine))
         except BaseException:
             chain.down()
@@ -209,13 +241,9 @@ class TestbedChain:
         return chain
 
     def apply(self, role: str, steps: list[Step]) -> None:
-        statefile = self.inventory.statefile(role)
-        for step in steps:
-            script, stdin = step_script(step)
-            if not script:
-                continue
-            check = step.check if isinstance(step, Cmd) else True
-            self.shell.capture(role, guarded(script, step, statefile), check=check, stdin=stdin)
+        """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
+        may be); each step is guarded by its undo record and names itself when it fails."""
+        self.shell.capture(role, "sh -s", stdin=batch_script(steps, self.inventory.statefile(role)))
 
     def __enter__(self) -> TestbedChain:
         return self
@@ -275,15 +303,18 @@ class TestbedChain:
         return found
 
     def counters(self) -> dict[str, dict[str, int]]:
-        result: dict[str, dict[str, int]] = {}
-        for role in ORDER:
+        def read(role: str) -> dict[str, dict[str, int]]:
             out = self.shell.capture(role, "ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; "
                                            "echo '#--'; cat /proc/net/snmp", check=False).stdout
             parts = out.split("#--\n")
-            if len(parts) == 3:
-                result.update(counters_mod.parse_links(parts[0], role))
-                result.update(counters_mod.parse_nft(parts[1], role))
-                result.update(counters_mod.parse_snmp(parts[2], role))
+            if len(parts) != 3:
+                return {}
+            return {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
+                    **counters_mod.parse_snmp(parts[2], role)}
+
+        result: dict[str, dict[str, int]] = {}
+        for part in each(ORDER, read).values():
+            result.update(part)
         return result
 
     def start_idle(self) -> None:

@@ -110,7 +110,7 @@ def append_line(statefile: str, line: str) -> str:
 def with_record(record: str | None, step_script: str, statefile: str) -> str:
     if record is None:
         return step_script
-    return f"mkdir -p \"$(dirname {shlex.quote(statefile)})\" && {{ {record}; }} && {{ {step_script}; }}"
+    return f"mkdir -p \"$(dirname {shlex.quote(statefile)})\" && {{ {record}; }} && {{ {step_script}\n}}"
 
 
 def down_script(statefile: str) -> str:
