@@ -34,7 +34,8 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
         'echo "hostname=$(uname -n)"',
         'echo "cpus=$(grep -c ^processor /proc/cpuinfo)"',
         "echo \"cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)\"",
-        f'echo "cpus_online=$(cat {q(host.sysfs_root)}/devices/system/cpu/online)"',
+        f"printf cpus_online=; (cd {q(host.sysfs_root)}/devices/system/cpu && for d in cpu[0-9]*; do "
+        "if [ ! -f $d/online ] || [ \"$(cat $d/online)\" = 1 ]; then printf '%s ' ${d#cpu}; fi; done); echo",
         f'echo "cpus_present=$(cat {q(host.sysfs_root)}/devices/system/cpu/present)"',
         'echo "tayga=$(dpkg-query -W -f \'${Version}\' tayga 2>/dev/null || echo absent)"',
         'echo "jool_tools=$( (jool --version 2>/dev/null || echo absent) | head -n 1)"',

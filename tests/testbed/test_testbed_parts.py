@@ -149,3 +149,28 @@ def test_dry_run_prints_the_papers_mapt_ce() -> None:
     assert "knotd -c /run/xlatbench-testbed/paper/server/knot/knot.conf" in text
     assert "/opt/xlatbench/build/dnsperf/xlatperf --server 203.0.113.56" in text
     assert "jool_mapt -i BR fmrt add 2001:db8:ce::/51 192.0.2.0/24 13 0" in text
+
+
+def _facts(**extra: str) -> dict[str, str]:
+    facts = {"knotd": "knotd 3.2.6", "tester": "xlatperf 0.1.0", "jool_tools": "4.1.9.0"}
+    for module in ("jool_siit", "jool", "jool_mapt"):
+        facts[f"loaded_{module}"] = facts[f"installed_{module}"] = "absent"
+    return facts | extra
+
+
+@pytest.mark.parametrize(("extra", "problem"), [
+    ({}, "dut1: MAP-T needs Jool >= 4.2 (jool_mapt), this host has no jool_mapt module (jool tools: 4.1.9"),
+    ({"installed_jool_mapt": "4.1.9"}, "this host has 4.1.9: install Jool 4.2"),
+    ({"loaded_jool_mapt": "4.2.0-rc2"}, None),
+])
+def test_preflight_says_mapt_needs_jool_42(extra: dict[str, str], problem: str | None) -> None:
+    from xlatbench.setups.preflight import host_problems
+
+    inv = load_inventory(EXAMPLE)
+    problems, _ = host_problems(inv, "dut1", _facts(**extra), {
+        "enp5s0f0": {"present": True, "unexpected_addresses": [], "offloads": {}},
+        "enp5s0f1": {"present": True, "unexpected_addresses": [], "offloads": {}}})
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problem in problems[0]
