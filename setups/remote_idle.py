@@ -33,12 +33,15 @@ class IdleSampler:
     def pidfile(self) -> str:
         return f"{self.rundir}/idle.pid"
 
-    def start_script(self) -> str:
+    def start_script(self, record: bool = True) -> str:
+        """The sampler started in the background; with `record`, its undo line is written first."""
         loop = (f"while :; do echo \"t $(date +%s.%N)\"; grep '^cpu' {shlex.quote(self.proc_stat)}; "
                 f"sleep {self.interval_s}; done")
         data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
         start = (f"mkdir -p {shlex.quote(self.rundir)} && {{ setsid nohup sh -c {shlex.quote(loop)} >{data} "
                  f"2>/dev/null </dev/null & echo $! >{pid}; }}")
+        if not record:
+            return start
         undo = f"pkill -F {self.pidfile}; rm -f {self.pidfile} {self.data}"
         return with_record(append_line(self.statefile, undo), start, self.statefile)
 

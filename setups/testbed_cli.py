@@ -120,8 +120,9 @@ def dry_run(inventory: Inventory, out: TextIO) -> None:
         if role in DUTS:
             _dry_cores(inventory, role, out)
             sampler = samplers(inventory)[role]
-            print("## capture (before and after each idle-capture trial)", file=out)
-            print(sampler.start_script(), file=out)
+            print("## capture: start before each idle-capture trial (its undo line recorded first), "
+                  "collect after", file=out)
+            print(sampler.start_script(record=False), file=out)
             print(sampler.stop_script(), file=out)
         if role == "client":
             print("## each trial (the tester; its --json is copied back to the controller)", file=out)
