@@ -132,3 +132,73 @@ def test_killed_controller_then_down(hosts: SshHosts, inventory: Path, tmp_path:
     report = json.loads(capsys.readouterr().out)
     assert report["dut1"]["undone"] > 10 and report["dut1"]["failed"] == []
     assert_as_before(hosts, before, tmp_path)
+
+
+CAMPAIGN = """
+[campaign]
+name = "{name}"
+store = "{store}"
+methods = ["rfc8219-binary"]
+cores = [1]
+
+[search]
+min_rate_qps = 0
+max_rate_qps = 4000
+error_qps = 1000
+duration_s = 1
+rest_s = 0
+repetitions = 1
+short_duration_s = 1
+short_rest_s = 0
+
+[tester]
+threads = 1
+ports_per_thread = 4
+timeout_s = 0.25
+
+[idle]
+runs = 0
+
+[[setup]]
+name = "c464"
+kind = "chain"
+topology = "464xlat"
+{setup}
+"""
+
+
+def _keys(record: dict, depth: int = 2) -> set[str]:
+    """Dotted key paths of a record down to `depth` levels (the record's shape, not its values)."""
+    keys = set()
+    for key, value in record.items():
+        keys.add(key)
+        if depth > 1 and isinstance(value, dict) and key not in ("dut", "raw", "setup"):
+            keys |= {f"{key}.{sub}" for sub in _keys(value, depth - 1)}
+    return keys
+
+
+def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, inventory: Path,
+                                                         tmp_path: Path) -> None:
+    """The same campaign through the SSH testbed and through the namespace emulation: the same records."""
+    runs = {
+        "ssh": 'factory = "xlatbench.setups.testbed:testbed_chain"\n'
+               f'options = {{ inventory = "{inventory}" }}\ncpu_map = {{ 1 = [0] }}',
+        "netns": f'options = {{ prefix = "{hosts.prefix}e", backend = "tayga" }}\ncpu_map = {{ 1 = [1] }}',
+    }
+    records = {}
+    for world, setup in runs.items():
+        store = tmp_path / f"{world}.jsonl"
+        campaign = tmp_path / f"{world}.toml"
+        campaign.write_text(CAMPAIGN.format(name=world, store=store, setup=setup))
+        assert main(["campaign", "run", str(campaign)]) == 0
+        records[world] = [json.loads(line) for line in store.read_text().splitlines()]
+    ssh_trials = [r for r in records["ssh"] if r["type"] == "trial"]
+    netns_trials = [r for r in records["netns"] if r["type"] == "trial"]
+    assert ssh_trials and netns_trials
+    assert [r["type"] for r in records["ssh"]] == [r["type"] for r in records["netns"]]
+    for ssh, netns in zip(records["ssh"], records["netns"], strict=True):
+        assert _keys(ssh) == _keys(netns)
+    first = ssh_trials[0]
+    assert first["dut"]["world"] == "real testbed" and first["dut"]["preflight"]["ok"]
+    assert first["dut_cpus"]["applied"]["dut1"]["online"] == [0]
+    assert first["trial"]["sent"] == first["trial"]["rate_qps"] * first["trial"]["duration_s"]
