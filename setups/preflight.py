@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from xlatbench.paths import tester_binary
 from xlatbench.setups.inventory import DUTS, HostEntry, Inventory
 from xlatbench.setups.ssh import Shell
 
@@ -140,10 +141,31 @@ def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
         problems += _backend_problems(inventory, role, facts)
     if role == "server" and facts.get("knotd", "absent") == "absent":
         problems.append("server: knotd not found: apt-get install knot (Debian package)")
-    if role == "client" and facts.get("tester", "absent") == "absent":
-        problems.append(f"client: tester {inventory.hosts['client'].tester} not found: build xlatperf there "
-                        "(`make build` in a clone of this version) and set hosts.client.tester to its path")
+    if role == "client":
+        problems += _tester_problems(inventory, facts.get("tester", "absent"))
     return problems, warnings
+
+
+def local_tester_version() -> str | None:
+    """`xlatperf --version` of the controller's own build (None when it has none)."""
+    try:
+        binary = tester_binary()
+    except FileNotFoundError:
+        return None
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _tester_problems(inventory: Inventory, remote: str) -> list[str]:
+    path = inventory.hosts["client"].tester
+    build = ("build it there from this commit (`make build` in a clone, or copy build/dnsperf/xlatperf) "
+             "and set hosts.client.tester to its path")
+    if remote == "absent":
+        return [f"client: tester {path} not found: {build}"]
+    local = local_tester_version()
+    if local is not None and remote != local:
+        return [f"client: tester {path} is {remote!r}, the controller's is {local!r}: {build}"]
+    return []
 
 
 def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:

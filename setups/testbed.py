@@ -278,11 +278,29 @@ class TestbedChain:
                 self.inventory.hosts["client"].tester, "--", *argv]
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
-        applied = {}
-        for dut, hotplug in hotplugs(self.inventory).items():
-            applied[dut] = hotplug.apply(self.shell, list((per_dut or {}).get(dut, cpus)))
-        self.placement = {"method": "cpu hotplug", **applied}
+        plugs = hotplugs(self.inventory)
+
+        def apply(dut: str) -> dict[str, Any]:
+            applied = plugs[dut].apply(self.shell, list((per_dut or {}).get(dut, cpus)))
+            return {**applied, "interfaces": self.irq_placement(dut)}
+
+        self.placement = {"method": "cpu hotplug", **each(DUTS, apply)}
         return self.placement
+
+    def irq_placement(self, role: str) -> dict[str, Any]:
+        """Per test interface of a host: RPS masks of its receive queues and the CPUs its IRQs may use."""
+        found: dict[str, Any] = {}
+        for iface in self.inventory.hosts[role].interfaces.values():
+            q = shlex.quote(iface)
+            script = (f"for f in /sys/class/net/{q}/queues/rx-*/rps_cpus; do [ -f \"$f\" ] && "
+                      f"echo \"rps $(basename $(dirname $f)) $(cat $f)\"; done; "
+                      f"for n in $(awk -F: '/{iface}/ {{print $1}}' /proc/interrupts); do "
+                      f"echo \"irq $n $(cat /proc/irq/$n/smp_affinity_list 2>/dev/null)\"; done")
+            out = self.shell.capture(role, script, check=False).stdout.split("\n")
+            rows = [line.split() for line in out if len(line.split()) == 3]
+            found[iface] = {"rps_cpus": {q_: mask for kind, q_, mask in rows if kind == "rps"},
+                            "irq_affinity": {n: cpus for kind, n, cpus in rows if kind == "irq"}}
+        return found
 
     def dut_cpu_times(self) -> dict[str, float]:
         times = {}

@@ -174,3 +174,17 @@ def test_preflight_says_mapt_needs_jool_42(extra: dict[str, str], problem: str |
         assert problems == []
     else:
         assert len(problems) == 1 and problem in problems[0]
+
+
+def test_preflight_refuses_another_tester_version() -> None:
+    from xlatbench.setups.preflight import host_problems, local_tester_version
+
+    local = local_tester_version()
+    assert local is not None and local.startswith("xlatperf ")
+    inv = load_inventory(EXAMPLE)
+    iface = {"enp5s0f0": {"present": True, "unexpected_addresses": [], "offloads": {}}}
+    assert host_problems(inv, "client", _facts(tester=local), iface)[0] == []
+    problems, _ = host_problems(inv, "client", _facts(tester="xlatperf 0.0.1"), iface)
+    assert len(problems) == 1 and f"is 'xlatperf 0.0.1', the controller's is {local!r}" in problems[0]
+    problems, _ = host_problems(inv, "client", _facts(tester="absent"), iface)
+    assert "tester /opt/xlatbench/build/dnsperf/xlatperf not found" in problems[0]

@@ -71,6 +71,7 @@ def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path,
     with TestbedChain.up(inv) as chain:
         placement = chain.set_dut_cpus([0, 1])
         assert placement["dut1"]["online"] == [0, 1] and placement["dut2"]["offline"] == [2, 3]
+        assert "rx-0" in placement["dut1"]["interfaces"]["eth1"]["rps_cpus"]  # veth: one queue
         chain.start_idle()
         result = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=4)).measure(2.0, 2000.0)
         idle = chain.collect_idle()
