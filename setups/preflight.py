@@ -20,6 +20,7 @@ from typing import Any
 from xlatbench.paths import tester_binary
 from xlatbench.setups.inventory import DUTS, HostEntry, Inventory
 from xlatbench.setups.ssh import Shell
+from xlatbench.setups.transports import StepError
 
 JOOL_MODULES = ("jool_siit", "jool", "jool_mapt")
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
@@ -75,7 +76,10 @@ def clock_offset(shell: Shell, host: str, exchanges: int = 5) -> dict[str, float
             t0 = time.time()
             process.stdin.write("t\n")
             process.stdin.flush()
-            remote = float(process.stdout.readline())
+            line = process.stdout.readline()
+            if not line.strip():
+                raise StepError(f"{host}: no answer to `date` over ssh while measuring the clock offset")
+            remote = float(line)
             t1 = time.time()
             if best is None or t1 - t0 < best[1]:
                 best = (remote - (t0 + t1) / 2, t1 - t0)

@@ -1,6 +1,8 @@
-"""`python -m xlatbench.setups.remote_run SSH_ARGV_JSON TESTER -- XLATPERF_ARGV...`: run the tester on
-the client host and bring its `--json FILE` back to FILE here (what TestbedChain.client_argv wraps).
-The local binary path in argv[0] is replaced by the client's TESTER; exit status is the tester's."""
+"""`python -m xlatbench.setups.remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- XLATPERF_ARGV...`: run the
+tester on the client host and bring its `--json FILE` back to FILE here (what TestbedChain.client_argv
+wraps). The local binary path in argv[0] is replaced by the client's TESTER; the remote JSON lives in
+REMOTE_DIR (the client's state directory: `testbed down` removes what a killed trial left); exit status
+is the tester's."""
 
 from __future__ import annotations
 
@@ -12,17 +14,18 @@ import uuid
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: remote_run SSH_ARGV_JSON TESTER -- BINARY ARGS...", file=sys.stderr)
+    if len(argv) < 5 or argv[3] != "--":
+        print("usage: remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- BINARY ARGS...", file=sys.stderr)
         return 2
-    ssh, tester, command = json.loads(argv[0]), argv[1], argv[3:]
+    ssh, tester, remote_dir, command = json.loads(argv[0]), argv[1], argv[2], argv[4:]
     command = [tester, *command[1:]]
     local_json = None
     if "--json" in command:
         at = command.index("--json") + 1
         local_json = command[at]
-        command[at] = f"/tmp/xlatbench-{uuid.uuid4().hex}.json"
-    code = subprocess.run([*ssh, "--", shlex.join(command)], check=False).returncode
+        command[at] = f"{remote_dir}/trial-{uuid.uuid4().hex}.json"
+    run = f"mkdir -p {shlex.quote(remote_dir)} && {shlex.join(command)}"
+    code = subprocess.run([*ssh, "--", run], check=False).returncode
     if local_json is not None:
         remote = shlex.quote(command[command.index("--json") + 1])
         fetch = [*ssh, "--", f"cat {remote} && rm -f {remote}"]

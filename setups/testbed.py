@@ -275,7 +275,7 @@ class TestbedChain:
     def client_argv(self, argv: list[str]) -> list[str]:
         ssh = self.shell.argv("client")
         return [sys.executable, "-m", "xlatbench.setups.remote_run", json.dumps(ssh),
-                self.inventory.hosts["client"].tester, "--", *argv]
+                self.inventory.hosts["client"].tester, self.inventory.rundir("client"), "--", *argv]
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
         plugs = hotplugs(self.inventory)

@@ -34,8 +34,8 @@ def undo_line(step: Step) -> str | None:
     if isinstance(step, WriteFile):
         return f"rm -f {shlex.quote(step.path)}"
     if isinstance(step, Daemon):
-        pid = shlex.quote(step.pidfile)
-        return f"pkill -F {pid}; rm -f {pid}"
+        pid, log = shlex.quote(step.pidfile), shlex.quote(step.logfile)
+        return f"pkill -F {pid}; rm -f {pid} {log}"
     return _cmd_undo(step)
 
 
@@ -114,12 +114,15 @@ def with_record(record: str | None, step_script: str, statefile: str) -> str:
 
 
 def down_script(statefile: str) -> str:
-    """Run the state file's lines newest first (each tolerated to fail, reported), then delete it.
+    """Run the state file's lines newest first (each tolerated to fail, reported), then delete it, the
+    tester's result files of killed trials (`trial-*.json`) and the then empty directories.
     Prints `undone N` and `failed: LINE` lines."""
     path = shlex.quote(statefile)
+    role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
     return (f"if [ -f {path} ]; then n=0; tac {path} | while IFS= read -r line; do "
             f"sh -c \"$line\" >/dev/null 2>&1 || echo \"failed: $line\"; n=$((n+1)); echo \"undone $n\"; "
-            f"done; rm -f {path}; fi")
+            f"done; rm -f {path}; fi; rm -f {role_dir}/trial-*.json; "
+            f"rmdir {role_dir} \"$(dirname {role_dir})\" 2>/dev/null; true")
 
 
 def pending(statefile: str) -> str:

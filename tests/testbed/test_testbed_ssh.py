@@ -56,7 +56,7 @@ def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) ->
         assert online_states(tmp_path / "sys" / dut / "devices" / "system" / "cpu", 4) == ["1", "1", "1"]
         assert not {"tayga", "knotd", "sh"} & set(processes(hosts, dut))
     assert "knotd" not in processes(hosts, "server")
-    assert not list((tmp_path / "run").rglob("undo.sh"))
+    assert not list((tmp_path / "run").rglob("*"))  # state files, tester results, their directories
 
 
 def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path,
@@ -196,9 +196,12 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
     ssh_trials = [r for r in records["ssh"] if r["type"] == "trial"]
     netns_trials = [r for r in records["netns"] if r["type"] == "trial"]
     assert ssh_trials and netns_trials
-    assert [r["type"] for r in records["ssh"]] == [r["type"] for r in records["netns"]]
-    for ssh, netns in zip(records["ssh"], records["netns"], strict=True):
-        assert _keys(ssh) == _keys(netns)
+    # The searches may take different paths (trial outcomes differ): compare each record type's shape.
+    shapes: dict[str, dict[str, set[str]]] = {"ssh": {}, "netns": {}}
+    for world, stored in records.items():
+        for record in stored:
+            shapes[world].setdefault(record["type"], set()).update(_keys(record))
+    assert shapes["ssh"] == shapes["netns"]
     first = ssh_trials[0]
     assert first["dut"]["world"] == "real testbed" and first["dut"]["preflight"]["ok"]
     assert first["dut_cpus"]["applied"]["dut1"]["online"] == [0]
