@@ -290,12 +290,15 @@ class TestbedChain:
     def irq_placement(self, role: str) -> dict[str, Any]:
         """Per test interface of a host: RPS masks of its receive queues and the CPUs its IRQs may use."""
         found: dict[str, Any] = {}
+        inside = {i.name: child.name for child in self.machine.children(role) for i in child.interfaces}
         for iface in self.inventory.hosts[role].interfaces.values():
             q = shlex.quote(iface)
             script = (f"for f in /sys/class/net/{q}/queues/rx-*/rps_cpus; do [ -f \"$f\" ] && "
                       f"echo \"rps $(basename $(dirname $f)) $(cat $f)\"; done; "
                       f"for n in $(awk -F: '/{iface}/ {{print $1}}' /proc/interrupts); do "
                       f"echo \"irq $n $(cat /proc/irq/$n/smp_affinity_list 2>/dev/null)\"; done")
+            if iface in inside:  # the MAP-T CE's client-side NIC lives in the napt namespace
+                script = f"ip netns exec {shlex.quote(inside[iface])} sh -c {shlex.quote(script)}"
             out = self.shell.capture(role, script, check=False).stdout.split("\n")
             rows = [line.split() for line in out if len(line.split()) == 3]
             found[iface] = {"rps_cpus": {q_: mask for kind, q_, mask in rows if kind == "rps"},

@@ -131,8 +131,10 @@ class SshHosts:
             sh("ip", "netns", "del", ns, check=False)
             sh("ip", "link", "del", f"{self.prefix}m{ROLES.index(role) + 1}", check=False)
 
-    def inventory(self, path: Path, build: Path, sysfs: Path, rundir: Path) -> Path:
-        lines = [f'name = "{self.prefix}"', 'topology = "464xlat"', f'rundir = "{rundir}"',
+    def inventory(self, path: Path, build: Path, sysfs: Path, rundir: Path,
+                  topology: str = "464xlat") -> Path:
+        lines = [f'name = "{self.prefix}"', f'topology = "{topology}"', f'rundir = "{rundir}"',
+                 f'napt_netns = "{self.prefix}-napt"',
                  f"ssh_options = {self.ssh_options()!r}".replace("'", '"')]
         for role in ROLES:
             lines += [f"\n[hosts.{role}]", f'ssh = "root@{self.address(role)}"',
