@@ -13,6 +13,11 @@ def interface_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
     out = subprocess.run(
         ["ip", "-n", netns, "-s", "-j", "link", "show"], capture_output=True, text=True, check=True
     ).stdout
+    return parse_links(out, host)
+
+
+def parse_links(out: str, host: str) -> dict[str, dict[str, int]]:
+    """`ip -s -j link show` output -> "host:interface" counters."""
     counters = {}
     for link in json.loads(out):
         if link["ifname"] == "lo":
@@ -38,10 +43,17 @@ def nft_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
         text=True,
         check=False,
     )
-    if done.returncode != 0 or not done.stdout.strip():
+    if done.returncode != 0:
+        return {}
+    return parse_nft(done.stdout, host)
+
+
+def parse_nft(out: str, host: str) -> dict[str, dict[str, int]]:
+    """`nft -j list ruleset` output -> counters of rules that have one."""
+    if not out.strip():
         return {}
     counters = {}
-    for entry in json.loads(done.stdout).get("nftables", []):
+    for entry in json.loads(out).get("nftables", []):
         rule = entry.get("rule")
         if not rule:
             continue
@@ -56,7 +68,12 @@ def udp_counters(netns: str, host: str) -> dict[str, dict[str, int]]:
     done = subprocess.run(
         ["ip", "netns", "exec", netns, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True
     )
-    lines = [line.split() for line in done.stdout.splitlines() if line.startswith("Udp:")]
+    return parse_snmp(done.stdout, host)
+
+
+def parse_snmp(out: str, host: str) -> dict[str, dict[str, int]]:
+    """/proc/net/snmp -> the "host:udp" counters."""
+    lines = [line.split() for line in out.splitlines() if line.startswith("Udp:")]
     if len(lines) < 2:
         return {}
     values = dict(zip(lines[0][1:], (int(v) for v in lines[1][1:]), strict=False))

@@ -15,6 +15,7 @@ from xlatbench import __version__
 PARTS = (
     "xlatbench.zones.cli",
     "xlatbench.setups.cli",
+    "xlatbench.setups.testbed_cli",
     "xlatbench.scripts.cli",
     "xlatbench.analysis.cli",
     "xlatbench.demo",

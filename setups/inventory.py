@@ -1,0 +1,268 @@
+"""A real testbed's inventory (TOML): which machine plays which role, how to reach it over SSH, the
+interface at each link end, the translator backend per DUT, the CPUs that may be taken offline.
+
+```toml
+name = "lab"                     # names the state directory on every host
+topology = "mapt"                # baseline | 464xlat | mapt
+ssh_options = ["-o", "User=root"]  # extra options for every ssh call (optional)
+
+[hosts.client]
+ssh = "tester.lab"               # anything OpenSSH accepts: alias, user@host, host with ProxyJump...
+interfaces = { client-dut1 = "enp5s0f0" }
+[hosts.dut1]
+ssh = "dut1.lab"
+backend = "jool"                 # jool (default) | tayga
+offline_cpus = "1-7"             # CPUs hotplug may take offline (never CPU 0)
+interfaces = { client-dut1 = "enp5s0f0", dut1-dut2 = "enp5s0f1" }
+```
+
+Every error is one line naming the key and the fix (`InventoryError`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xlatbench.setups.placement import parse_cpu_list
+from xlatbench.setups.plan import BACKENDS
+from xlatbench.setups.testbeds import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
+from xlatbench.setups.topology import Topology
+
+ROLES = ("client", "dut1", "dut2", "server")
+DUTS = ("dut1", "dut2")
+LINKS_OF = {
+    "client": ("client-dut1",),
+    "dut1": ("client-dut1", "dut1-dut2"),
+    "dut2": ("dut1-dut2", "dut2-server"),
+    "server": ("dut2-server",),
+}
+TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "tayga", "rundir"}
+HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
+             "tester", "tayga_binary"}
+IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+class InventoryError(ValueError):
+    """A bad inventory; the message is one line naming the file, the key and the fix."""
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One machine of the testbed.
+
+    ssh: the destination given to ssh. interfaces: link name -> interface name on this machine.
+    backend: translator backend (DUTs only). offline_cpus: CPUs hotplug may take offline.
+    management: the address ssh reaches (optional; checked against the test networks).
+    sysfs_root / proc_stat: where the CPU hotplug files and /proc/stat are (tests redirect them).
+    tester: the xlatperf binary on the client. tayga_binary: tayga on a DUT with the tayga backend.
+    """
+
+    role: str
+    ssh: str
+    interfaces: dict[str, str]
+    backend: str = "jool"
+    offline_cpus: tuple[int, ...] = ()
+    management: str | None = None
+    sysfs_root: str = "/sys"
+    proc_stat: str = "/proc/stat"
+    tester: str = "xlatperf"
+    tayga_binary: str | None = None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: str
+    name: str
+    topology_name: str
+    hosts: dict[str, HostEntry]
+    ssh_options: tuple[str, ...] = ()
+    napt_netns: str = "napt"
+    nat64_prefix: str = WELL_KNOWN_PREFIX
+    tayga: str = "patched"
+    rundir_root: str = "/run/xlatbench-testbed"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def rundir(self, role: str) -> str:
+        """Where a host keeps this testbed's files (state file, configs, pid files); per role, so that
+        two roles on one file system (the namespace proof) never share a file."""
+        return f"{self.rundir_root}/{self.name}/{role}"
+
+    def statefile(self, role: str) -> str:
+        return f"{self.rundir(role)}/undo.sh"
+
+    def topology(self) -> Topology:
+        return topology(self.topology_name, self.nat64_prefix)
+
+    def backend_spec(self) -> str:
+        """The per-role backend string BackendChoice.parse takes: CLAT/CE follow dut1, PLAT/BR dut2."""
+        d1, d2 = self.hosts["dut1"].backend, self.hosts["dut2"].backend
+        return f"clat={d1},ce={d1},plat={d2},br={d2}"
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise InventoryError(f"{path}: no such inventory file: give the path of a TOML inventory") from None
+    except tomllib.TOMLDecodeError as err:
+        raise InventoryError(f"{path}: not valid TOML ({err}): fix the syntax") from None
+    return parse_inventory(data, str(path))
+
+
+def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory:
+    def fail(key: str, message: str) -> InventoryError:
+        return InventoryError(f"{where}: {key}: {message}")
+
+    unknown = sorted(set(data) - TOP_KEYS)
+    if unknown:
+        raise fail(unknown[0], f"unknown key: use one of {', '.join(sorted(TOP_KEYS))}")
+    name = data.get("name", "testbed")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise fail("name", "must be lower-case letters, digits and '-', starting with a letter")
+    topo = data.get("topology")
+    if topo not in TOPOLOGIES:
+        raise fail("topology", f"set it to one of {', '.join(TOPOLOGIES)}")
+    options = _string_list(data.get("ssh_options", []), fail("ssh_options", "must be a list of strings"))
+    napt = data.get("napt_netns", "napt")
+    if not isinstance(napt, str) or not NAME_RE.match(napt):
+        raise fail("napt_netns", "must be a namespace name of lower-case letters, digits and '-'")
+    prefix = str(data.get("nat64_prefix", WELL_KNOWN_PREFIX))
+    try:
+        if ipaddress.IPv6Network(prefix).prefixlen != 96:
+            raise ValueError
+    except ValueError:
+        raise fail("nat64_prefix", f"{prefix!r} is not an IPv6 /96 prefix such as 64:ff9b::/96") from None
+    tayga = data.get("tayga", "patched")
+    if tayga not in ("patched", "stock"):
+        raise fail("tayga", "choose patched or stock")
+    rundir_root = data.get("rundir", "/run/xlatbench-testbed")
+    if not isinstance(rundir_root, str) or not rundir_root.startswith("/") or " " in rundir_root:
+        raise fail("rundir", "must be an absolute path without spaces")
+    hosts = _hosts(data.get("hosts"), fail)
+    inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, tayga, rundir_root)
+    _check_whole(inventory, fail)
+    return inventory
+
+
+def _string_list(value: Any, error: InventoryError) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise error
+    return value
+
+
+def _hosts(raw: Any, fail: Any) -> dict[str, HostEntry]:
+    if not isinstance(raw, dict):
+        raise fail("hosts", f"missing [hosts.ROLE] tables: give one for each of {', '.join(ROLES)}")
+    for role in raw:
+        if role not in ROLES:
+            raise fail(f"hosts.{role}", f"unknown role: roles are {', '.join(ROLES)} "
+                                        "(the MAP-T napt is a namespace on dut1, see napt_netns)")
+    for role in ROLES:
+        if role not in raw:
+            raise fail(f"hosts.{role}", "missing: every testbed needs client, dut1, dut2 and server")
+    return {role: _host(role, raw[role], fail) for role in ROLES}
+
+
+def _host(role: str, raw: Any, fail: Any) -> HostEntry:
+    key = f"hosts.{role}"
+    if not isinstance(raw, dict):
+        raise fail(key, "must be a table")
+    unknown = sorted(set(raw) - HOST_KEYS)
+    if unknown:
+        raise fail(f"{key}.{unknown[0]}", f"unknown key: use one of {', '.join(sorted(HOST_KEYS))}")
+    ssh = raw.get("ssh")
+    if not isinstance(ssh, str) or not ssh.strip() or ssh.startswith("-") or any(c.isspace() for c in ssh):
+        raise fail(f"{key}.ssh", "give the SSH destination (user@host or a ~/.ssh/config alias, no spaces)")
+    interfaces = _interfaces(role, raw.get("interfaces"), fail)
+    backend = raw.get("backend", "jool")
+    if backend not in BACKENDS:
+        raise fail(f"{key}.backend", f"choose {' or '.join(BACKENDS)}")
+    if role not in DUTS and "backend" in raw:
+        raise fail(f"{key}.backend", "only dut1 and dut2 run a translator: remove it")
+    cpus = _offline_cpus(raw.get("offline_cpus", []), f"{key}.offline_cpus", fail)
+    if cpus and role not in DUTS:
+        raise fail(f"{key}.offline_cpus", "only DUTs change core counts: remove it")
+    management = raw.get("management")
+    if management is not None:
+        try:
+            ipaddress.ip_address(str(management))
+        except ValueError:
+            raise fail(f"{key}.management", f"{management!r} is not an IP address") from None
+    paths = {k: raw.get(k, d) for k, d in (("sysfs_root", "/sys"), ("proc_stat", "/proc/stat"),
+                                           ("tester", "xlatperf"), ("tayga_binary", None))}
+    for k, value in paths.items():
+        if value is not None and (not isinstance(value, str) or any(c.isspace() for c in value)):
+            raise fail(f"{key}.{k}", "must be a path without spaces")
+    return HostEntry(role, ssh, interfaces, backend, cpus, management and str(management), **paths)
+
+
+def _interfaces(role: str, raw: Any, fail: Any) -> dict[str, str]:
+    key = f"hosts.{role}.interfaces"
+    if not isinstance(raw, dict):
+        raise fail(key, f"missing: give {{ {', '.join(f'{n} = IFNAME' for n in LINKS_OF[role])} }}")
+    for link in raw:
+        if link not in LINKS_OF[role]:
+            raise fail(f"{key}.{link}",
+                       f"{role} has no link {link!r}: its links are {', '.join(LINKS_OF[role])}")
+    for link in LINKS_OF[role]:
+        name = raw.get(link)
+        if name is None:
+            raise fail(f"{key}.{link}", f"missing: name the interface of {role} on link {link}")
+        if not isinstance(name, str) or not IFNAME_RE.match(name):
+            raise fail(f"{key}.{link}", f"{name!r} is not an interface name (1-15 characters)")
+    if len(set(raw.values())) != len(raw):
+        raise fail(key, "two links on one interface: each link end needs its own interface")
+    return dict(raw)
+
+
+def _offline_cpus(raw: Any, key: str, fail: Any) -> tuple[int, ...]:
+    try:
+        if isinstance(raw, str):
+            cpus = parse_cpu_list(raw)
+        elif isinstance(raw, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in raw):
+            cpus = tuple(raw)
+        else:
+            raise ValueError
+    except ValueError:
+        raise fail(key, "give CPU numbers as a list [1, 2] or a string such as \"1-7\"") from None
+    if 0 in cpus:
+        raise fail(key, "CPU 0 cannot go offline (it keeps the host reachable): remove 0")
+    if any(c < 0 for c in cpus):
+        raise fail(key, "CPU numbers are not negative")
+    return tuple(sorted(set(cpus)))
+
+
+def _check_whole(inventory: Inventory, fail: Any) -> None:
+    seen: dict[str, str] = {}
+    for role, host in inventory.hosts.items():
+        if host.ssh in seen:
+            raise fail(f"hosts.{role}.ssh", f"{host.ssh!r} is also {seen[host.ssh]}: the testbed needs "
+                                            "four machines (one per role); give each role its own host")
+        seen[host.ssh] = role
+    networks = link_networks(inventory.topology())
+    for role, host in inventory.hosts.items():
+        if host.management is None:
+            continue
+        address = ipaddress.ip_address(host.management)
+        for net in networks:
+            if address.version == net.version and address in net:
+                raise fail(f"hosts.{role}.management", f"{address} lies in the test network {net}: "
+                                                       "manage the host over another network")
+
+
+def link_networks(topo: Topology) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """Every network the topology puts on its test links, plus the translation prefix."""
+    nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for host in topo.hosts:
+        for iface in host.interfaces:
+            nets += [ipaddress.ip_interface(a).network for a in iface.addresses]
+    if topo.nat64_prefix:
+        nets.append(ipaddress.ip_network(topo.nat64_prefix))
+    return nets

@@ -1,0 +1,228 @@
+"""`xlatbench testbed check`: what each host of an inventory is, and whether a run may start there.
+
+One ssh call per host collects kernel, CPUs, each named interface (addresses, driver, GRO/GSO/LRO),
+Jool's modules (loaded version, installed version, user-space tools), tayga, knotd, the tester, and the
+host's clock; a second short call measures the clock offset against the controller. `problems` lists
+what refuses a run (a missing interface, one carrying addresses, MAP-T without Jool >= 4.2, a missing
+knotd or tester); `warnings` what a result should mention. The whole dict goes with every result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from xlatbench.paths import tester_binary
+from xlatbench.setups.inventory import DUTS, HostEntry, Inventory
+from xlatbench.setups.ssh import Shell
+from xlatbench.setups.transports import StepError
+
+JOOL_MODULES = ("jool_siit", "jool", "jool_mapt")
+OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
+RX_OFFLOADS = ("generic-receive-offload", "large-receive-offload")
+CLOCK_WARN_S = 0.1
+
+
+def probe_script(host: HostEntry, interfaces: list[str]) -> str:
+    """One shell snippet printing `key=value` lines about the host."""
+    q = shlex.quote
+    lines = [
+        'echo "kernel=$(uname -r)"',
+        'echo "hostname=$(uname -n)"',
+        'echo "cpus=$(grep -c ^processor /proc/cpuinfo)"',
+        "echo \"cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)\"",
+        f"printf cpus_online=; (cd {q(host.sysfs_root)}/devices/system/cpu && for d in cpu[0-9]*; do "
+        "if [ ! -f $d/online ] || [ \"$(cat $d/online)\" = 1 ]; then printf '%s ' ${d#cpu}; fi; done); echo",
+        f'echo "cpus_present=$(cat {q(host.sysfs_root)}/devices/system/cpu/present)"',
+        'echo "tayga=$(dpkg-query -W -f \'${Version}\' tayga 2>/dev/null || echo absent)"',
+        'echo "jool_tools=$( (jool --version 2>/dev/null || echo absent) | head -n 1)"',
+        'echo "knotd=$( (knotd --version 2>/dev/null || echo absent) | head -n 1)"',
+        f'echo "tester=$( ({q(host.tester)} --version 2>/dev/null || echo absent) | head -n 1)"',
+    ]
+    if host.tayga_binary:
+        lines.append(f'echo "tayga_binary=$([ -x {q(host.tayga_binary)} ] && echo present || echo absent)"')
+    for module in JOOL_MODULES:
+        lines.append(f'echo "loaded_{module}=$(cat /sys/module/{module}/version 2>/dev/null || echo absent)"')
+        lines.append(f'echo "installed_{module}=$(modinfo -F version {module} 2>/dev/null || echo absent)"')
+    for iface in interfaces:
+        i = q(iface)
+        lines += [
+            f'echo "if_{iface}_addr=$(ip -j address show dev {i} 2>/dev/null || echo absent)"',
+            f"echo \"if_{iface}_driver=$(ethtool -i {i} 2>/dev/null | sed -n 's/^driver: //p')\"",
+            f"echo \"if_{iface}_offload=$(ethtool -k {i} 2>/dev/null | grep -E '^({'|'.join(OFFLOADS)}):'"
+            " | tr '\\n' ';')\"",
+        ]
+    return "\n".join(lines)
+
+
+def parse_probe(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def clock_offset(shell: Shell, host: str, exchanges: int = 5) -> dict[str, float]:
+    """Host clock minus controller clock, s. One remote shell answers `date` to each line we send: the
+    exchange with the shortest round trip gives the offset (uncertainty = half that round trip)."""
+    process = subprocess.Popen(shell.argv(host, "while read -r _; do date +%s.%N; done"),  # type: ignore[attr-defined]
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    assert process.stdin is not None and process.stdout is not None
+    best: tuple[float, float] | None = None
+    try:
+        for _ in range(exchanges):
+            t0 = time.time()
+            process.stdin.write("t\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
+            if not line.strip():
+                raise StepError(f"{host}: no answer to `date` over ssh while measuring the clock offset")
+            remote = float(line)
+            t1 = time.time()
+            if best is None or t1 - t0 < best[1]:
+                best = (remote - (t0 + t1) / 2, t1 - t0)
+    finally:
+        process.stdin.close()
+        process.wait(timeout=10)
+    assert best is not None
+    return {"offset_s": round(best[0], 4), "uncertainty_s": round(best[1] / 2, 4)}
+
+
+def interface_report(facts: dict[str, str], iface: str) -> dict[str, Any]:
+    raw = facts.get(f"if_{iface}_addr", "absent")
+    if raw in ("absent", "", "[]"):
+        return {"present": False}
+    try:
+        addresses = [a for link in json.loads(raw) for a in link.get("addr_info", [])]
+    except json.JSONDecodeError:
+        return {"present": False}
+    offloads = {}
+    for item in facts.get(f"if_{iface}_offload", "").split(";"):
+        if ":" in item:
+            name, state = item.split(":", 1)
+            offloads[name.strip()] = state.strip()
+    return {
+        "present": True,
+        "driver": facts.get(f"if_{iface}_driver") or "unknown",
+        "offloads": offloads,
+        "addresses": [f"{a['local']}/{a['prefixlen']}" for a in addresses],
+        "unexpected_addresses": [f"{a['local']}/{a['prefixlen']}" for a in addresses
+                                 if not str(a.get("local", "")).startswith("fe80:")],
+    }
+
+
+def jool_version(facts: dict[str, str], module: str) -> str | None:
+    for key in (f"loaded_{module}", f"installed_{module}"):
+        value = facts.get(key, "absent")
+        if value != "absent" and value:
+            return value
+    return None
+
+
+def version_at_least(version: str, wanted: tuple[int, ...]) -> bool:
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[: len(wanted)])
+    return numbers >= wanted
+
+
+def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
+                  interfaces: dict[str, dict[str, Any]]) -> tuple[list[str], list[str]]:
+    problems, warnings = [], []
+    for link, iface in inventory.hosts[role].interfaces.items():
+        info = interfaces[iface]
+        if not info["present"]:
+            problems.append(f"{role}: interface {iface} (link {link}) is missing: fix "
+                            f"hosts.{role}.interfaces.{link} in {inventory.path}")
+        elif info["unexpected_addresses"]:
+            problems.append(f"{role}: interface {iface} carries {', '.join(info['unexpected_addresses'])}: "
+                            "remove them, or run `xlatbench testbed down` if a run left them")
+        elif role in DUTS and any(info["offloads"].get(o, "off").startswith("on") for o in RX_OFFLOADS):
+            warnings.append(f"{role}: {iface} aggregates received packets (" + ", ".join(
+                f"{o}={info['offloads'][o]}" for o in RX_OFFLOADS if o in info["offloads"])
+                + "): translators see fewer, larger packets; say so with the results or turn it off")
+    if role in DUTS:
+        problems += _backend_problems(inventory, role, facts)
+    if role == "server" and facts.get("knotd", "absent") == "absent":
+        problems.append("server: knotd not found: apt-get install knot (Debian package)")
+    if role == "client":
+        problems += _tester_problems(inventory, facts.get("tester", "absent"))
+    return problems, warnings
+
+
+def local_tester_version() -> str | None:
+    """`xlatperf --version` of the controller's own build (None when it has none)."""
+    try:
+        binary = tester_binary()
+    except FileNotFoundError:
+        return None
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _tester_problems(inventory: Inventory, remote: str) -> list[str]:
+    path = inventory.hosts["client"].tester
+    build = ("build it there from this commit (`make build` in a clone, or copy build/dnsperf/xlatperf) "
+             "and set hosts.client.tester to its path")
+    if remote == "absent":
+        return [f"client: tester {path} not found: {build}"]
+    local = local_tester_version()
+    if local is not None and remote != local:
+        return [f"client: tester {path} is {remote!r}, the controller's is {local!r}: {build}"]
+    return []
+
+
+def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:
+    host = inventory.hosts[role]
+    topo = inventory.topology_name
+    if host.backend == "tayga":
+        if host.tayga_binary and facts.get("tayga_binary") != "present":
+            return [f"{role}: tayga binary {host.tayga_binary} missing: run tools/build-tayga there"]
+        if not host.tayga_binary and facts.get("tayga", "absent") == "absent":
+            return [f"{role}: tayga not installed: apt-get install tayga, or set hosts.{role}.tayga_binary"]
+        return []
+    if topo == "baseline":
+        return []
+    if topo == "mapt":
+        version = jool_version(facts, "jool_mapt")
+        if version is None or not version_at_least(version, (4, 2)):
+            found = version or f"no jool_mapt module (jool tools: {facts.get('jool_tools', 'absent')})"
+            return [f"{role}: MAP-T needs Jool >= 4.2 (jool_mapt), this host has {found}: install Jool 4.2 "
+                    "from source (Debian 12's jool-tools 4.1.9 has no MAP-T), or use backend = \"tayga\""]
+        return []
+    module = "jool_siit" if role == "dut1" else "jool"
+    if jool_version(facts, module) is None:
+        return [f"{role}: Jool module {module} neither loaded nor installed: install Jool "
+                "(jool-dkms + jool-tools), or use backend = \"tayga\""]
+    return []
+
+
+def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]]) -> dict[str, Any]:
+    """Probe every host; `machine_interfaces`: role -> interface names the run will use there."""
+    result: dict[str, Any] = {"inventory": inventory.path, "topology": inventory.topology_name, "hosts": {},
+                              "problems": [], "warnings": []}
+    def probe(role: str) -> tuple[dict[str, str], dict[str, float]]:
+        host = inventory.hosts[role]
+        facts = parse_probe(shell.capture(role, probe_script(host, machine_interfaces[role])).stdout)
+        return facts, clock_offset(shell, role)
+
+    with ThreadPoolExecutor(max_workers=len(inventory.hosts)) as pool:
+        found = dict(zip(inventory.hosts, pool.map(probe, inventory.hosts), strict=True))
+    for role, host in inventory.hosts.items():
+        facts, clock = found[role]
+        interfaces = {i: interface_report(facts, i) for i in machine_interfaces[role]}
+        problems, warnings = host_problems(inventory, role, facts, interfaces)
+        if abs(clock["offset_s"]) > CLOCK_WARN_S:
+            warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
+        result["hosts"][role] = {
+            "ssh": host.ssh, "kernel": facts.get("kernel"), "hostname": facts.get("hostname"),
+            "cpu_model": facts.get("cpu_model"), "cpus": int(facts.get("cpus") or 0),
+            "cpus_online": facts.get("cpus_online"), "cpus_present": facts.get("cpus_present"),
+            "interfaces": interfaces, "clock": clock,
+            "jool": {m: jool_version(facts, m) for m in JOOL_MODULES} | {"tools": facts.get("jool_tools")},
+            "tayga": facts.get("tayga"), "knotd": facts.get("knotd"), "tester": facts.get("tester"),
+        }
+        result["problems"] += problems
+        result["warnings"] += warnings
+    result["ok"] = not result["problems"]
+    return result

@@ -1,0 +1,96 @@
+"""Per-core CPU use on each DUT host, the paper's evidence: a small shell loop on the host copies the
+cpu lines of /proc/stat with the host's clock once a second into a file (started before a capture trial,
+collected after). The samples have the shape of `xlatbench.scripts.cpuload.CpuSampler`'s, with each
+interval's end on the host's clock (`t_host`) and on the controller's (`t_controller` = t_host - offset,
+the clock offset preflight measured)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from xlatbench.scripts.cpuload import COLUMNS, usage_between
+from xlatbench.setups.ssh import Shell
+from xlatbench.setups.undo import append_line, with_record
+
+
+@dataclass(frozen=True)
+class IdleSampler:
+    """The sampler of one host: its files live in `rundir`, /proc/stat is read from `proc_stat`."""
+
+    host: str
+    rundir: str
+    statefile: str
+    proc_stat: str = "/proc/stat"
+    interval_s: float = 1.0
+
+    @property
+    def data(self) -> str:
+        return f"{self.rundir}/idle.samples"
+
+    @property
+    def pidfile(self) -> str:
+        return f"{self.rundir}/idle.pid"
+
+    def start_script(self, record: bool = True) -> str:
+        """The sampler started in the background; with `record`, its undo line is written first."""
+        loop = (f"while :; do echo \"t $(date +%s.%N)\"; grep '^cpu' {shlex.quote(self.proc_stat)}; "
+                f"sleep {self.interval_s}; done")
+        data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
+        start = (f"mkdir -p {shlex.quote(self.rundir)} && {{ setsid nohup sh -c {shlex.quote(loop)} >{data} "
+                 f"2>/dev/null </dev/null & echo $! >{pid}; }}")
+        if not record:
+            return start
+        undo = f"pkill -F {self.pidfile}; rm -f {self.pidfile} {self.data}"
+        return with_record(append_line(self.statefile, undo), start, self.statefile)
+
+    def stop_script(self) -> str:
+        data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
+        return f"pkill -F {pid} 2>/dev/null; cat {data} 2>/dev/null; rm -f {pid} {data}"
+
+    def start(self, shell: Shell) -> None:
+        shell.capture(self.host, self.start_script())
+
+    def collect(self, shell: Shell, clock_offset_s: float = 0.0) -> list[dict[str, Any]]:
+        return samples_from(shell.capture(self.host, self.stop_script()).stdout, clock_offset_s)
+
+
+def samples_from(text: str, clock_offset_s: float = 0.0) -> list[dict[str, Any]]:
+    """The sampler file -> [{"t_host", "t_controller", "t_s", "cpus": {cpu: {column: %}}}] per interval."""
+    snapshots: list[tuple[float, dict[str, tuple[int, ...]]]] = []
+    for line in text.splitlines():
+        if line.startswith("t "):
+            snapshots.append((float(line.split()[1]), {}))
+        elif line.startswith("cpu") and snapshots:
+            name, *values = line.split()
+            numbers = tuple(int(v) for v in values[: len(COLUMNS)])
+            padded = numbers + (0,) * (len(COLUMNS) - len(numbers))
+            snapshots[-1][1]["all" if name == "cpu" else name[3:]] = padded
+    snapshots = [s for s in snapshots if s[1]]
+    samples = []
+    for (_, before), (t1, after) in zip(snapshots, snapshots[1:], strict=False):
+        samples.append({"t_host": t1, "t_controller": round(t1 - clock_offset_s, 3),
+                        "t_s": round(t1 - snapshots[0][0], 3), "cpus": usage_between(before, after)})
+    return samples
+
+
+def active_idle(samples: list[dict[str, Any]], cores: list[int]) -> float | None:
+    """Mean idle time (%) of the `cores` over all samples; None without samples for them."""
+    values = [s["cpus"][str(c)]["idle"] for s in samples for c in cores if str(c) in s["cpus"]]
+    return round(sum(values) / len(values), 2) if values else None
+
+
+def bottleneck(idle: dict[str, list[dict[str, Any]]], active: dict[str, list[int]]) -> dict[str, Any]:
+    """The paper's verdict on a real testbed: of the DUT hosts, the one whose active cores had the least
+    idle time during the capture (taken at the median throughput rate), with every host's figure.
+
+    idle: host -> samples from IdleSampler.collect; active: host -> the CPUs online for the trial."""
+    figures = {host: active_idle(samples, active.get(host, [])) for host, samples in idle.items()}
+    known = {host: value for host, value in figures.items() if value is not None}
+    if not known:
+        return {"bottleneck": None, "idle_percent": figures,
+                "reason": "no idle samples of the active cores: was the sampler started?"}
+    host = min(known, key=lambda h: known[h])
+    return {"bottleneck": host, "idle_percent": figures,
+            "reason": f"{host}'s active cores were idle {known[host]:.1f} % of the time, the least"}

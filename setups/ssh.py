@@ -1,0 +1,145 @@
+"""Steps and shell snippets on real hosts through the system's OpenSSH client.
+
+One master connection per host (ControlMaster/ControlPersist) carries every command; each remote
+command is logged with host, exit status and duration (logger `xlatbench.ssh`, and `SshTransport.log`).
+`LocalShell` runs the same snippets on this machine (unit tests: fake sysfs and /proc trees).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from xlatbench.setups.steps import Cmd, Comment, Daemon, Step, WriteFile
+from xlatbench.setups.transports import StepError
+
+LOG = logging.getLogger("xlatbench.ssh")
+BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
+                "-o", "ControlMaster=auto", "-o", "ControlPersist=120")
+
+
+@dataclass(frozen=True)
+class Completed:
+    """One remote command: host, exit status, duration (s), output."""
+
+    host: str
+    command: str
+    returncode: int
+    duration_s: float
+    stdout: str
+    stderr: str
+
+
+class Shell(Protocol):
+    def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> Completed: ...
+
+
+def step_script(step: Step) -> tuple[str, str | None]:
+    """A step as one shell snippet for a remote host, and the text to feed its stdin (WriteFile)."""
+    if isinstance(step, Cmd):
+        return step.shell(), None
+    if isinstance(step, WriteFile):
+        path = shlex.quote(step.path)
+        return f"mkdir -p \"$(dirname {path})\" && cat > {path}", step.text
+    if isinstance(step, Daemon):
+        pid, log = shlex.quote(step.pidfile), shlex.quote(step.logfile)
+        # setsid + nohup: the daemon outlives this connection; the pid file holds its own PID.
+        return (f"mkdir -p \"$(dirname {pid})\" && {{ setsid nohup {shlex.join(step.argv)} >{log} 2>&1 "
+                f"</dev/null & echo $! >{pid}; }} && sleep 0.3 && {{ kill -0 \"$(cat {pid})\" 2>/dev/null || "
+                f"{{ echo \"{step.argv[0]} exited at once: $(tail -n 3 {log})\" >&2; exit 1; }}; }}"), None
+    return "", None
+
+
+class SshTransport:
+    """Runs steps on the hosts of an inventory: `destinations` maps host role -> ssh destination."""
+
+    def __init__(self, destinations: dict[str, str], options: tuple[str, ...] = (),
+                 timeout_s: float = 120.0, control_dir: str | None = None) -> None:
+        self.destinations = destinations
+        self.options = tuple(options)
+        self.timeout_s = timeout_s
+        self._control_dir = control_dir or tempfile.mkdtemp(prefix="xlatbench-ssh-")
+        self.log: list[Completed] = []
+
+    def argv(self, host: str, script: str | None = None) -> list[str]:
+        """ssh argv reaching `host`; with `script`, running that shell snippet there."""
+        try:
+            dest = self.destinations[host]
+        except KeyError:
+            raise StepError(f"no SSH destination for host {host!r}") from None
+        control = ("-o", f"ControlPath={self._control_dir}/%C")
+        argv = ["ssh", *BASE_OPTIONS, *control, *self.options, dest]
+        if script is not None:
+            argv += ["--", script]
+        return argv
+
+    def run(self, host: str | None, step: Step) -> None:
+        if isinstance(step, Comment) or host is None:
+            return
+        script, stdin = step_script(step)
+        check = step.check if isinstance(step, Cmd) else True
+        self.capture(host, script, check=check, stdin=stdin)
+
+    def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> Completed:
+        started = time.monotonic()
+        try:
+            done = subprocess.run(self.argv(host, script), input=stdin if stdin is not None else "",
+                                  capture_output=True, text=True, timeout=self.timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise StepError(f"{host}: `{_short(script)}` did not finish in {self.timeout_s:.0f} s") from None
+        result = Completed(host, script, done.returncode, round(time.monotonic() - started, 4),
+                           done.stdout, done.stderr)
+        self.log.append(result)
+        LOG.info("host=%s exit=%d %.3f s: %s", host, done.returncode, result.duration_s, _short(script))
+        if check and done.returncode == 255:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise StepError(f"{host}: ssh {self.destinations[host]} failed (exit 255): {last}")
+        if check and done.returncode != 0:
+            message = (done.stderr or done.stdout).strip().replace("\n", " | ")
+            raise StepError(f"{host}: `{_short(script)}` failed (exit {done.returncode}): {message}")
+        return result
+
+    def close(self) -> None:
+        """End the master connections (ControlPersist would end them later anyway)."""
+        for host in self.destinations:
+            subprocess.run([*self.argv(host)[:-1], "-O", "exit", self.destinations[host]],
+                           capture_output=True, timeout=10, check=False)
+
+    def log_records(self) -> list[dict[str, object]]:
+        return [{"host": c.host, "exit": c.returncode, "duration_s": c.duration_s,
+                 "command": _short(c.command)} for c in self.log]
+
+
+class LocalShell:
+    """Runs snippets on this machine with sh (tests; the same snippets SshTransport sends)."""
+
+    def __init__(self) -> None:
+        self.log: list[Completed] = []
+
+    def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> Completed:
+        started = time.monotonic()
+        done = subprocess.run(["sh", "-c", script], input=stdin or "", capture_output=True, text=True,
+                              timeout=60, check=False)
+        elapsed = time.monotonic() - started
+        result = Completed(host, script, done.returncode, elapsed, done.stdout, done.stderr)
+        self.log.append(result)
+        if check and done.returncode != 0:
+            message = done.stderr.strip()
+            raise StepError(f"{host}: `{_short(script)}` failed (exit {done.returncode}): {message}")
+        return result
+
+
+def _short(script: str, limit: int = 200) -> str:
+    line = " ".join(script.split())
+    return line if len(line) <= limit else line[:limit] + " ..."
+
+
+def write_remote(shell: Shell, host: str, path: str | Path, text: str) -> None:
+    script, stdin = step_script(WriteFile(str(path), text))
+    shell.capture(host, script, stdin=stdin)

@@ -1,0 +1,364 @@
+"""A real testbed (four hosts over SSH) driven by an inventory: the plan per host, up, down, and
+`TestbedChain`, the Chain the measurement code drives (same protocol as EmulatedChain).
+
+The topology's interface names are replaced by the inventory's; the MAP-T `napt` becomes a namespace on
+dut1 (`napt_netns`). Every change is recorded in the host's state file before it is made (undo.py), so
+`down` (also `xlatbench testbed down INVENTORY` after a kill -9 of the controller) removes exactly it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from string import Template
+from typing import Any, TypeVar
+
+from xlatbench.setups import counters as counters_mod
+from xlatbench.setups.backends import RenderContext
+from xlatbench.setups.hotplug import Hotplug
+from xlatbench.setups.inventory import DUTS, Inventory
+from xlatbench.setups.plan import BackendChoice, render_host
+from xlatbench.setups.preflight import check as preflight_check
+from xlatbench.setups.remote_idle import IdleSampler
+from xlatbench.setups.ssh import Shell, SshTransport, step_script
+from xlatbench.setups.steps import Cmd, Daemon, Step, WriteFile
+from xlatbench.setups.topology import Endpoint, Host, Interface, Link, Topology
+from xlatbench.setups.undo import down_script, guarded, pending
+from xlatbench.zones.knot import TEMPLATE
+from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
+
+ORDER = ("dut1", "dut2", "server", "client")
+T = TypeVar("T")
+
+
+class TestbedError(RuntimeError):
+    """The testbed cannot be brought up; the message names the host and what to do."""
+
+
+def machine_of(topology: Topology, host: str) -> str:
+    """The inventory role (machine) a topology host runs on: a sub-host runs on its parent."""
+    parent = topology.host(host).parent
+    return parent or host
+
+
+def machine_topology(inventory: Inventory) -> Topology:
+    """The inventory's topology with its interface names and the napt namespace's name."""
+    topo = inventory.topology()
+    renames: dict[tuple[str, str], str] = {}
+    for link in topo.links:
+        if link.internal:
+            continue
+        for end in (link.a, link.b):
+            machine = inventory.hosts[machine_of(topo, end.host)]
+            renames[(end.host, end.interface)] = machine.interfaces[link.name]
+    hostname = {h.name: h.name for h in topo.hosts} | {"napt": inventory.napt_netns}
+    hosts = tuple(_rename_host(h, renames, hostname) for h in topo.hosts)
+    links = tuple(
+        Link(link.name, *(Endpoint(hostname[e.host], renames.get((e.host, e.interface), e.interface))
+                          for e in (link.a, link.b)), internal=link.internal)
+        for link in topo.links
+    )
+    return dataclasses.replace(topo, hosts=hosts, links=links)
+
+
+def _rename_host(host: Host, renames: dict[tuple[str, str], str], hostname: dict[str, str]) -> Host:
+    def rename(name: str) -> str:
+        return renames.get((host.name, name), name)
+
+    items = []
+    for item in host.items:
+        if isinstance(item, Interface):
+            item = dataclasses.replace(item, name=rename(item.name))
+        elif hasattr(item, "ipv4_interface"):
+            item = dataclasses.replace(item, ipv4_interface=rename(item.ipv4_interface),
+                                       ipv6_interface=rename(item.ipv6_interface))
+        items.append(item)
+    parent = hostname[host.parent] if host.parent else None
+    return Host(hostname[host.name], tuple(items), parent)
+
+
+def machine_interfaces(inventory: Inventory) -> dict[str, list[str]]:
+    return {role: list(host.interfaces.values()) for role, host in inventory.hosts.items()}
+
+
+def knot_steps(inventory: Inventory, topo: Topology) -> list[Step]:
+    """Knot on the server host: config, zone, knotd in the foreground (the transport backgrounds it)."""
+    workdir = f"{inventory.rundir('server')}/knot"
+    zonefile = f"{workdir}/{DEFAULT_DOMAIN}.zone"
+    conf = Template(TEMPLATE.read_text()).substitute(
+        rundir=workdir, udp_workers=1, listen=f"{topo.server_address}@53", domain=DEFAULT_DOMAIN,
+        zonefile=zonefile)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_zone(Path(tmp) / "zone", DEFAULT_DOMAIN, DEFAULT_SUBNET)
+        zone = (Path(tmp) / "zone").read_text()
+    return [Cmd(("mkdir", "-p", workdir)), WriteFile(f"{workdir}/knot.conf", conf), WriteFile(zonefile, zone),
+            Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid",
+                   f"{workdir}/knotd.log")]
+
+
+def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
+    name = query_name(0)
+    return (f"i=0; until kdig @{topo.server_address} +time=1 +retry=0 {name} AAAA 2>/dev/null | "
+            f"grep -q 'status: NOERROR'; do i=$((i+1)); [ $i -ge {timeout_s * 5} ] && "
+            f"{{ echo 'knotd does not answer' >&2; exit 1; }}; sleep 0.2; done")
+
+
+def plan(inventory: Inventory) -> dict[str, list[Step]]:
+    """Per role, every setup step in order: the topology's rendering for the host, Knot on the server."""
+    topo = machine_topology(inventory)
+    choice = BackendChoice.parse(inventory.backend_spec(), inventory.tayga)
+    steps: dict[str, list[Step]] = {}
+    for role in ORDER:
+        ctx = RenderContext(world="real", rundir=inventory.rundir(role), prefix="xlatbench")
+        host_steps = render_host(topo, topo.host(role), choice, ctx)
+        binary = inventory.hosts[role].tayga_binary
+        if binary:
+            host_steps = [_with_tayga(s, binary) for s in host_steps]
+        if role == "server":
+            host_steps += knot_steps(inventory, topo)
+        steps[role] = host_steps
+    return steps
+
+
+def _with_tayga(step: Step, binary: str) -> Step:
+    if isinstance(step, Cmd | Daemon) and step.argv and Path(step.argv[0]).name == "tayga":
+        return dataclasses.replace(step, argv=(binary, *step.argv[1:]))
+    return step
+
+
+def batch_script(steps: list[Step], statefile: str) -> str:
+    lines = []
+    for number, step in enumerate(steps, 1):
+        script, stdin = step_script(step)
+        if not script:
+            continue
+        if stdin is not None:  # a file: here-document instead of stdin
+            marker = f"XLATBENCH_EOF_{secrets.token_hex(6)}"
+            script = f"{script} <<'{marker}'\n{stdin.rstrip(chr(10))}\n{marker}\n"
+        guarded_script = guarded(script, step, statefile)
+        if isinstance(step, Cmd) and not step.check:
+            lines.append(f"{{ {guarded_script}; }} || true")
+            continue
+        what = shlex.quote(f"step {number} failed: {step.shell()[:200]}")
+        lines.append(f"{{ {guarded_script}\n}} || {{ echo {what} >&2; exit 1; }}")
+    return "\n".join(lines) + "\n"
+
+
+def each(roles: list[str] | tuple[str, ...], work: Callable[[str], T]) -> dict[str, T]:
+    """work(role) for every role at once (one SSH connection each); results in the order of `roles`."""
+    with ThreadPoolExecutor(max_workers=len(roles) or 1) as pool:
+        futures = {role: pool.submit(work, role) for role in roles}
+        return {role: future.result() for role, future in futures.items()}
+
+
+def hotplugs(inventory: Inventory) -> dict[str, Hotplug]:
+    hosts = inventory.hosts
+    return {d: Hotplug(d, hosts[d].offline_cpus, hosts[d].sysfs_root, inventory.statefile(d)) for d in DUTS}
+
+
+def samplers(inventory: Inventory) -> dict[str, IdleSampler]:
+    return {d: IdleSampler(d, inventory.rundir(d), inventory.statefile(d), inventory.hosts[d].proc_stat)
+            for d in DUTS}
+
+
+def transport_for(inventory: Inventory) -> SshTransport:
+    return SshTransport({r: h.ssh for r, h in inventory.hosts.items()}, inventory.ssh_options)
+
+
+def down_all(inventory: Inventory, shell: Shell) -> dict[str, Any]:
+    """Undo on every host what its state file lists; then bring every allowed CPU back online."""
+    plugs = hotplugs(inventory)
+
+    def undo(role: str) -> dict[str, Any]:
+        out = shell.capture(role, down_script(inventory.statefile(role)), check=False)
+        lines = out.stdout.splitlines()
+        report: dict[str, Any] = {"undone": sum(1 for line in lines if line.startswith("undone")),
+                                  "failed": [line[8:] for line in lines if line.startswith("failed: ")],
+                                  "exit": out.returncode}
+        if out.returncode == 255:
+            report["error"] = out.stderr.strip().splitlines()[-1:] or ["ssh failed"]
+        if role in plugs:
+            report["cpus_online"] = plugs[role].online_all(shell)
+        return report
+
+    return each(tuple(reversed(ORDER)), undo)
+
+
+def leftovers(inventory: Inventory, shell: Shell) -> dict[str, str]:
+    """Role -> what its state file still lists (empty dict: nothing left to undo anywhere)."""
+    left = {}
+    for role in ORDER:
+        text = shell.capture(role, pending(inventory.statefile(role)), check=False).stdout.strip()
+        if text:
+            left[role] = text
+    return left
+
+
+class TestbedChain:
+    """Four real hosts reached over SSH; `TestbedChain.up(inventory)` is a context manager that takes
+    them down again (also after a failure during up)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, inventory: Inventory, shell: SshTransport, preflight: dict[str, Any]) -> None:
+        self.inventory = inventory
+        self.shell = shell
+        self.preflight = preflight
+        self.machine = machine_topology(inventory)
+        self.topology = inventory.topology_name
+        self.server_address = self.machine.server_address
+        self.client_address = self.machine.client_address
+        self.max_flows = self.machine.max_flows()
+        self.placement: dict[str, Any] = {}
+        self._clk_tck: dict[str, int] = {}
+
+    @classmethod
+    def up(cls, inventory: Inventory, shell: SshTransport | None = None) -> TestbedChain:
+        shell = shell or transport_for(inventory)
+        left = leftovers(inventory, shell)
+        if left:
+            raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
+                               f"run `xlatbench testbed down {inventory.path}` first")
+        found = preflight_check(inventory, shell, machine_interfaces(inventory))
+        if not found["ok"]:
+            raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
+        chain = cls(inventory, shell, found)
+        try:
+            steps = plan(inventory)
+            each(ORDER, lambda role: chain.apply(role, steps[role]))
+            shell.capture("server", knot_ready_script(chain.machine))
+        except BaseException:
+            chain.down()
+            shell.close()
+            raise
+        return chain
+
+    def apply(self, role: str, steps: list[Step]) -> None:
+        """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
+        may be); each step is guarded by its undo record and names itself when it fails."""
+        self.shell.capture(role, "sh -s", stdin=batch_script(steps, self.inventory.statefile(role)))
+
+    def __enter__(self) -> TestbedChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.down()
+        finally:
+            self.shell.close()
+
+    def down(self) -> dict[str, Any]:
+        return down_all(self.inventory, self.shell)
+
+    def describe(self) -> dict[str, Any]:
+        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.tayga)
+        translators = {}
+        for host, role in self.machine.translators().items():
+            info = choice.backend(role).describe(role)
+            if info.get("implementation") == "jool":
+                info["version"] = self.preflight["hosts"][host]["jool"]
+            translators[host] = {"role": type(role).__name__, **info}
+        return {"topology": self.topology, "description": self.machine.description, "world": "real testbed",
+                "inventory": self.inventory.path, "translators": translators,
+                "nat64_prefix": self.machine.nat64_prefix, "max_flows": self.max_flows,
+                "preflight": self.preflight, "placement": self.placement, "notes": list(self.machine.notes),
+                "dut_cpu_times_cover": "user-space translator processes only (tayga); Jool works in the "
+                                       "kernel: read the per-host idle samples"}
+
+    def client_argv(self, argv: list[str]) -> list[str]:
+        ssh = self.shell.argv("client")
+        return [sys.executable, "-m", "xlatbench.setups.remote_run", json.dumps(ssh),
+                self.inventory.hosts["client"].tester, self.inventory.rundir("client"), "--", *argv]
+
+    def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
+        plugs = hotplugs(self.inventory)
+
+        def apply(dut: str) -> dict[str, Any]:
+            applied = plugs[dut].apply(self.shell, list((per_dut or {}).get(dut, cpus)))
+            return {**applied, "interfaces": self.irq_placement(dut)}
+
+        self.placement = {"method": "cpu hotplug", **each(DUTS, apply)}
+        return self.placement
+
+    def irq_placement(self, role: str) -> dict[str, Any]:
+        """Per test interface of a host: RPS masks of its receive queues and the CPUs its IRQs may use."""
+        found: dict[str, Any] = {}
+        inside = {i.name: child.name for child in self.machine.children(role) for i in child.interfaces}
+        for iface in self.inventory.hosts[role].interfaces.values():
+            q = shlex.quote(iface)
+            script = (f"for f in /sys/class/net/{q}/queues/rx-*/rps_cpus; do [ -f \"$f\" ] && "
+                      f"echo \"rps $(basename $(dirname $f)) $(cat $f)\"; done; "
+                      f"for n in $(awk -F: '/{iface}/ {{print $1}}' /proc/interrupts); do "
+                      f"echo \"irq $n $(cat /proc/irq/$n/smp_affinity_list 2>/dev/null)\"; done")
+            if iface in inside:  # the MAP-T CE's client-side NIC lives in the napt namespace
+                script = f"ip netns exec {shlex.quote(inside[iface])} sh -c {shlex.quote(script)}"
+            out = self.shell.capture(role, script, check=False).stdout.split("\n")
+            rows = [line.split() for line in out if len(line.split()) == 3]
+            found[iface] = {"rps_cpus": {q_: mask for kind, q_, mask in rows if kind == "rps"},
+                            "irq_affinity": {n: cpus for kind, n, cpus in rows if kind == "irq"}}
+        return found
+
+    def dut_cpu_times(self) -> dict[str, float]:
+        times = {}
+        for host, pidfile in self._tayga_pidfiles().items():
+            out = self.shell.capture(host, f"getconf CLK_TCK; cat /proc/$(cat {shlex.quote(pidfile)})/stat",
+                                     check=False).stdout.splitlines()
+            if len(out) == 2:
+                fields = out[1].rsplit(")", 1)[1].split()
+                times[host] = (int(fields[11]) + int(fields[12])) / int(out[0])
+        return times
+
+    def _tayga_pidfiles(self) -> dict[str, str]:
+        found = {}
+        for role, steps in plan(self.inventory).items():
+            for step in steps:
+                if isinstance(step, Daemon) and Path(step.argv[0]).name == "tayga":
+                    found[role] = step.pidfile
+        return found
+
+    def component_pids(self) -> dict[str, int]:
+        """Local pids a trial depends on: none, the daemons run on other hosts. A remote knotd or tayga that
+        dies mid-trial is not yet detected as a void trial here (it shows as loss and in the counters)."""
+        return {}
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        def read(role: str) -> dict[str, dict[str, int]]:
+            out = self.shell.capture(role, "ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; "
+                                           "echo '#--'; cat /proc/net/snmp", check=False).stdout
+            parts = out.split("#--\n")
+            if len(parts) != 3:
+                return {}
+            return {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
+                    **counters_mod.parse_snmp(parts[2], role)}
+
+        result: dict[str, dict[str, int]] = {}
+        for part in each(ORDER, read).values():
+            result.update(part)
+        return result
+
+    def start_idle(self) -> None:
+        for sampler in samplers(self.inventory).values():
+            sampler.start(self.shell)
+
+    def collect_idle(self) -> dict[str, list[dict[str, Any]]]:
+        """Per DUT host, the per-core samples since start_idle (clock of the controller in t_controller)."""
+        return {dut: sampler.collect(self.shell, self.preflight["hosts"][dut]["clock"]["offset_s"])
+                for dut, sampler in samplers(self.inventory).items()}
+
+
+def testbed_chain(topology: str | None = None, inventory: str = "", **_: Any) -> TestbedChain:
+    """Chain factory for a campaign (`factory = "xlatbench.setups.testbed:testbed_chain"`, options
+    `{inventory = PATH}`): brings the inventory's hosts up; the chain is a context manager."""
+    from xlatbench.setups.inventory import load_inventory
+
+    inv = load_inventory(inventory)
+    if topology and topology != inv.topology_name:
+        raise TestbedError(f"campaign asks for {topology} but {inventory} describes {inv.topology_name}")
+    return TestbedChain.up(inv)

@@ -1,0 +1,160 @@
+"""`xlatbench testbed check|up|down|dry-run INVENTORY`: a real testbed of four hosts over SSH."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+from xlatbench.setups.inventory import DUTS, Inventory, load_inventory
+from xlatbench.setups.plan import BackendChoice, header
+from xlatbench.setups.preflight import check
+from xlatbench.setups.steps import Cmd, Step, WriteFile
+from xlatbench.setups.testbed import (
+    ORDER,
+    TestbedChain,
+    down_all,
+    hotplugs,
+    knot_ready_script,
+    leftovers,
+    machine_interfaces,
+    machine_topology,
+    plan,
+    samplers,
+    transport_for,
+)
+from xlatbench.setups.undo import undo_line
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    testbed = subparsers.add_parser(
+        "testbed", help="a real testbed over SSH: check the hosts, bring them up or down, print the commands",
+        description="Four real hosts (client, dut1, dut2, server) named in a TOML inventory "
+        "(docs/testbed.md), reached with the system's OpenSSH client.")
+    actions = testbed.add_subparsers(dest="testbed_action", required=True, metavar="ACTION")
+    for name, func, text in (
+        ("check", _check, "preflight: kernel, CPUs, NICs and offloads, Jool/tayga/Knot/tester, clocks"),
+        ("up", _up, "check, then configure every host and start Knot (state files say what to undo)"),
+        ("down", _down, "undo what the hosts' state files list (also after kill -9); all CPUs online"),
+        ("dry-run", _dry_run, "print every host's commands: setup, core counts, capture, teardown"),
+    ):
+        parser = actions.add_parser(name, help=text)
+        parser.add_argument("inventory", metavar="INVENTORY", help="the testbed's TOML inventory")
+        parser.set_defaults(func=func)
+
+
+def _check(args: argparse.Namespace) -> int:
+    inventory = load_inventory(args.inventory)
+    shell = transport_for(inventory)
+    result = check(inventory, shell, machine_interfaces(inventory))
+    print(json.dumps(result, indent=2))
+    for warning in result["warnings"]:
+        print(f"testbed check: warning: {warning}", file=sys.stderr)
+    verdict = "ready" if result["ok"] else "REFUSED: " + "; ".join(result["problems"])
+    print(f"testbed check {inventory.path}: {verdict}", file=sys.stderr)
+    return 0 if result["ok"] else 1
+
+
+def _up(args: argparse.Namespace) -> int:
+    inventory = load_inventory(args.inventory)
+    chain = TestbedChain.up(inventory)
+    print(json.dumps(chain.describe(), indent=2, default=str))
+    print(f"testbed up: {inventory.topology_name} is up ({len(chain.shell.log)} remote commands); "
+          f"take it down with `xlatbench testbed down {inventory.path}`", file=sys.stderr)
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    inventory = load_inventory(args.inventory)
+    shell = transport_for(inventory)
+    report = down_all(inventory, shell)
+    print(json.dumps(report, indent=2))
+    left = leftovers(inventory, shell)
+    failed = [f"{role}: {line}" for role, r in report.items() for line in r["failed"]]
+    if left or failed:
+        print(f"testbed down: not clean: {'; '.join(failed) or ', '.join(left)}", file=sys.stderr)
+        return 1
+    print(f"testbed down: nothing of {inventory.name} is left on {', '.join(ORDER)}", file=sys.stderr)
+    return 0
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    dry_run(load_inventory(args.inventory), sys.stdout)
+    return 0
+
+
+def teardown_lines(steps: list[Step]) -> list[str]:
+    """What `down` will run, newest first (values read at `up` time shown as <previous>)."""
+    lines = []
+    for step in reversed(steps):
+        if isinstance(step, Cmd) and step.check and step.argv[0] == "sysctl":
+            key = next(a for a in step.argv if "=" in a).split("=", 1)[0]
+            lines.append(f"sysctl -qw {key}=<value before up>")
+        elif isinstance(step, Cmd) and step.check and step.argv[:3] == ("ip", "link", "set") \
+                and step.argv[-1] == "up":
+            lines.append(f"ip link set {step.argv[3]} down   # only if it was down before up")
+        elif isinstance(step, Cmd) and step.check and step.argv[0] == "modprobe":
+            lines.append(f"modprobe -r {step.argv[1]}   # only if it was not loaded before up")
+        else:
+            line = undo_line(step)
+            if line:
+                lines.append(line)
+    return lines
+
+
+def dry_run(inventory: Inventory, out: TextIO) -> None:
+    """Every host's commands, touching nothing."""
+    topo = machine_topology(inventory)
+    for comment in header(topo, BackendChoice.parse(inventory.backend_spec(), inventory.tayga)):
+        print(comment.shell(), file=out)
+    steps = plan(inventory)
+    for role in ORDER:
+        host = inventory.hosts[role]
+        print(f"\n### host {role} (ssh {host.ssh}; state file {inventory.statefile(role)})", file=out)
+        print("## setup", file=out)
+        for step in steps[role]:
+            print(_shown(step), file=out)
+        if role == "server":
+            print("# wait until Knot answers\n" + knot_ready_script(topo), file=out)
+        if role in DUTS:
+            _dry_cores(inventory, role, out)
+            sampler = samplers(inventory)[role]
+            print("## capture: start before each idle-capture trial (its undo line recorded first), "
+                  "collect after", file=out)
+            print(sampler.start_script(record=False), file=out)
+            print(sampler.stop_script(), file=out)
+        if role == "client":
+            print("## each trial (the tester; its --json is copied back to the controller)", file=out)
+            print(f"{host.tester} --server {topo.server_address} --rate RATE --duration S "
+                  "--json /tmp/xlatbench-ID.json --quiet ...", file=out)
+        print("## teardown (xlatbench testbed down: the state file's lines, newest first)", file=out)
+        for line in teardown_lines(steps[role]):
+            print(line, file=out)
+        if role in DUTS:
+            print(f"# then every CPU of offline_cpus {list(host.offline_cpus)} back online", file=out)
+
+
+def _shown(step: Step, limit: int = 8) -> str:
+    """A step as shell; a long file (the zone) cut to its first lines."""
+    if isinstance(step, WriteFile) and step.text.count("\n") > 100:
+        lines = step.text.splitlines()
+        head = "\n".join(lines[:limit])
+        return (f"cat > {step.path} <<'EOF'\n{head}\n# ... {len(lines) - limit} more lines "
+                "(the generated zone)\nEOF")
+    return step.shell()
+
+
+def _dry_cores(inventory: Inventory, role: str, out: TextIO) -> None:
+    hotplug = hotplugs(inventory)[role]
+    present = sorted({0, *hotplug.allowed})
+    print(f"## core counts (CPU hotplug under {hotplug.sysfs_root}; assuming CPUs {present} -- "
+          "the real run reads `present`; each offline write first records its undo)", file=out)
+    for count in range(1, len(present) + 1):
+        keep = present[:count]
+        print(f"# {count} core(s): CPUs {keep} online", file=out)
+        for line in hotplug.commands(hotplug.plan(keep, present), record=False):
+            print(line, file=out)
+
+
+__all__ = ["dry_run", "register"]

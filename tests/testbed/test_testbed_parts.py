@@ -1,0 +1,206 @@
+"""The testbed's parts without SSH: hotplug on a fake sysfs tree, the idle sampler on a fake /proc/stat,
+the undo rules, and the dry-run of the paper's MAP-T testbed."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sshnet import fake_sysfs, online_states
+
+from xlatbench.setups.hotplug import Hotplug, HotplugError
+from xlatbench.setups.inventory import load_inventory
+from xlatbench.setups.remote_idle import IdleSampler
+from xlatbench.setups.ssh import LocalShell
+from xlatbench.setups.steps import Cmd, cmd
+from xlatbench.setups.testbed_cli import dry_run
+from xlatbench.setups.undo import UndoError, down_script, record_script, undo_line
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "paper-mapt.toml"
+
+
+def test_hotplug_core_counts_and_undo(tmp_path: Path) -> None:
+    base = fake_sysfs(tmp_path / "sys", 4)
+    statefile = str(tmp_path / "state" / "undo.sh")
+    hotplug = Hotplug("dut1", (1, 2, 3), str(tmp_path / "sys"), statefile)
+    shell = LocalShell()
+    applied = hotplug.apply(shell, [0, 1])
+    assert applied["offline"] == [2, 3]
+    assert applied["online"] == [0, 1]
+    assert online_states(base, 4) == ["1", "0", "0"]
+    assert hotplug.apply(shell, [0, 1, 2, 3])["online"] == [0, 1, 2, 3]
+    hotplug.apply(shell, [0])
+    assert online_states(base, 4) == ["0", "0", "0"]
+    # A controller killed here leaves the state file: `down` brings every CPU back and deletes it.
+    shell.capture("dut1", down_script(statefile))
+    assert online_states(base, 4) == ["1", "1", "1"]
+    assert not Path(statefile).exists()
+
+
+@pytest.mark.parametrize(("allowed", "keep", "message"), [
+    ((1, 2, 3), [1, 2, 3], "CPU 0 cannot go offline"),
+    ((2, 3), [0], "CPU 1 would go offline but is not in hosts.dut1.offline_cpus"),
+    ((1, 2, 3), [0, 7], "CPU 7 does not exist"),
+])
+def test_hotplug_refuses(tmp_path: Path, allowed: tuple[int, ...], keep: list[int], message: str) -> None:
+    base = fake_sysfs(tmp_path / "sys", 4)
+    hotplug = Hotplug("dut1", allowed, str(tmp_path / "sys"), str(tmp_path / "undo.sh"))
+    with pytest.raises(HotplugError, match=message):
+        hotplug.apply(LocalShell(), keep)
+    assert online_states(base, 4) == ["1", "1", "1"]  # nothing changed
+
+
+def _ticking_stat(path: Path, stop: threading.Event) -> None:
+    """A /proc/stat whose cpu0 spends 3 of 4 ticks in user time and 1 idle, cpu1 4 of 4 idle."""
+    ticks = 0
+    while not stop.is_set():
+        ticks += 1
+        text = (f"cpu  {3 * ticks} 0 0 {5 * ticks} 0 0 0 0 0 0\n"
+                f"cpu0 {3 * ticks} 0 0 {ticks} 0 0 0 0 0 0\n"
+                f"cpu1 0 0 0 {4 * ticks} 0 0 0 0 0 0\nintr 0\n")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        time.sleep(0.05)
+
+
+def test_idle_sampler_known_answer(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stop = threading.Event()
+    writer = threading.Thread(target=_ticking_stat, args=(stat, stop), daemon=True)
+    writer.start()
+    time.sleep(0.2)
+    sampler = IdleSampler("dut1", str(tmp_path / "run"), str(tmp_path / "undo.sh"), str(stat), interval_s=0.5)
+    shell = LocalShell()
+    try:
+        sampler.start(shell)
+        time.sleep(2.2)
+        samples = sampler.collect(shell, clock_offset_s=0.25)
+    finally:
+        stop.set()
+        writer.join()
+    assert len(samples) >= 3
+    for sample in samples:
+        assert sample["cpus"]["0"]["usr"] == 75.0 and sample["cpus"]["0"]["idle"] == 25.0
+        assert sample["cpus"]["1"]["idle"] == 100.0
+        assert sample["cpus"]["all"]["idle"] == 62.5
+        assert sample["t_controller"] == round(sample["t_host"] - 0.25, 3)
+    assert not Path(sampler.pidfile).exists() and not Path(sampler.data).exists()
+
+
+def test_undo_rules() -> None:
+    assert undo_line(cmd("ip address add 10.0.0.1/24 dev eth1")) == "ip address del 10.0.0.1/24 dev eth1"
+    assert undo_line(cmd("ip -6 route add 64:ff9b::/96 via 2001:db8:6::1")) == \
+        "ip -6 route del 64:ff9b::/96 via 2001:db8:6::1"
+    assert undo_line(cmd("jool_mapt instance add 'CE 11b' --netfilter --dmr 64:ff9b::/96")) == \
+        "jool_mapt instance remove 'CE 11b'"
+    assert undo_line(cmd("iptables -t nat -A POSTROUTING -s 192.168.0.0/24 -j SNAT --to-source 1.2.3.4")) == \
+        "iptables -t nat -D POSTROUTING -s 192.168.0.0/24 -j SNAT --to-source 1.2.3.4"
+    assert undo_line(cmd("ip netns exec napt sysctl -w net.ipv4.conf.all.forwarding=1")) is None
+    assert "sysctl -n net.ipv4.conf.all.forwarding" in str(
+        record_script(cmd("sysctl -w net.ipv4.conf.all.forwarding=1"), "/tmp/s"))
+    with pytest.raises(UndoError, match="no undo known for `tc qdisc add dev eth1 root tbf`"):
+        undo_line(Cmd(("tc", "qdisc", "add", "dev", "eth1", "root", "tbf")))
+
+
+def test_sysctl_previous_value_is_restored(tmp_path: Path) -> None:
+    """The recorded line carries the value read before the change (here a fake `sysctl` on PATH)."""
+    value = tmp_path / "value"
+    value.write_text("0")
+    fake = tmp_path / "bin" / "sysctl"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -n ]; then cat {value}; "
+                    f"else echo \"${{2#*=}}\" > {value}; fi\n")
+    fake.chmod(0o755)
+    env_path = f"PATH={fake.parent}:$PATH"
+    statefile = str(tmp_path / "undo.sh")
+    record = record_script(cmd("sysctl -w net.ipv4.conf.all.forwarding=1"), statefile)
+    shell = LocalShell()
+    shell.capture("h", f"export {env_path}; {record} && sysctl -w net.ipv4.conf.all.forwarding=1")
+    assert value.read_text().strip() == "1"
+    shell.capture("h", f"export {env_path}; {down_script(statefile)}")
+    assert value.read_text().strip() == "0"
+
+
+def test_dry_run_prints_the_papers_mapt_ce() -> None:
+    out = io.StringIO()
+    dry_run(load_inventory(EXAMPLE), out)
+    text = out.getvalue()
+    dut1 = text.split("### host dut1")[1].split("### host dut2")[0]
+    for line in (
+        "ip netns add napt",
+        "ip netns exec napt iptables -t nat -A POSTROUTING -s 192.168.0.0/24 -o to_global -p udp -j SNAT "
+        "--to-source 192.0.2.8:55296-57343",
+        "modprobe jool_mapt",
+        "jool_mapt instance add 'CE 11b' --netfilter --dmr 64:ff9b::/96",
+        "jool_mapt -i 'CE 11b' global update end-user-ipv6-prefix 2001:db8:ce:11b::/64",
+        "jool_mapt -i 'CE 11b' global update bmr 2001:db8:ce::/51 192.0.2.0/24 13 0",
+        "jool_mapt -i 'CE 11b' global update map-t-type CE",
+        "echo 0 > /sys/devices/system/cpu/cpu7/online",
+        "grep '\"'\"'^cpu'\"'\"' /proc/stat",
+        "jool_mapt instance remove 'CE 11b'",
+        "ip netns del napt",
+    ):
+        assert line in dut1, line
+    assert "knotd -c /run/xlatbench-testbed/paper/server/knot/knot.conf" in text
+    assert "/opt/xlatbench/build/dnsperf/xlatperf --server 203.0.113.56" in text
+    assert "jool_mapt -i BR fmrt add 2001:db8:ce::/51 192.0.2.0/24 13 0" in text
+
+
+def _facts(**extra: str) -> dict[str, str]:
+    facts = {"knotd": "knotd 3.2.6", "tester": "xlatperf 0.1.0", "jool_tools": "4.1.9.0"}
+    for module in ("jool_siit", "jool", "jool_mapt"):
+        facts[f"loaded_{module}"] = facts[f"installed_{module}"] = "absent"
+    return facts | extra
+
+
+@pytest.mark.parametrize(("extra", "problem"), [
+    ({}, "dut1: MAP-T needs Jool >= 4.2 (jool_mapt), this host has no jool_mapt module (jool tools: 4.1.9"),
+    ({"installed_jool_mapt": "4.1.9"}, "this host has 4.1.9: install Jool 4.2"),
+    ({"loaded_jool_mapt": "4.2.0-rc2"}, None),
+])
+def test_preflight_says_mapt_needs_jool_42(extra: dict[str, str], problem: str | None) -> None:
+    from xlatbench.setups.preflight import host_problems
+
+    inv = load_inventory(EXAMPLE)
+    problems, _ = host_problems(inv, "dut1", _facts(**extra), {
+        "enp5s0f0": {"present": True, "unexpected_addresses": [], "offloads": {}},
+        "enp5s0f1": {"present": True, "unexpected_addresses": [], "offloads": {}}})
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problem in problems[0]
+
+
+def test_preflight_refuses_another_tester_version() -> None:
+    from xlatbench.setups.preflight import host_problems, local_tester_version
+
+    local = local_tester_version()
+    assert local is not None and local.startswith("xlatperf ")
+    inv = load_inventory(EXAMPLE)
+    iface = {"enp5s0f0": {"present": True, "unexpected_addresses": [], "offloads": {}}}
+    assert host_problems(inv, "client", _facts(tester=local), iface)[0] == []
+    problems, _ = host_problems(inv, "client", _facts(tester="xlatperf 0.0.1"), iface)
+    assert len(problems) == 1 and f"is 'xlatperf 0.0.1', the controller's is {local!r}" in problems[0]
+    problems, _ = host_problems(inv, "client", _facts(tester="absent"), iface)
+    assert "tester /opt/xlatbench/build/dnsperf/xlatperf not found" in problems[0]
+
+
+def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
+    from xlatbench.setups.remote_idle import bottleneck, samples_from
+
+    def stat(t: float, ticks: list[tuple[int, int]]) -> str:
+        lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]
+        return "\n".join(lines)
+
+    # dut1: CPU 0 busy 90 %, CPU 1 (offline for the trial, still listed) idle; dut2: CPU 0 busy 40 %.
+    dut1 = samples_from(stat(1.0, [(0, 0), (0, 0)]) + "\n" + stat(2.0, [(90, 10), (0, 100)]))
+    dut2 = samples_from(stat(1.0, [(0, 0)]) + "\n" + stat(2.0, [(40, 60)]))
+    verdict = bottleneck({"dut1": dut1, "dut2": dut2}, {"dut1": [0], "dut2": [0]})
+    assert verdict["bottleneck"] == "dut1"
+    assert verdict["idle_percent"] == {"dut1": 10.0, "dut2": 60.0}
+    assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
