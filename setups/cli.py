@@ -66,7 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "for real hosts.",
     )
     actions = setup.add_subparsers(dest="setup_action", required=True, metavar="ACTION")
+    _register_up(actions)
+    _register_check_down(actions)
+    _register_render_describe(actions)
 
+
+def _register_up(actions: argparse._SubParsersAction) -> None:
     up = actions.add_parser("up", help="create the namespaces, links, translators and Knot (as root)")
     up.add_argument("topology", choices=TOPOLOGIES)
     _add_backend_options(up, "tayga")
@@ -93,6 +98,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     up.set_defaults(func=_up)
 
+
+def _register_check_down(actions: argparse._SubParsersAction) -> None:
     check = actions.add_parser(
         "check",
         help="resolve names through the chain and verify the addresses on the DUT1-DUT2 link "
@@ -111,6 +118,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dn.add_argument("--prefix", type=_prefix, default="xb", help="(default: %(default)s)")
     dn.set_defaults(func=_down)
 
+
+def _register_render_describe(actions: argparse._SubParsersAction) -> None:
     rend = actions.add_parser("render", help="print the commands per host (no root needed)")
     rend.add_argument("topology", choices=TOPOLOGIES)
     _add_backend_options(rend, "jool")

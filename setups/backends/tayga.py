@@ -78,39 +78,8 @@ class TaygaBackend:
         conf = [f"tun-device {TUN}", f"ipv4-addr {v4_local}", f"ipv6-addr {v6_local}", f"prefix {prefix}"]
         if self.variant == "patched":
             conf.append("wkpf-strict no")
-        routes: list[tuple[str, ...]] = []
-        nat: list[Step] = []
-        if isinstance(role, Clat):
-            conf += [f"map {v4} {v6}" for v4, v6 in role.eam]
-            routes += [("ip", "route", "add", "default", "dev", TUN)]
-            routes += [("ip", "-6", "route", "add", f"{v6}/128", "dev", TUN) for _, v6 in role.eam]
-        elif isinstance(role, Plat):
-            conf += [f"dynamic-pool {PLAT_DYNAMIC_POOL}", f"data-dir {files['data']}"]
-            routes += [
-                ("ip", "-6", "route", "add", prefix, "dev", TUN),
-                ("ip", "route", "add", PLAT_DYNAMIC_POOL, "dev", TUN),
-            ]
-            nat = self._plat_nat(role, ctx)
-        elif isinstance(role, MapCeRole):
-            ce = role.ce
-            conf.append(f"map {ce.ipv4_address} {ce.map_address}")
-            routes += [
-                ("ip", "route", "add", "default", "dev", TUN),
-                ("ip", "-6", "route", "add", f"{ce.map_address}/128", "dev", TUN),
-            ]
-        elif isinstance(role, MapBrRole):
-            ces = role.served_ces()
-            addresses = [ce.ipv4_address for ce in ces]
-            if len(set(addresses)) != len(addresses):
-                raise ValueError(
-                    "a tayga BR maps whole IPv4 addresses: it can serve only one CE per IPv4 "
-                    f"address, got {addresses}"
-                )
-            conf += [f"map {ce.ipv4_address} {ce.map_address}" for ce in ces]
-            routes += [("ip", "-6", "route", "add", prefix, "dev", TUN)]
-            routes += [("ip", "route", "add", fmr.ipv4_prefix, "dev", TUN) for fmr in role.fmrs]
-        else:
-            raise TypeError(f"tayga backend cannot render {type(role).__name__}")
+        extra, routes, nat = self._role_lines(role, prefix, files, ctx)
+        conf += extra
         steps: list[Step] = [WriteFile(files["conf"], "\n".join(conf) + "\n")]
         if isinstance(role, Plat):
             steps.append(Cmd(("mkdir", "-p", files["data"])))
@@ -124,6 +93,45 @@ class TaygaBackend:
             Daemon((self.binary, "--config", files["conf"], "--nodetach"), files["pid"], files["log"])
         )
         return steps
+
+    def _role_lines(self, role: Translator, prefix: str, files: dict[str, str],
+                    ctx: RenderContext) -> tuple[list[str], list[tuple[str, ...]], list[Step]]:
+        """The role's own tayga.conf lines, routes and NAT steps."""
+        conf_extra: list[str] = []
+        routes: list[tuple[str, ...]] = []
+        nat: list[Step] = []
+        if isinstance(role, Clat):
+            conf_extra += [f"map {v4} {v6}" for v4, v6 in role.eam]
+            routes += [("ip", "route", "add", "default", "dev", TUN)]
+            routes += [("ip", "-6", "route", "add", f"{v6}/128", "dev", TUN) for _, v6 in role.eam]
+        elif isinstance(role, Plat):
+            conf_extra += [f"dynamic-pool {PLAT_DYNAMIC_POOL}", f"data-dir {files['data']}"]
+            routes += [
+                ("ip", "-6", "route", "add", prefix, "dev", TUN),
+                ("ip", "route", "add", PLAT_DYNAMIC_POOL, "dev", TUN),
+            ]
+            nat = self._plat_nat(role, ctx)
+        elif isinstance(role, MapCeRole):
+            ce = role.ce
+            conf_extra.append(f"map {ce.ipv4_address} {ce.map_address}")
+            routes += [
+                ("ip", "route", "add", "default", "dev", TUN),
+                ("ip", "-6", "route", "add", f"{ce.map_address}/128", "dev", TUN),
+            ]
+        elif isinstance(role, MapBrRole):
+            ces = role.served_ces()
+            addresses = [ce.ipv4_address for ce in ces]
+            if len(set(addresses)) != len(addresses):
+                raise ValueError(
+                    "a tayga BR maps whole IPv4 addresses: it can serve only one CE per IPv4 "
+                    f"address, got {addresses}"
+                )
+            conf_extra += [f"map {ce.ipv4_address} {ce.map_address}" for ce in ces]
+            routes += [("ip", "-6", "route", "add", prefix, "dev", TUN)]
+            routes += [("ip", "route", "add", fmr.ipv4_prefix, "dev", TUN) for fmr in role.fmrs]
+        else:
+            raise TypeError(f"tayga backend cannot render {type(role).__name__}")
+        return conf_extra, routes, nat
 
     def _plat_nat(self, role: Plat, ctx: RenderContext) -> list[Step]:
         table = f"{ctx.prefix}_plat"
