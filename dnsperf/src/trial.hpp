@@ -25,7 +25,8 @@ struct SenderStats {
     std::array<std::uint64_t, 256> errno_counts{};
     std::int64_t first_send_ns = -1;     // CLOCK_MONOTONIC relative to the schedule start
     std::int64_t last_send_ns = -1;
-    std::int64_t max_lag_ns = 0;         // worst delay of a query behind its deadline
+    std::int64_t max_lag_ns = 0;         // worst delay of a sendmmsg call's first query behind its deadline
+    std::int64_t max_retry_stall_ns = 0; // longest wait for a full socket to take a batch (would_block)
     std::int64_t max_lag_at_ns = -1;     // when it happened, from the start
     std::uint64_t max_burst = 0;         // most queries sent in one wake-up
     std::uint64_t syscalls = 0;          // sendmmsg calls
@@ -79,7 +80,7 @@ struct PairResult {
 struct TrialResult {
     std::vector<PairResult> pairs;
     LatencyHistogram latency{1};
-    LatencyHistogram send_lag{1};        // per wake-up: delay of its first query behind schedule
+    LatencyHistogram send_lag{1};        // per sendmmsg call: delay of its first query behind schedule
     std::vector<SeriesRow> series;
     std::int64_t start_realtime_ns = 0;
     double wall_s = 0;                   // from thread start to the last receiver's end
