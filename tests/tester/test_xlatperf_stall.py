@@ -1,0 +1,64 @@
+"""A sender stalled inside a burst (LD_PRELOAD seam, dnsperf/tests/stall_shim.cpp) is judged tester-limited.
+
+At 200 000 queries/s with a 1 ms tick, each wake-up sends about 200 queries in several full sendmmsg
+batches; one full batch is held 50 ms. The burst then catches up, so the send window still ends on
+time: only the per-call lag (or the retry count) can tell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .helpers import check_consistency
+
+STALL_MS = 50
+
+
+@pytest.fixture
+def shim(xlatperf: Path) -> Path:
+    path = xlatperf.parent / "libxlatperf_stall_shim.so"
+    if not path.is_file():
+        pytest.skip(f"{path} not built (configure with -DXLATBENCH_TESTS=ON)")
+    return path
+
+
+def run_stalled(xlatperf: Path, shim: Path, tmp_path: Path, mode: str) -> dict:
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never read: the queries only have to go out
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / f"{mode}.json"
+    env = dict(os.environ, LD_PRELOAD=str(shim), XLATPERF_SHIM_CALL="300", XLATPERF_SHIM_MS=str(STALL_MS),
+               XLATPERF_SHIM_MODE=mode)
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "200000", "--queries", "100000", "--ports-per-thread", "1",
+                               "--timeout", "0.1", "--quiet", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_a_stall_inside_a_burst_is_tester_limited(xlatperf, shim, tmp_path, validator):
+    result = run_stalled(xlatperf, shim, tmp_path, "sleep")
+    validator.validate(result)
+    check_consistency(result)
+    assert result["send"]["max_lag_s"] >= STALL_MS / 1000 * 0.9
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("behind its schedule" in reason for reason in result["verdict"]["reasons"])
+
+
+def test_sends_retried_on_a_full_socket_are_tester_limited(xlatperf, shim, tmp_path, validator):
+    result = run_stalled(xlatperf, shim, tmp_path, "eagain")
+    validator.validate(result)
+    assert result["send"]["would_block"] > 0
+    assert result["send"]["max_retry_stall_s"] >= STALL_MS / 1000 * 0.9
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("send buffer full" in reason and "longest stall" in reason
+               for reason in result["verdict"]["reasons"])
