@@ -189,7 +189,7 @@ private:
             indexes_[m] = k;
             sequences_on_socket_[m] = sequence;
             shared_.query.write(buffers_.data() + m * query_size_, static_cast<std::uint16_t>(sequence),
-                                shared_.plan.subnet.address(k));
+                                shared_.plan.subnet.address(k), sequence >> 16);
         }
         std::size_t done = 0;
         std::int64_t sent_real = realtime_ns();

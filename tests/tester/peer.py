@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 AAAA = 28
+SO_RCVBUFFORCE = 33  # linux/asm-generic/socket.h; the socket module does not name it
 IN = 1
 
 
@@ -74,6 +75,7 @@ class Peer:
     host: str
     behaviour: Behaviour
     port: int = 0
+    rcvbuf: int = 0  # bytes for the peer's receive socket (root: SO_RCVBUFFORCE); 0: kernel default
     queries: int = 0
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -82,6 +84,8 @@ class Peer:
     def __post_init__(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        if self.rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.rcvbuf)
         self.sock.bind((self.host, 0))
         self.port = self.sock.getsockname()[1]
         self.other = socket.socket(family, socket.SOCK_DGRAM)  # a second source port
