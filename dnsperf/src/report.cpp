@@ -151,6 +151,8 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"duplicate", t.duplicate},
         {"unanswered", t.unanswered()},
         {"tester_socket_drops", t.socket_drops},
+        {"tester_buffer_drops", t.buffer_drops()},
+        {"checksum_errors", t.checksum_errors},
     };
     doc["loss_ratio"] = t.loss_ratio();
     json errnos = json::object();
@@ -289,6 +291,11 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     }
     s << ", nodata " << t.nodata << ", truncated (TC) " << t.truncated << ", unanswered " << t.unanswered()
       << " queries\n";
+    if (t.checksum_errors > 0) {
+        s << "  checksum    " << t.checksum_errors
+          << " UDP datagrams with a bad checksum reached this network namespace (the DUT's fault; "
+             "their queries count as unanswered)\n";
+    }
     s << "  unmatched   malformed " << t.malformed << ", unexpected " << t.unexpected << ", duplicate "
       << t.duplicate << " datagrams\n";
     if (h.count() > 0) {

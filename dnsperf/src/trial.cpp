@@ -645,11 +645,18 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     start_threads(shared, pairs, senders, receivers, threads);
     rusage usage_before{};
     getrusage(RUSAGE_SELF, &usage_before);
+    const UdpErrorCounters udp_before = read_udp_error_counters();
     release_threads(shared, threads.size());
     result.start_realtime_ns = shared.start_real_ns;
     wait_with_progress(shared, pairs, progress, stop);
     for (auto& t : threads) t.join();
     const std::int64_t end_ns = monotonic_ns();
+    const UdpErrorCounters udp_after = read_udp_error_counters();
+    result.udp_counters_read = udp_before.read && udp_after.read;
+    if (result.udp_counters_read) {
+        result.udp_checksum_errors = udp_after.checksum_errors - std::min(udp_after.checksum_errors, udp_before.checksum_errors);
+        result.udp_rcvbuf_errors = udp_after.rcvbuf_errors - std::min(udp_after.rcvbuf_errors, udp_before.rcvbuf_errors);
+    }
 
     rusage usage_after{};
     getrusage(RUSAGE_SELF, &usage_after);

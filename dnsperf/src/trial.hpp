@@ -91,6 +91,11 @@ struct TrialResult {
     int sndbuf_granted = 0;
     bool buffers_forced = false;
     bool interrupted = false;
+    // The namespace's UDP error counters over the trial (other sockets of the
+    // namespace count too): checksum errors are the DUT's, not the tester's.
+    std::uint64_t udp_checksum_errors = 0;
+    std::uint64_t udp_rcvbuf_errors = 0;
+    bool udp_counters_read = false;
 };
 
 // Runs the trial. Progress lines go to `progress` unless it is null. Setting

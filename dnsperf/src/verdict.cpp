@@ -17,9 +17,12 @@ double Totals::loss_ratio() const {
     return sent == 0 ? 1.0 : 1.0 - static_cast<double>(valid) / static_cast<double>(sent);
 }
 
+std::uint64_t Totals::buffer_drops() const { return socket_drops - std::min(socket_drops, checksum_errors); }
+
 Totals sum(const Plan& plan, const TrialResult& trial) {
     Totals t;
     t.scheduled = plan.total_queries;
+    t.checksum_errors = trial.udp_checksum_errors;
     for (const PairResult& p : trial.pairs) {
         const SenderStats& s = p.send;
         const ReceiverStats& r = p.receive;
@@ -108,8 +111,8 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
               " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
               "per socket)");
     }
-    if (t.socket_drops > 0) {
-        limit(std::to_string(t.socket_drops) +
+    if (t.buffer_drops() > 0) {
+        limit(std::to_string(t.buffer_drops()) +
               " datagrams were dropped at the tester's own receive sockets (buffer full): raise --rcvbuf or "
               "give the receivers more CPU");
     }

@@ -31,7 +31,9 @@ struct Totals {
     std::uint64_t unknown_id = 0;
     std::uint64_t wrong_question = 0;
     std::uint64_t duplicate = 0;
-    std::uint64_t socket_drops = 0;
+    std::uint64_t socket_drops = 0;    // SO_MEMINFO drops at our sockets: full buffer or bad checksum
+    std::uint64_t checksum_errors = 0; // the namespace's UDP checksum errors during the trial (the DUT's fault)
+    std::uint64_t buffer_drops() const; // socket drops not explained by checksum errors: the tester's fault
     std::uint64_t answered() const;    // matched replies: valid, late, rcode, nodata, truncated
     std::uint64_t unanswered() const;  // sent - answered
     std::uint64_t rcode_errors() const;

@@ -172,3 +172,21 @@ TEST_CASE("sends retried on a full socket are tester-limited, with the count and
     CHECK(mentions(v, "6 sendmmsg calls found the tester's socket send buffer full"));
     CHECK(mentions(v, "the longest stall was 50.000 ms"));
 }
+
+TEST_CASE("socket drops explained by checksum errors are the DUT's, not the tester's") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[0].receive.socket_drops = 40;
+    trial.pairs[0].receive.valid = 460;
+    trial.udp_checksum_errors = 40;
+    Totals t = sum(plan, trial);
+    CHECK(t.checksum_errors == 40);
+    CHECK(t.buffer_drops() == 0);
+    CHECK(t.unanswered() == 40);
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+    // More drops than checksum errors: the rest was a full buffer.
+    trial.pairs[1].receive.socket_drops = 5;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "5 datagrams were dropped at the tester's own receive sockets"));
+}
