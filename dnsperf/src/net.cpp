@@ -104,11 +104,15 @@ UdpSocket::UdpSocket(boost::asio::io_context& io, const SockAddr& local, std::ui
     if (error) {
         throw StartError("cannot bind a UDP socket to " + to_string(to_sockaddr(endpoint)) + ": " +
                          error.message() +
-                         (port != 0 ? " (choose another --first-port, or 0 for ephemeral ports)" : ""));
+                         (port != 0 ? " (choose another --first-port, or 0 for ephemeral ports)"
+                                     : " (--bind must be an address of this host)"));
     }
     const int fd = socket_.native_handle();
-    forced_ = set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf, "SO_RCVBUF") &&
-              set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf, "SO_SNDBUF");
+    // Both sizes are always asked for (no short-circuit: a refused SO_RCVBUFFORCE
+    // must not leave --sndbuf unapplied).
+    const bool rcv_forced = set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf, "SO_RCVBUF");
+    const bool snd_forced = set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf, "SO_SNDBUF");
+    forced_ = rcv_forced && snd_forced;
     const int on = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0) {
         throw StartError(std::string("cannot enable SO_TIMESTAMPNS: ") + std::strerror(errno));

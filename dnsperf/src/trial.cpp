@@ -635,13 +635,16 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     struct Joiner {
         std::vector<std::thread>& threads;
         Shared& shared;
+        std::vector<std::unique_ptr<Pair>>& pairs;
         ~Joiner() {
             shared.halt.store(true);
             shared.go.store(true, std::memory_order_release);
+            // A receiver whose sender never started must not wait for it.
+            for (auto& pair : pairs) pair->sender_done.store(true, std::memory_order_release);
             for (auto& t : threads)
                 if (t.joinable()) t.join();
         }
-    } joiner{threads, shared};
+    } joiner{threads, shared, pairs};
     start_threads(shared, pairs, senders, receivers, threads);
     rusage usage_before{};
     getrusage(RUSAGE_SELF, &usage_before);

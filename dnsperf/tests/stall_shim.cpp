@@ -3,12 +3,14 @@
 // stalls for XLATPERF_SHIM_MS milliseconds, either sleeping inside the call as a
 // preempted sender would (XLATPERF_SHIM_MODE=sleep) or by failing with EAGAIN
 // for that long, as a full socket send buffer does (XLATPERF_SHIM_MODE=eagain).
+// With XLATPERF_SHIM_FAIL_THREAD=N, the N-th pthread_create fails with EAGAIN.
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <thread>
 
@@ -52,4 +54,13 @@ extern "C" int sendmmsg(int fd, mmsghdr* messages, unsigned count, int flags) {
         std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
     }
     return real(fd, messages, count, flags);
+}
+
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
+    using CreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+    static const auto real = reinterpret_cast<CreateFn>(dlsym(RTLD_NEXT, "pthread_create"));
+    static const long fail_at = env_number("XLATPERF_SHIM_FAIL_THREAD", -1);
+    static std::atomic<long> created{0};
+    if (++created == fail_at) return EAGAIN;
+    return real(thread, attr, start, arg);
 }

@@ -62,3 +62,23 @@ def test_sends_retried_on_a_full_socket_are_tester_limited(xlatperf, shim, tmp_p
     assert result["verdict"]["status"] == "tester-limited"
     assert any("send buffer full" in reason and "longest stall" in reason
                for reason in result["verdict"]["reasons"])
+
+
+@pytest.mark.parametrize("failing", [1, 3])  # a receiver's start; a sender's after both receivers started
+def test_a_thread_that_cannot_start_ends_the_run_with_exit_1(xlatperf, shim, failing):
+    env = dict(os.environ, LD_PRELOAD=str(shim), XLATPERF_SHIM_FAIL_THREAD=str(failing))
+    proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--threads", "2", "--queries", "100",
+                           "--quiet"], capture_output=True, text=True, timeout=30, check=False, env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("xlatperf: cannot start thread xlp-") and proc.stderr.count("\n") == 1
+
+
+def test_a_failed_run_leaves_an_earlier_json_file_untouched(xlatperf, tmp_path):
+    out = tmp_path / "result.json"
+    out.write_text('{"earlier": true}\n')
+    args = ["--server", "127.0.0.1", "--bind", "10.255.255.1", "--queries", "10", "--quiet",
+            "--json", str(out)]
+    proc = subprocess.run([str(xlatperf), *args], capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 1
+    assert out.read_text() == '{"earlier": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
