@@ -30,6 +30,8 @@ const char* const kFooter =
     "sockets gets verdict \"tester-limited\": its loss is not the server's.";
 
 // Builds the parser over `config`; the defaults it shows are config's current values.
+void add_verdict_and_output_options(CLI::App& app, Config& config);
+
 void add_options(CLI::App& app, Config& config) {
     app.option_defaults()->always_capture_default();
     app.set_version_flag("--version", std::string("xlatperf ") + version());
@@ -99,6 +101,11 @@ void add_options(CLI::App& app, Config& config) {
                    "reads many; latency uses kernel timestamps and is not affected, s (0: no pause)")
         ->type_name("S")->group(threads);
 
+    add_verdict_and_output_options(app, config);
+}
+
+// The "Verdict" and "Output" groups of the command line.
+void add_verdict_and_output_options(CLI::App& app, Config& config) {
     const char* verdict = "Verdict";
     app.add_option("--send-tolerance", config.send_tolerance,
                    "the send window may exceed the scheduled one by this fraction (0.00001 = 0.001 %) ...")

@@ -76,17 +76,12 @@ RunInfo make_run_info(const Plan& plan, const TrialResult& trial) {
                    utc_text(trial.start_realtime_ns)};
 }
 
-json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
-    const Config& c = plan.config;
-    const Totals t = sum(plan, trial);
-    const SendFigures send = send_figures(plan, t);
-    const Verdict verdict = judge(plan, trial, t, send);
+namespace {
+
+json header_json(const Plan& plan, const RunInfo& info) {
     utsname uts{};
     uname(&uts);
-
-    json doc;
-    doc["schema_version"] = kSchemaVersion;
-    doc["header"] = {
+    return json{
         {"tool", "xlatperf"},
         {"version", version()},
         {"run_id", info.run_id},
@@ -97,7 +92,11 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"cpu_model", cpu_model()},
         {"cpus_online", sysconf(_SC_NPROCESSORS_ONLN)},
     };
-    doc["config"] = {
+}
+
+json config_json(const Plan& plan) {
+    const Config& c = plan.config;
+    return json{
         {"server", plan.server_text},
         {"port", c.port},
         {"rate_qps", c.rate_qps},
@@ -123,17 +122,24 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"max_lag_s", c.max_lag_s},
         {"ring_slots_per_socket", plan.ring_slots},
     };
-    doc["sockets"] = {
+}
+
+json sockets_json(const Plan& plan, const TrialResult& trial) {
+    const Config& c = plan.config;
+    return json{
         {"count", std::uint64_t{c.threads} * c.ports_per_thread},
         {"rcvbuf_granted_bytes", trial.rcvbuf_granted},
         {"sndbuf_granted_bytes", trial.sndbuf_granted},
         {"buffers_forced", trial.buffers_forced},
     };
+}
+
+json totals_json(const Totals& t) {
     json rcodes = json::object();
     for (unsigned r = 1; r < 16; ++r) {
         if (r <= 5 || t.rcode[r] > 0) rcodes[rcode_name(r)] = t.rcode[r];
     }
-    doc["totals"] = {
+    return json{
         {"sent", t.sent},
         {"send_errors", t.send_errors},
         {"unsent", t.unsent},
@@ -154,12 +160,15 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"tester_buffer_drops", t.buffer_drops()},
         {"checksum_errors", t.checksum_errors},
     };
-    doc["loss_ratio"] = t.loss_ratio();
+}
+
+json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, const SendFigures& send) {
+    const Config& c = plan.config;
     json errnos = json::object();
     for (std::size_t e = 0; e < t.errno_counts.size(); ++e) {
         if (t.errno_counts[e] > 0) errnos[errno_name(e)] = t.errno_counts[e];
     }
-    doc["send"] = {
+    return json{
         {"asked_rate_qps", c.rate_qps},
         {"scheduled_queries", t.scheduled},
         {"scheduled_window_s", send.scheduled_window_s},
@@ -182,11 +191,12 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"ring_overruns", t.ring_overruns},
         {"send_errors_by_errno", errnos},
     };
-    doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+}
 
+json latency_json(const TrialResult& trial) {
     const LatencyHistogram& h = trial.latency;
     const auto latency = [&h](double p) { return h.count() ? json(seconds(static_cast<std::int64_t>(h.percentile(p)))) : json(nullptr); };
-    doc["latency"] = {
+    return json{
         {"unit", "s"},
         {"of", "valid replies: kernel receive time minus the time just before the query's sendmmsg"},
         {"resolution_s", LatencyHistogram::kResolutionNs / 1e9},
@@ -199,8 +209,11 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"p999", latency(0.999)},
         {"max", h.count() ? json(seconds(static_cast<std::int64_t>(h.max()))) : json(nullptr)},
     };
+}
+
+json cpu_json(const TrialResult& trial, const Totals& t) {
     const double cpu_total = trial.cpu_user_s + trial.cpu_system_s;
-    doc["cpu"] = {
+    return json{
         {"user_s", trial.cpu_user_s},
         {"system_s", trial.cpu_system_s},
         {"total_s", cpu_total},
@@ -208,7 +221,9 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"wall_s", trial.wall_s},
         {"max_rss_kib", trial.max_rss_kib},
     };
+}
 
+json threads_json(const TrialResult& trial) {
     json threads = json::array();
     for (const PairResult& p : trial.pairs) {
         const SenderStats& s = p.send;
@@ -251,8 +266,10 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
             {"receiver_cpu_s", r.cpu_s},
         });
     }
-    doc["threads"] = threads;
+    return threads;
+}
 
+json series_json(const TrialResult& trial) {
     json series = json::array();
     for (std::size_t i = 0; i < trial.series.size(); ++i) {
         const SeriesRow& row = trial.series[i];
@@ -267,7 +284,28 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
                                     : json(nullptr)},
         });
     }
-    doc["series"] = series;
+    return series;
+}
+
+}  // namespace
+
+json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
+    const Totals t = sum(plan, trial);
+    const SendFigures send = send_figures(plan, t);
+    const Verdict verdict = judge(plan, trial, t, send);
+    json doc;
+    doc["schema_version"] = kSchemaVersion;
+    doc["header"] = header_json(plan, info);
+    doc["config"] = config_json(plan);
+    doc["sockets"] = sockets_json(plan, trial);
+    doc["totals"] = totals_json(t);
+    doc["loss_ratio"] = t.loss_ratio();
+    doc["send"] = send_json(plan, trial, t, send);
+    doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+    doc["latency"] = latency_json(trial);
+    doc["cpu"] = cpu_json(trial, t);
+    doc["threads"] = threads_json(trial);
+    doc["series"] = series_json(trial);
     return doc;
 }
 
