@@ -240,6 +240,7 @@ json threads_json(const TrialResult& trial) {
             {"sender_last_cpu", s.last_cpu},
             {"receiver_last_cpu", r.last_cpu},
             {"sent", s.sent},
+            {"sent_per_port", s.sent_per_socket},
             {"send_errors", s.send_errors},
             {"unsent", s.unsent},
             {"received", r.received},

@@ -113,6 +113,7 @@ public:
           indexes_(batch_),
           sequences_on_socket_(batch_),
           sequences_(pair.sockets.size(), 0) {
+        stats_.sent_per_socket.assign(pair.sockets.size(), 0);
         for (std::size_t m = 0; m < batch_; ++m) {
             iovecs_[m] = {buffers_.data() + m * query_size_, query_size_};
             msghdr& header = messages_[m].msg_hdr;
@@ -145,18 +146,19 @@ public:
                 stats_.gave_up = true;
                 break;
             }
-            // Send everything due now, in sendmmsg batches, before sleeping again.
+            // Send everything due now, spread evenly over the sockets, before sleeping
+            // again; queries that fell due meanwhile (a stall) go in another round.
             last_batch_ns = now;
             std::uint64_t burst = 0;
             for (;;) {
-                std::size_t count = 0;
-                while (j + count < total && count < batch_ && deadline_of(j + count) <= now) ++count;
-                if (count == 0) break;
-                send_batch(socket, j, count);
-                j += count;
-                burst += count;
-                socket = socket + 1 == sockets ? 0 : socket + 1;
-                if (count < batch_ || shared_.halt.load(std::memory_order_relaxed)) break;
+                std::uint64_t due = 0;
+                const std::uint64_t most = std::uint64_t{batch_} * sockets;
+                while (j + due < total && due < most && deadline_of(j + due) <= now) ++due;
+                if (due == 0) break;
+                send_spread(j, due, socket);
+                j += due;
+                burst += due;
+                if (due < most || shared_.halt.load(std::memory_order_relaxed)) break;
                 now = monotonic_ns();
             }
             stats_.max_burst = std::max(stats_.max_burst, burst);
@@ -165,6 +167,24 @@ public:
     }
 
 private:
+    // Queries j .. j+due-1 (due <= batch x sockets), in order, as equal shares of
+    // the sockets (one sendmmsg each) starting at `socket`; the sockets that get
+    // one more rotate, so that over a trial every port carries its share.
+    void send_spread(std::uint64_t j, std::uint64_t due, std::size_t& socket) {
+        const std::size_t sockets = pair_.sockets.size();
+        const std::uint64_t share = due / sockets;
+        const std::uint64_t extra = due % sockets;
+        for (std::size_t i = 0; i < sockets && due > 0; ++i) {
+            const std::size_t s = (socket + i) % sockets;
+            const auto count = static_cast<std::size_t>(share + (i < extra ? 1 : 0));
+            if (count == 0) continue;
+            send_batch(s, j, count);
+            stats_.sent_per_socket[s] += count;
+            j += count;
+        }
+        socket = (socket + extra) % sockets;
+    }
+
     std::int64_t deadline_of(std::uint64_t j) const {
         return shared_.start_ns + shared_.schedule.offset_ns(shared_.schedule.global_index(pair_.index, j));
     }

@@ -82,3 +82,22 @@ def test_a_failed_run_leaves_an_earlier_json_file_untouched(xlatperf, tmp_path):
     assert proc.returncode == 1
     assert out.read_text() == '{"earlier": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+def test_every_port_carries_its_share_when_a_tick_needs_several_batches(xlatperf, tmp_path):
+    # 200 000 queries/s, 1 ms tick, batch 64, 4 ports: about 200 queries a wake-up, more than 3 batches.
+    # Sent round-robin by sendmmsg call, 3 ports would take a full batch each and the 4th the rest.
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "spread.json"
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "200000", "--queries", "100000", "--ports-per-thread", "4",
+                               "--timeout", "0.1", "--quiet", "--max-lag", "0", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    per_port = json.loads(out.read_text())["threads"][0]["sent_per_port"]
+    assert len(per_port) == 4 and sum(per_port) == 100_000
+    assert max(per_port) - min(per_port) <= 64
