@@ -65,7 +65,9 @@ std::uint64_t read_snmp6(const char* name) {
 UdpErrorCounters read_udp_error_counters() {
     UdpErrorCounters out;
     out.read = read_snmp_udp("InCsumErrors", out.checksum_errors) &&
-               read_snmp_udp("RcvbufErrors", out.rcvbuf_errors);
+               read_snmp_udp("RcvbufErrors", out.rcvbuf_errors) &&
+               read_snmp_udp("SndbufErrors", out.sndbuf_errors);
+    out.sndbuf_errors += read_snmp6("Udp6SndbufErrors");
     out.checksum_errors += read_snmp6("Udp6InCsumErrors");
     out.rcvbuf_errors += read_snmp6("Udp6RcvbufErrors");
     return out;

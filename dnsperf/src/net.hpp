@@ -26,6 +26,8 @@ std::string to_string(const SockAddr& address);  // "192.0.2.1:53", "[2001:db8::
 struct UdpErrorCounters {
     std::uint64_t checksum_errors = 0;   // InCsumErrors: datagrams with a bad UDP checksum
     std::uint64_t rcvbuf_errors = 0;     // RcvbufErrors: datagrams dropped at a full receive buffer
+    std::uint64_t sndbuf_errors = 0;     // SndbufErrors: datagrams dropped on the way out (full qdisc or
+                                         // device queue: ENOBUFS, which a socket without IP_RECVERR hides)
     bool read = false;
 };
 

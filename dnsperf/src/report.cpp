@@ -159,6 +159,7 @@ json totals_json(const Totals& t) {
         {"tester_socket_drops", t.socket_drops},
         {"tester_buffer_drops", t.buffer_drops()},
         {"checksum_errors", t.checksum_errors},
+        {"tester_egress_drops", t.egress_drops},
     };
 }
 

@@ -679,6 +679,7 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     if (result.udp_counters_read) {
         result.udp_checksum_errors = udp_after.checksum_errors - std::min(udp_after.checksum_errors, udp_before.checksum_errors);
         result.udp_rcvbuf_errors = udp_after.rcvbuf_errors - std::min(udp_after.rcvbuf_errors, udp_before.rcvbuf_errors);
+        result.udp_sndbuf_errors = udp_after.sndbuf_errors - std::min(udp_after.sndbuf_errors, udp_before.sndbuf_errors);
     }
 
     rusage usage_after{};

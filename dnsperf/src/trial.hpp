@@ -96,6 +96,7 @@ struct TrialResult {
     // namespace count too): checksum errors are the DUT's, not the tester's.
     std::uint64_t udp_checksum_errors = 0;
     std::uint64_t udp_rcvbuf_errors = 0;
+    std::uint64_t udp_sndbuf_errors = 0;  // queries the kernel accepted, then dropped at the egress
     bool udp_counters_read = false;
 };
 

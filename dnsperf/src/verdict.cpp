@@ -23,6 +23,7 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
     Totals t;
     t.scheduled = plan.total_queries;
     t.checksum_errors = trial.udp_checksum_errors;
+    t.egress_drops = trial.udp_sndbuf_errors;
     for (const PairResult& p : trial.pairs) {
         const SenderStats& s = p.send;
         const ReceiverStats& r = p.receive;
@@ -105,6 +106,12 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
               " sendmmsg calls found the tester's socket send buffer full (EAGAIN/ENOBUFS) and were retried; "
               "the longest stall was " + duration_text(seconds(t.max_retry_stall_ns)) +
               ": raise --sndbuf or lower the rate");
+    }
+    if (t.egress_drops > 0) {
+        limit("the tester's egress dropped " + std::to_string(t.egress_drops) +
+              " UDP datagrams after sendmmsg accepted them (SndbufErrors of its network namespace: a full qdisc "
+              "or device queue), so they count as sent but never left: lower the rate or give the tester's "
+              "interface a longer queue");
     }
     if (t.ring_overruns > 0) {
         limit(std::to_string(t.ring_overruns) +

@@ -33,6 +33,7 @@ struct Totals {
     std::uint64_t duplicate = 0;
     std::uint64_t socket_drops = 0;    // SO_MEMINFO drops at our sockets: full buffer or bad checksum
     std::uint64_t checksum_errors = 0; // the namespace's UDP checksum errors during the trial (the DUT's fault)
+    std::uint64_t egress_drops = 0;    // the namespace's UDP SndbufErrors during the trial (the tester's egress)
     std::uint64_t buffer_drops() const; // socket drops not explained by checksum errors: the tester's fault
     std::uint64_t answered() const;    // matched replies: valid, late, rcode, nodata, truncated
     std::uint64_t unanswered() const;  // sent - answered

@@ -190,3 +190,12 @@ TEST_CASE("socket drops explained by checksum errors are the DUT's, not the test
     CHECK(v.tester_limited);
     CHECK(mentions(v, "5 datagrams were dropped at the tester's own receive sockets"));
 }
+
+TEST_CASE("queries dropped at the tester's own egress are tester-limited, not the DUT's loss") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.udp_sndbuf_errors = 17;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "the tester's egress dropped 17 UDP datagrams"));
+}
