@@ -1,6 +1,7 @@
 #include "trial.hpp"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <chrono>
@@ -57,6 +58,38 @@ void name_and_pin(const std::string& name, int cpu) {
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     }
 }
+
+constexpr std::int64_t kBurstWindowNs = 100'000;     // burstiness: most queries sent in any 100 us
+
+// Queries sent within the last `window_ns`, from (time, count) of each sendmmsg
+// call; a fixed ring (no allocation in the send loop) of the newest calls.
+class SlidingCount {
+public:
+    explicit SlidingCount(std::int64_t window_ns) : window_ns_(window_ns) {}
+    void add(std::int64_t at_ns, std::uint64_t count) {
+        while (size_ > 0 && at_ns - times_[head_] >= window_ns_) drop_oldest();
+        if (size_ == times_.size()) drop_oldest();  // more calls than fit: the window undercounts
+        const std::size_t at = (head_ + size_) % times_.size();
+        times_[at] = at_ns;
+        counts_[at] = count;
+        ++size_;
+        total_ += count;
+    }
+    std::uint64_t total() const { return total_; }
+
+private:
+    void drop_oldest() {
+        total_ -= counts_[head_];
+        head_ = (head_ + 1) % times_.size();
+        --size_;
+    }
+    std::int64_t window_ns_;
+    std::array<std::int64_t, 4096> times_{};
+    std::array<std::uint64_t, 4096> counts_{};
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+    std::uint64_t total_ = 0;
+};
 
 // Everything one sender/receiver pair shares.
 struct Pair {
@@ -271,6 +304,8 @@ private:
             stats_.max_lag_at_ns = before_ns;
         }
         stats_.sent += n;
+        window_.add(before_ns, n);
+        stats_.max_in_100us = std::max(stats_.max_in_100us, window_.total());
         if (stats_.first_send_ns < 0) stats_.first_send_ns = before_ns;
         stats_.last_send_ns = before_ns;
         pair_.sent_per_second[second_of(shared_, sent_real_ns)] += n;
@@ -280,6 +315,7 @@ private:
     Shared& shared_;
     Pair& pair_;
     SenderStats& stats_;
+    SlidingCount window_{kBurstWindowNs};
     std::size_t batch_;
     std::size_t query_size_;
     std::vector<std::uint8_t> buffers_;

@@ -29,6 +29,7 @@ struct SenderStats {
     std::int64_t max_retry_stall_ns = 0; // longest wait for a full socket to take a batch (would_block)
     std::int64_t max_lag_at_ns = -1;     // when it happened, from the start
     std::uint64_t max_burst = 0;         // most queries sent in one wake-up
+    std::uint64_t max_in_100us = 0;      // most queries whose sendmmsg started within one 100 us window
     std::vector<std::uint64_t> sent_per_socket;  // queries handed to each socket's sendmmsg (one entry a port)
     std::uint64_t syscalls = 0;          // sendmmsg calls
     std::uint64_t wakeups = 0;           // times the sender slept and woke

@@ -40,6 +40,7 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.max_lag_ns = std::max(t.max_lag_ns, s.max_lag_ns);
         t.max_retry_stall_ns = std::max(t.max_retry_stall_ns, s.max_retry_stall_ns);
         t.max_burst = std::max(t.max_burst, s.max_burst);
+        t.max_in_100us = std::max(t.max_in_100us, s.max_in_100us);
         t.received += r.received;
         t.valid += r.valid;
         t.late += r.late;

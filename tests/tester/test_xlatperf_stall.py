@@ -101,3 +101,22 @@ def test_every_port_carries_its_share_when_a_tick_needs_several_batches(xlatperf
     per_port = json.loads(out.read_text())["threads"][0]["sent_per_port"]
     assert len(per_port) == 4 and sum(per_port) == 100_000
     assert max(per_port) - min(per_port) <= 64
+
+
+def test_the_burst_offered_in_100_us_is_reported(xlatperf, tmp_path):
+    # 10 000 queries/s with a 1 ms tick: each wake-up sends its 10 due queries in one sendmmsg.
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "burst.json"
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "10000", "--queries", "5000", "--ports-per-thread", "1",
+                               "--quiet", "--max-lag", "0", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert 10 <= result["send"]["max_queries_in_100us"] <= result["send"]["max_burst"] or \
+        result["send"]["max_burst"] > 64
+    assert result["threads"][0]["max_queries_in_100us"] == result["send"]["max_queries_in_100us"]
