@@ -117,6 +117,5 @@ def test_the_burst_offered_in_100_us_is_reported(xlatperf, tmp_path):
         sink.close()
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
-    assert 10 <= result["send"]["max_queries_in_100us"] <= result["send"]["max_burst"] or \
-        result["send"]["max_burst"] > 64
+    assert result["send"]["max_queries_in_100us"] >= 10
     assert result["threads"][0]["max_queries_in_100us"] == result["send"]["max_queries_in_100us"]
