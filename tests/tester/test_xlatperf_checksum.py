@@ -28,9 +28,10 @@ def corrupt_every_tenth(peer: Peer, query: Query, source: tuple) -> None:
 
 
 def test_bad_checksums_are_counted_as_the_duts_lost_replies(run_xlatperf, validator):
-    with Peer("127.0.0.1", corrupt_every_tenth) as peer:
+    # A big peer buffer and a 4 s timeout: a Python peer on a loaded machine may fall behind by seconds.
+    with Peer("127.0.0.1", corrupt_every_tenth, rcvbuf=16 << 20) as peer:
         run = run_xlatperf("--server", "127.0.0.1", "--port", str(peer.port), "--rate", "2000",
-                           "--queries", str(QUERIES), "--quiet", *RELAXED_TIMING)
+                           "--queries", str(QUERIES), "--timeout", "4", "--quiet", *RELAXED_TIMING)
     assert run.returncode == 0, run.stderr
     assert not peer.errors
     result = run.result
