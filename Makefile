@@ -9,7 +9,7 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.deps-stamp
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLATBENCH_WERROR=ON
 
-.PHONY: all deps build test test-cpp test-py lint demo clean
+.PHONY: all deps build test test-cpp test-py test-hardening fuzz-reply lint demo clean
 
 all: build
 
@@ -29,11 +29,49 @@ test-cpp: build
 test-py: build
 	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/pytest -ra
 
+# Hardening of the tester: the reply classifier fuzzed (libFuzzer, seeded with real knotd replies)
+# for FUZZ_SECONDS, then the Catch2 and loopback end-to-end tests built with ASan+UBSan, then the
+# ring/concurrency tests and the peer end-to-end tests (sender + receiver threads) with TSan.
+FUZZ_SECONDS ?= 45
+FUZZ_DIR  := $(BUILD)-fuzz
+SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DXLATBENCH_WERROR=ON -DXLATBENCH_TESTS=ON
+# gcc warns about libstdc++ internals under sanitizers (false positives); the plain build keeps -Werror.
+SAN_NOWARN := -Wno-maybe-uninitialized
+SAN_TARGETS := xlatperf xlatperf_tests xlatperf_stall_shim
+FUZZ_SRCS := dnsperf/tests/fuzz/fuzz_reply.cpp dnsperf/src/reply.cpp dnsperf/src/query.cpp dnsperf/src/ring.cpp
+
+$(FUZZ_DIR)/fuzz_reply: $(FUZZ_SRCS) $(wildcard dnsperf/src/*.hpp) | $(STAMP)
+	mkdir -p $(FUZZ_DIR)
+	clang++-14 -std=c++17 -O1 -g -Wall -Werror -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -Idnsperf/src $(FUZZ_SRCS) -lldns -o $@
+
+fuzz-reply: $(FUZZ_DIR)/fuzz_reply
+	rm -rf $(FUZZ_DIR)/corpus && cp -r dnsperf/tests/fuzz/corpus $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/fuzz_reply -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(FUZZ_DIR)/corpus \
+	  2>$(FUZZ_DIR)/fuzz.log || { tail -40 $(FUZZ_DIR)/fuzz.log; exit 1; }
+	@grep -E '^stat::number_of_executed_units' $(FUZZ_DIR)/fuzz.log | \
+	  awk '{print "fuzz_reply: " $$2 " executions in $(FUZZ_SECONDS) s, no crash"}'
+
+test-hardening: fuzz-reply
+	cmake -S . -B $(BUILD)-asan -G Ninja $(SAN_FLAGS) \
+	  -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(SAN_NOWARN)"
+	cmake --build $(BUILD)-asan --target $(SAN_TARGETS)
+	$(BUILD)-asan/dnsperf/xlatperf_tests
+	ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1 XLATBENCH_BUILD=$(abspath $(BUILD)-asan) \
+	  $(VENV)/bin/pytest -q -m "not slow" tests/tester
+	cmake -S . -B $(BUILD)-tsan -G Ninja $(SAN_FLAGS) -DCMAKE_CXX_FLAGS="-O1 -fsanitize=thread -Wno-tsan $(SAN_NOWARN)"
+	cmake --build $(BUILD)-tsan --target xlatperf xlatperf_tests
+	TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/dnsperf/xlatperf_tests -# "[#test_ring]"
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66 XLATBENCH_BUILD=$(abspath $(BUILD)-tsan) \
+	  $(VENV)/bin/pytest -q tests/tester/test_xlatperf_peer.py
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	shellcheck tools/install-deps tools/build-tayga .ci/run $(wildcard tools/*.sh)
 
-test: lint test-cpp test-py
+# HARDENING=0 leaves the fuzz and sanitizer runs out (they rebuild the tester twice).
+HARDENING ?= 1
+test: lint test-cpp test-py $(if $(filter 1,$(HARDENING)),test-hardening)
 
 demo: build
 	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/xlatbench demo

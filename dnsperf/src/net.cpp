@@ -4,6 +4,9 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
 #include <linux/sock_diag.h>
 #include <sys/socket.h>
 
@@ -28,7 +31,47 @@ bool set_buffer(int fd, int force_name, int name, std::uint64_t bytes, const cha
     return false;
 }
 
+// Value of `name` in /proc/net/snmp's "Udp:" header/value line pair.
+bool read_snmp_udp(const char* name, std::uint64_t& out) {
+    std::ifstream file("/proc/net/snmp");
+    std::string header, values;
+    while (std::getline(file, header)) {
+        if (header.rfind("Udp: ", 0) != 0 || !std::getline(file, values)) continue;
+        std::istringstream names(header), numbers(values);
+        std::string key, number;
+        while (names >> key && numbers >> number) {
+            if (key == name) {
+                out = std::stoull(number);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+// Value of `name` in /proc/net/snmp6 (one "Name value" pair a line); 0 when absent.
+std::uint64_t read_snmp6(const char* name) {
+    std::ifstream file("/proc/net/snmp6");
+    std::string key;
+    std::uint64_t value = 0;
+    while (file >> key >> value) {
+        if (key == name) return value;
+    }
+    return 0;
+}
+
 }  // namespace
+
+UdpErrorCounters read_udp_error_counters() {
+    UdpErrorCounters out;
+    out.read = read_snmp_udp("InCsumErrors", out.checksum_errors) &&
+               read_snmp_udp("RcvbufErrors", out.rcvbuf_errors) &&
+               read_snmp_udp("SndbufErrors", out.sndbuf_errors);
+    out.sndbuf_errors += read_snmp6("Udp6SndbufErrors");
+    out.checksum_errors += read_snmp6("Udp6InCsumErrors");
+    out.rcvbuf_errors += read_snmp6("Udp6RcvbufErrors");
+    return out;
+}
 
 SockAddr to_sockaddr(const boost::asio::ip::udp::endpoint& endpoint) {
     SockAddr out;
@@ -63,11 +106,15 @@ UdpSocket::UdpSocket(boost::asio::io_context& io, const SockAddr& local, std::ui
     if (error) {
         throw StartError("cannot bind a UDP socket to " + to_string(to_sockaddr(endpoint)) + ": " +
                          error.message() +
-                         (port != 0 ? " (choose another --first-port, or 0 for ephemeral ports)" : ""));
+                         (port != 0 ? " (choose another --first-port, or 0 for ephemeral ports)"
+                                     : " (--bind must be an address of this host)"));
     }
     const int fd = socket_.native_handle();
-    forced_ = set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf, "SO_RCVBUF") &&
-              set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf, "SO_SNDBUF");
+    // Both sizes are always asked for (no short-circuit: a refused SO_RCVBUFFORCE
+    // must not leave --sndbuf unapplied).
+    const bool rcv_forced = set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf, "SO_RCVBUF");
+    const bool snd_forced = set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, sndbuf, "SO_SNDBUF");
+    forced_ = rcv_forced && snd_forced;
     const int on = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0) {
         throw StartError(std::string("cannot enable SO_TIMESTAMPNS: ") + std::strerror(errno));

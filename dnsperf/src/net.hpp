@@ -21,6 +21,18 @@ SockAddr to_sockaddr(const boost::asio::ip::udp::endpoint& endpoint);
 boost::asio::ip::udp::endpoint to_endpoint(const SockAddr& address);
 std::string to_string(const SockAddr& address);  // "192.0.2.1:53", "[2001:db8::1]:53"
 
+// The network namespace's UDP error counters (IPv4 + IPv6, /proc/net/snmp and
+// /proc/net/snmp6); `read` is false when they cannot be read.
+struct UdpErrorCounters {
+    std::uint64_t checksum_errors = 0;   // InCsumErrors: datagrams with a bad UDP checksum
+    std::uint64_t rcvbuf_errors = 0;     // RcvbufErrors: datagrams dropped at a full receive buffer
+    std::uint64_t sndbuf_errors = 0;     // SndbufErrors: datagrams dropped on the way out (full qdisc or
+                                         // device queue: ENOBUFS, which a socket without IP_RECVERR hides)
+    bool read = false;
+};
+
+UdpErrorCounters read_udp_error_counters();
+
 class UdpSocket {
 public:
     // Binds `local` with `port` (0: ephemeral), non-blocking, with kernel receive

@@ -30,6 +30,8 @@ const char* const kFooter =
     "sockets gets verdict \"tester-limited\": its loss is not the server's.";
 
 // Builds the parser over `config`; the defaults it shows are config's current values.
+void add_verdict_and_output_options(CLI::App& app, Config& config);
+
 void add_options(CLI::App& app, Config& config) {
     app.option_defaults()->always_capture_default();
     app.set_version_flag("--version", std::string("xlatperf ") + version());
@@ -42,13 +44,18 @@ void add_options(CLI::App& app, Config& config) {
         ->type_name("PORT")->check(CLI::Range(1, 65535))->group(target);
 
     const char* load = "Load";
+    const CLI::Validator not_negative(
+        [](std::string& text) {
+            return text.find('-') != std::string::npos ? "must be a whole number 0 or more, not " + text : std::string();
+        },
+        "N>=0");
     auto* rate = app.add_option("-r,--rate", config.rate_qps, "query rate, total over all threads, queries/s")
         ->type_name("QPS")->group(load);
     auto* duration = app.add_option("-d,--duration", config.duration_s, "trial length, s (the send schedule spans it)")
         ->type_name("S")->group(load);
     auto* queries = app.add_option("-n,--queries", config.queries,
                                    "send exactly N queries instead of rate x duration (0: use --duration)")
-        ->type_name("N")->group(load);
+        ->type_name("N")->check(not_negative)->group(load);
     duration->excludes(queries);
     (void)rate;
     app.add_option("-t,--timeout", config.timeout_s,
@@ -94,6 +101,11 @@ void add_options(CLI::App& app, Config& config) {
                    "reads many; latency uses kernel timestamps and is not affected, s (0: no pause)")
         ->type_name("S")->group(threads);
 
+    add_verdict_and_output_options(app, config);
+}
+
+// The "Verdict" and "Output" groups of the command line.
+void add_verdict_and_output_options(CLI::App& app, Config& config) {
     const char* verdict = "Verdict";
     app.add_option("--send-tolerance", config.send_tolerance,
                    "the send window may exceed the scheduled one by this fraction (0.00001 = 0.001 %) ...")
@@ -168,21 +180,18 @@ void check(bool ok, const std::string& message) {
 
 bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
 
-}  // namespace
+// Bounds that keep a trial's memory (per-second series) and counters sane.
+constexpr double kMaxWindowS = 86400;          // one day of schedule
+constexpr std::uint64_t kMaxQueries = 100'000'000'000;
 
-Plan make_plan(const Config& c, std::vector<std::string> argv) {
-    Plan plan;
-    plan.config = c;
-    plan.argv = std::move(argv);
-
+// --server, --port, --bind.
+void plan_addresses(const Config& c, Plan& plan) {
     check(!c.server.empty(), "--server is required (example: --server 127.0.0.1)");
     plan.server = parse_address(c.server, "--server", "127.0.0.1 or ::1");
-    {
-        auto endpoint = to_endpoint(plan.server);
-        endpoint.port(c.port);
-        plan.server = to_sockaddr(endpoint);
-        plan.server_text = endpoint.address().to_string();
-    }
+    auto endpoint = to_endpoint(plan.server);
+    endpoint.port(c.port);
+    plan.server = to_sockaddr(endpoint);
+    plan.server_text = endpoint.address().to_string();
     check(c.port != 0, "--port must be 1..65535");
     if (c.bind.empty()) {
         plan.bind = parse_address(plan.server.family() == AF_INET ? "0.0.0.0" : "::", "--bind", "");
@@ -192,24 +201,37 @@ Plan make_plan(const Config& c, std::vector<std::string> argv) {
               "--bind " + c.bind + " and --server " + c.server + " are of different IP versions");
     }
     plan.bind_text = to_endpoint(plan.bind).address().to_string();
+}
 
+// --rate, --threads, --ports-per-thread, --duration / --queries: how much and how long.
+void plan_load(const Config& c, Plan& plan) {
     check(finite_positive(c.rate_qps), "--rate must be a positive number of queries/s");
     check(c.threads >= 1 && c.threads <= 1024, "--threads must be 1..1024");
-    check(c.ports_per_thread >= 1, "--ports-per-thread must be at least 1");
+    check(c.ports_per_thread >= 1 && c.ports_per_thread <= 65535, "--ports-per-thread must be 1..65535");
     check(c.rate_qps >= c.threads, "--rate " + format_number(c.rate_qps) + " is below --threads " +
                                        std::to_string(c.threads) +
                                        ": every sender needs at least 1 query/s; lower --threads");
     if (c.queries > 0) {
+        check(c.queries <= kMaxQueries, "--queries " + std::to_string(c.queries) + " is more than " +
+                                            format_number(kMaxQueries) + "; send fewer per trial");
         plan.total_queries = c.queries;
     } else {
-        check(finite_positive(c.duration_s), "--duration must be a positive number of seconds");
+        check(finite_positive(c.duration_s) && c.duration_s <= kMaxWindowS,
+              "--duration must be more than 0 and at most " + format_number(kMaxWindowS) + " s (one day)");
         const double total = std::round(c.rate_qps * c.duration_s);
         check(total >= 1, "--rate x --duration is less than one query; raise either");
-        check(total < 9e15, "--rate x --duration is too many queries");
+        check(total <= kMaxQueries, "--rate x --duration is more than " + format_number(kMaxQueries) +
+                                        " queries; lower either");
         plan.total_queries = static_cast<std::uint64_t>(total);
     }
     plan.scheduled_window_s = static_cast<double>(plan.total_queries) / c.rate_qps;
+    check(plan.scheduled_window_s <= kMaxWindowS,
+          "--queries / --rate is a schedule of " + format_number(plan.scheduled_window_s) +
+              " s, more than one day (" + format_number(kMaxWindowS) + " s); raise --rate or send fewer");
+}
 
+// Source ports, outstanding queries per socket, the ring.
+void plan_sockets(const Config& c, Plan& plan) {
     const std::uint64_t sockets = std::uint64_t{c.threads} * c.ports_per_thread;
     if (c.first_port != 0) {
         check(c.first_port + sockets - 1 <= 65535,
@@ -222,7 +244,6 @@ Plan make_plan(const Config& c, std::vector<std::string> argv) {
                   ") exceeds the ephemeral port range " + std::to_string(low) + "-" + std::to_string(high) +
                   "; set --first-port or use fewer sockets");
     }
-
     check(finite_positive(c.timeout_s) && c.timeout_s <= 60, "--timeout must be more than 0 and at most 60 s");
     plan.timeout_ns = static_cast<std::int64_t>(std::llround(c.timeout_s * 1e9));
     plan.per_socket_rate_qps = c.rate_qps / static_cast<double>(sockets);
@@ -231,24 +252,46 @@ Plan make_plan(const Config& c, std::vector<std::string> argv) {
           "--rate / (--threads x --ports-per-thread) x --timeout = " + format_number(outstanding) +
               " queries outstanding per socket, more than " + format_number(kMaxOutstandingPerSocket) +
               " (half the 16-bit transaction IDs); use more threads or ports per thread");
-
     check(c.batch >= 1 && c.batch <= 1024, "--batch must be 1..1024");
     std::uint32_t slots = 64;
     while (slots < 2 * outstanding + 2 * c.batch && slots < 65536) slots *= 2;
     plan.ring_slots = slots;
+    const std::uint64_t max_buffer = 1u << 30;
+    check(c.rcvbuf <= max_buffer && c.sndbuf <= max_buffer, "--rcvbuf and --sndbuf must be at most 1 GiB");
+}
 
+// Ticks and tolerances, and that they fit each other.
+void plan_timing(const Config& c, Plan& plan) {
     check(std::isfinite(c.send_tick_s) && c.send_tick_s >= 0 && c.send_tick_s <= 0.01,
           "--send-tick must be 0..0.01 s");
     check(std::isfinite(c.recv_tick_s) && c.recv_tick_s >= 0 && c.recv_tick_s <= 0.01,
           "--recv-tick must be 0..0.01 s");
-    check(std::isfinite(c.send_tolerance) && c.send_tolerance >= 0, "--send-tolerance must be >= 0");
-    check(std::isfinite(c.send_tolerance_s) && c.send_tolerance_s >= 0, "--send-tolerance-abs must be >= 0 s");
-    check(std::isfinite(c.max_lag_s) && c.max_lag_s >= 0, "--max-lag must be >= 0 s");
+    check(std::isfinite(c.send_tolerance) && c.send_tolerance >= 0 && c.send_tolerance <= 1,
+          "--send-tolerance must be 0..1 (a fraction of the schedule)");
+    check(std::isfinite(c.send_tolerance_s) && c.send_tolerance_s >= 0 && c.send_tolerance_s <= kMaxWindowS,
+          "--send-tolerance-abs must be 0.." + format_number(kMaxWindowS) + " s");
+    check(std::isfinite(c.max_lag_s) && c.max_lag_s >= 0 && c.max_lag_s <= kMaxWindowS,
+          "--max-lag must be 0.." + format_number(kMaxWindowS) + " s (0: no check)");
     plan.effective_send_tolerance_s = std::max(c.send_tolerance * plan.scheduled_window_s, c.send_tolerance_s);
+    // The last query may leave up to one tick late; a tolerance below that fails every trial.
+    check(c.send_tick_s <= plan.effective_send_tolerance_s,
+          "--send-tick " + format_number(c.send_tick_s) + " s is larger than the send tolerance " +
+              format_number(plan.effective_send_tolerance_s) + " s; lower --send-tick or raise --send-tolerance-abs");
+    check(c.max_lag_s == 0 || c.max_lag_s >= c.send_tick_s,
+          "--max-lag " + format_number(c.max_lag_s) + " s is smaller than --send-tick " +
+              format_number(c.send_tick_s) + " s, which every batch may wait; raise --max-lag (0: no check)");
+}
 
-    const std::uint64_t max_buffer = 1u << 30;
-    check(c.rcvbuf <= max_buffer && c.sndbuf <= max_buffer, "--rcvbuf and --sndbuf must be at most 1 GiB");
+}  // namespace
 
+Plan make_plan(const Config& c, std::vector<std::string> argv) {
+    Plan plan;
+    plan.config = c;
+    plan.argv = std::move(argv);
+    plan_addresses(c, plan);
+    plan_load(c, plan);
+    plan_sockets(c, plan);
+    plan_timing(c, plan);
     try {
         plan.subnet = parse_subnet(c.subnet);
         plan.qtype = parse_qtype(c.qtype);
@@ -257,10 +300,8 @@ Plan make_plan(const Config& c, std::vector<std::string> argv) {
     } catch (const std::invalid_argument& e) {
         throw OptionError(e.what());
     }
-
     plan.sender_cpus = checked_cpus(c.sender_cpus, "--sender-cpus");
     plan.receiver_cpus = checked_cpus(c.receiver_cpus, "--receiver-cpus");
-
     check(c.run_id.size() <= 64 && std::all_of(c.run_id.begin(), c.run_id.end(), [](char ch) {
               return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
           }),

@@ -110,30 +110,44 @@ QueryTemplate::QueryTemplate(std::string_view domain, std::uint16_t qtype) {
     if (wire_.size() < kLabelOffset + kLabelLength || wire_[12] != kLabelLength) {
         throw std::logic_error("query template: first label is not where it must be");
     }
+    // Label length bytes are < 64, so never letters: any letter byte is in a label.
+    for (std::size_t i = kLabelOffset + kLabelLength; i + 4 < wire_.size(); ++i) {
+        if (lower(wire_[i]) < 'a' || lower(wire_[i]) > 'z' || epoch_letters_.size() == kMaxEpochBits) continue;
+        epoch_letters_.push_back(i);
+    }
 }
 
-void QueryTemplate::write(std::uint8_t* out, std::uint16_t id, std::uint32_t address) const {
+void QueryTemplate::write(std::uint8_t* out, std::uint16_t id, std::uint32_t address, std::uint64_t epoch) const {
     std::memcpy(out, wire_.data(), wire_.size());
     out[0] = static_cast<std::uint8_t>(id >> 8);
     out[1] = static_cast<std::uint8_t>(id & 0xffu);
     write_label(address, reinterpret_cast<char*>(out + kLabelOffset));
+    for (std::size_t b = 0; b < epoch_letters_.size(); ++b) {
+        if ((epoch >> b) & 1u) out[epoch_letters_[b]] ^= 0x20u;  // flips the letter's case
+    }
 }
 
-bool QueryTemplate::question_matches(const std::uint8_t* message, std::size_t length,
-                                     std::uint32_t address) const {
-    if (length < wire_.size()) return false;
+QueryTemplate::Match QueryTemplate::match_question(const std::uint8_t* message, std::size_t length,
+                                                   std::uint32_t address, std::uint64_t epoch) const {
+    if (length < wire_.size()) return Match::different;
     char label[kLabelLength];
     write_label(address, label);
     if (message[12] != kLabelLength || std::memcmp(message + kLabelOffset, label, kLabelLength) != 0) {
-        return false;
+        return Match::different;
     }
     // The rest of the name (length bytes are < 64, so lowering them is harmless),
     // then QTYPE and QCLASS, which must match exactly.
     const std::size_t name_end = wire_.size() - 4;
     for (std::size_t i = kLabelOffset + kLabelLength; i < name_end; ++i) {
-        if (lower(message[i]) != lower(wire_[i])) return false;
+        if (lower(message[i]) != lower(wire_[i])) return Match::different;
     }
-    return std::memcmp(message + name_end, wire_.data() + name_end, 4) == 0;
+    if (std::memcmp(message + name_end, wire_.data() + name_end, 4) != 0) return Match::different;
+    for (std::size_t b = 0; b < epoch_letters_.size(); ++b) {
+        const std::size_t at = epoch_letters_[b];
+        const auto expected = static_cast<std::uint8_t>(wire_[at] ^ (((epoch >> b) & 1u) ? 0x20u : 0u));
+        if (message[at] != expected) return Match::other_epoch;
+    }
+    return Match::same;
 }
 
 }  // namespace xlatperf

@@ -39,17 +39,37 @@ public:
     const std::vector<std::uint8_t>& wire() const { return wire_; }
 
     // Writes the query for `address` with transaction `id` into out[0, size()).
-    void write(std::uint8_t* out, std::uint16_t id, std::uint32_t address) const;
+    // `epoch` (the socket's query number / 65536: how often the ID has wrapped)
+    // flips the case of the domain's first kMaxEpochBits letters (bit b, letter b;
+    // epoch 0 writes the domain as given; the DNS 0x20 trick),
+    // so that a reply to query j never matches query j + 65536, which has the same
+    // ID and, with a /16 subnet, the same name.
+    void write(std::uint8_t* out, std::uint16_t id, std::uint32_t address, std::uint64_t epoch = 0) const;
 
-    // True when message[12, 12 + question size) is the question we asked for
-    // `address` (QNAME compared case-insensitively, QTYPE, QCLASS).
-    bool question_matches(const std::uint8_t* message, std::size_t length, std::uint32_t address) const;
+    enum class Match { same, other_epoch, different };
+
+    // Whether message[12, 12 + question size) is the question we asked for
+    // `address` in `epoch`: QNAME compared case-insensitively, then the case of
+    // the letters carrying the epoch (other_epoch when only they differ); QTYPE
+    // and QCLASS exactly.
+    Match match_question(const std::uint8_t* message, std::size_t length, std::uint32_t address,
+                         std::uint64_t epoch) const;
+    bool question_matches(const std::uint8_t* message, std::size_t length, std::uint32_t address,
+                          std::uint64_t epoch = 0) const {
+        return match_question(message, length, address, epoch) == Match::same;
+    }
+
+    // Epochs told apart: 2^epoch_bits() (0 bits, no protection, for a domain without letters).
+    unsigned epoch_bits() const { return static_cast<unsigned>(epoch_letters_.size()); }
+
+    static constexpr unsigned kMaxEpochBits = 8;
 
     // Offset just past the question section (the template has nothing after it).
     std::size_t question_end() const { return wire_.size(); }
 
 private:
-    std::vector<std::uint8_t> wire_;
+    std::vector<std::uint8_t> wire_;          // epoch 0, ID 0, the first address
+    std::vector<std::size_t> epoch_letters_;  // offsets of the letters carrying the epoch bits
 };
 
 }  // namespace xlatperf

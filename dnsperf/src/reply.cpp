@@ -63,7 +63,18 @@ Outcome ReplyClassifier::classify(OutstandingRing& ring, const std::uint8_t* mes
         out.cause = UnexpectedCause::unknown_id;
         return out;
     }
-    if (has_question && !query_.question_matches(message, length, subnet_.address(query.query_index))) {
+    // A reply older than the query (to an earlier use of its ID: another epoch in
+    // the question's letter case, or received before the query was sent) is not
+    // its answer.
+    const auto match = has_question ? query_.match_question(message, length, subnet_.address(query.query_index),
+                                                            query.sequence() >> 16)
+                                    : QueryTemplate::Match::same;
+    if (received_ns < query.sent_ns || match == QueryTemplate::Match::other_epoch) {
+        out.kind = ReplyKind::unexpected;
+        out.cause = UnexpectedCause::unknown_id;
+        return out;
+    }
+    if (match == QueryTemplate::Match::different) {
         out.kind = ReplyKind::unexpected;
         out.cause = UnexpectedCause::wrong_question;
         return out;
@@ -91,7 +102,7 @@ Outcome ReplyClassifier::classify(OutstandingRing& ring, const std::uint8_t* mes
         return out;
     }
     out.rcode = header.rcode;
-    out.latency_ns = received_ns > query.sent_ns ? received_ns - query.sent_ns : 0;
+    out.latency_ns = received_ns - query.sent_ns;
     out.kind = out.latency_ns > timeout_ns_ ? ReplyKind::late : kind;
     return out;
 }

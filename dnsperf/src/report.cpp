@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cpulist.hpp"
+#include "format.hpp"
 #include "histogram.hpp"
 #include "net.hpp"
 #include "version.hpp"
@@ -22,16 +23,9 @@ namespace {
 
 using nlohmann::json;
 
-double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
-
 json nullable_seconds(std::int64_t ns) { return ns < 0 ? json(nullptr) : json(seconds(ns)); }
 
 json cpu_or_null(int cpu) { return cpu < 0 ? json(nullptr) : json(cpu); }
-
-std::string errno_name(std::size_t code) {
-    const char* name = strerrorname_np(static_cast<int>(code));
-    return name != nullptr ? name : "errno " + std::to_string(code);
-}
 
 std::string cpu_model() {
     std::ifstream file("/proc/cpuinfo");
@@ -68,31 +62,6 @@ std::string utc_text(std::int64_t realtime_ns) {
     return out.str();
 }
 
-// "12.3 %" style percentages with enough digits to show 0.01 % steps.
-std::string percent(double ratio) {
-    std::ostringstream out;
-    out << std::fixed << std::setprecision(4) << ratio * 100 << " %";
-    return out.str();
-}
-
-std::string duration_text(double s) {
-    std::ostringstream out;
-    if (s < 1e-3) {
-        out << std::fixed << std::setprecision(1) << s * 1e6 << " us";
-    } else if (s < 1) {
-        out << std::fixed << std::setprecision(3) << s * 1e3 << " ms";
-    } else {
-        out << std::fixed << std::setprecision(6) << s << " s";
-    }
-    return out.str();
-}
-
-std::string fixed(double v, int digits) {
-    std::ostringstream out;
-    out << std::fixed << std::setprecision(digits) << v;
-    return out.str();
-}
-
 }  // namespace
 
 const char* rcode_name(unsigned rcode) {
@@ -102,125 +71,17 @@ const char* rcode_name(unsigned rcode) {
     return names[rcode & 0x0fu];
 }
 
-std::uint64_t Totals::answered() const { return valid + late + rcode_errors() + nodata + truncated; }
-std::uint64_t Totals::unanswered() const { return sent > answered() ? sent - answered() : 0; }
-std::uint64_t Totals::rcode_errors() const {
-    std::uint64_t n = 0;
-    for (unsigned r = 1; r < 16; ++r) n += rcode[r];
-    return n;
-}
-double Totals::loss_ratio() const {
-    return sent == 0 ? 1.0 : 1.0 - static_cast<double>(valid) / static_cast<double>(sent);
-}
-
-Totals sum(const Plan& plan, const TrialResult& trial) {
-    Totals t;
-    t.scheduled = plan.total_queries;
-    for (const PairResult& p : trial.pairs) {
-        const SenderStats& s = p.send;
-        const ReceiverStats& r = p.receive;
-        t.sent += s.sent;
-        t.send_errors += s.send_errors;
-        t.unsent += s.unsent;
-        t.would_block += s.would_block;
-        t.ring_overruns += s.ring_overruns;
-        for (std::size_t e = 0; e < s.errno_counts.size(); ++e) t.errno_counts[e] += s.errno_counts[e];
-        if (s.first_send_ns >= 0 && (t.first_send_ns < 0 || s.first_send_ns < t.first_send_ns)) {
-            t.first_send_ns = s.first_send_ns;
-        }
-        t.last_send_ns = std::max(t.last_send_ns, s.last_send_ns);
-        t.max_lag_ns = std::max(t.max_lag_ns, s.max_lag_ns);
-        t.max_burst = std::max(t.max_burst, s.max_burst);
-        t.received += r.received;
-        t.valid += r.valid;
-        t.late += r.late;
-        for (unsigned c = 0; c < 16; ++c) t.rcode[c] += r.rcode[c];
-        t.nodata += r.nodata;
-        t.truncated += r.truncated;
-        t.malformed += r.malformed;
-        t.unexpected += r.unexpected;
-        t.wrong_source += r.wrong_source;
-        t.unknown_id += r.unknown_id;
-        t.wrong_question += r.wrong_question;
-        t.duplicate += r.duplicate;
-        t.socket_drops += r.socket_drops;
-    }
-    return t;
-}
-
-SendFigures send_figures(const Plan& plan, const Totals& totals) {
-    SendFigures f;
-    f.scheduled_window_s = plan.scheduled_window_s;
-    if (totals.last_send_ns >= 0) {
-        f.window_s = seconds(totals.last_send_ns) + 1.0 / plan.config.rate_qps;
-        f.achieved_rate_qps = static_cast<double>(totals.sent) / f.window_s;
-    }
-    f.excess_s = f.window_s - f.scheduled_window_s;
-    return f;
-}
-
-Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const SendFigures& send) {
-    Verdict v;
-    const auto limit = [&v](std::string reason) {
-        v.tester_limited = true;
-        v.reasons.push_back(std::move(reason));
-    };
-    if (trial.interrupted) limit("the trial was interrupted by a signal before the schedule ended");
-    if (t.sent < t.scheduled) {
-        std::string why = std::to_string(t.scheduled - t.sent) + " of " + std::to_string(t.scheduled) +
-                          " scheduled queries were not sent";
-        if (t.send_errors > 0) {
-            why += " (" + std::to_string(t.send_errors) + " send errors:";
-            for (std::size_t e = 0; e < t.errno_counts.size(); ++e) {
-                if (t.errno_counts[e] > 0) why += " " + errno_name(e) + " x" + std::to_string(t.errno_counts[e]);
-            }
-            why += ")";
-        }
-        const bool gave_up = std::any_of(trial.pairs.begin(), trial.pairs.end(),
-                                         [](const PairResult& p) { return p.send.gave_up; });
-        if (gave_up) why += "; a sender gave up at twice the scheduled window";
-        limit(why);
-    }
-    if (t.sent > 0 && send.excess_s > plan.effective_send_tolerance_s) {
-        limit("the send window was " + fixed(send.window_s, 6) + " s for a schedule of " +
-              fixed(send.scheduled_window_s, 6) + " s: " + duration_text(send.excess_s) +
-              " longer, beyond the tolerance of " + duration_text(plan.effective_send_tolerance_s) +
-              " (achieved " + fixed(send.achieved_rate_qps, 1) + " of " + fixed(plan.config.rate_qps, 1) +
-              " queries/s)");
-    }
-    if (plan.config.max_lag_s > 0 && seconds(t.max_lag_ns) > plan.config.max_lag_s) {
-        limit("a query was sent " + duration_text(seconds(t.max_lag_ns)) + " behind its schedule, more than --max-lag " +
-              duration_text(plan.config.max_lag_s));
-    }
-    if (t.ring_overruns > 0) {
-        limit(std::to_string(t.ring_overruns) +
-              " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
-              "per socket)");
-    }
-    if (t.socket_drops > 0) {
-        limit(std::to_string(t.socket_drops) +
-              " datagrams were dropped at the tester's own receive sockets (buffer full): raise --rcvbuf or "
-              "give the receivers more CPU");
-    }
-    return v;
-}
-
 RunInfo make_run_info(const Plan& plan, const TrialResult& trial) {
     return RunInfo{plan.config.run_id.empty() ? random_run_id() : plan.config.run_id,
                    utc_text(trial.start_realtime_ns)};
 }
 
-json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
-    const Config& c = plan.config;
-    const Totals t = sum(plan, trial);
-    const SendFigures send = send_figures(plan, t);
-    const Verdict verdict = judge(plan, trial, t, send);
+namespace {
+
+json header_json(const Plan& plan, const RunInfo& info) {
     utsname uts{};
     uname(&uts);
-
-    json doc;
-    doc["schema_version"] = kSchemaVersion;
-    doc["header"] = {
+    return json{
         {"tool", "xlatperf"},
         {"version", version()},
         {"run_id", info.run_id},
@@ -231,7 +92,11 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"cpu_model", cpu_model()},
         {"cpus_online", sysconf(_SC_NPROCESSORS_ONLN)},
     };
-    doc["config"] = {
+}
+
+json config_json(const Plan& plan) {
+    const Config& c = plan.config;
+    return json{
         {"server", plan.server_text},
         {"port", c.port},
         {"rate_qps", c.rate_qps},
@@ -257,17 +122,24 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"max_lag_s", c.max_lag_s},
         {"ring_slots_per_socket", plan.ring_slots},
     };
-    doc["sockets"] = {
+}
+
+json sockets_json(const Plan& plan, const TrialResult& trial) {
+    const Config& c = plan.config;
+    return json{
         {"count", std::uint64_t{c.threads} * c.ports_per_thread},
         {"rcvbuf_granted_bytes", trial.rcvbuf_granted},
         {"sndbuf_granted_bytes", trial.sndbuf_granted},
         {"buffers_forced", trial.buffers_forced},
     };
+}
+
+json totals_json(const Totals& t) {
     json rcodes = json::object();
     for (unsigned r = 1; r < 16; ++r) {
         if (r <= 5 || t.rcode[r] > 0) rcodes[rcode_name(r)] = t.rcode[r];
     }
-    doc["totals"] = {
+    return json{
         {"sent", t.sent},
         {"send_errors", t.send_errors},
         {"unsent", t.unsent},
@@ -285,13 +157,19 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"duplicate", t.duplicate},
         {"unanswered", t.unanswered()},
         {"tester_socket_drops", t.socket_drops},
+        {"tester_buffer_drops", t.buffer_drops()},
+        {"checksum_errors", t.checksum_errors},
+        {"tester_egress_drops", t.egress_drops},
     };
-    doc["loss_ratio"] = t.loss_ratio();
+}
+
+json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, const SendFigures& send) {
+    const Config& c = plan.config;
     json errnos = json::object();
     for (std::size_t e = 0; e < t.errno_counts.size(); ++e) {
         if (t.errno_counts[e] > 0) errnos[errno_name(e)] = t.errno_counts[e];
     }
-    doc["send"] = {
+    return json{
         {"asked_rate_qps", c.rate_qps},
         {"scheduled_queries", t.scheduled},
         {"scheduled_window_s", send.scheduled_window_s},
@@ -302,22 +180,25 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"first_send_delay_s", nullable_seconds(t.first_send_ns)},
         {"max_lag_s", seconds(t.max_lag_ns)},
         {"lag", {{"unit", "s"},
-                 {"of", "each sender wake-up: how late its first due query went out"},
+                 {"of", "each sendmmsg call: how late its first query went out"},
                  {"count", trial.send_lag.count()},
                  {"p50", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.5)))},
                  {"p99", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.99)))},
                  {"p999", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.999)))},
                  {"max", seconds(static_cast<std::int64_t>(trial.send_lag.max()))}}},
         {"max_burst", t.max_burst},
+        {"max_queries_in_100us", t.max_in_100us},
         {"would_block", t.would_block},
+        {"max_retry_stall_s", seconds(t.max_retry_stall_ns)},
         {"ring_overruns", t.ring_overruns},
         {"send_errors_by_errno", errnos},
     };
-    doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+}
 
+json latency_json(const TrialResult& trial) {
     const LatencyHistogram& h = trial.latency;
     const auto latency = [&h](double p) { return h.count() ? json(seconds(static_cast<std::int64_t>(h.percentile(p)))) : json(nullptr); };
-    doc["latency"] = {
+    return json{
         {"unit", "s"},
         {"of", "valid replies: kernel receive time minus the time just before the query's sendmmsg"},
         {"resolution_s", LatencyHistogram::kResolutionNs / 1e9},
@@ -330,8 +211,11 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"p999", latency(0.999)},
         {"max", h.count() ? json(seconds(static_cast<std::int64_t>(h.max()))) : json(nullptr)},
     };
+}
+
+json cpu_json(const TrialResult& trial, const Totals& t) {
     const double cpu_total = trial.cpu_user_s + trial.cpu_system_s;
-    doc["cpu"] = {
+    return json{
         {"user_s", trial.cpu_user_s},
         {"system_s", trial.cpu_system_s},
         {"total_s", cpu_total},
@@ -339,7 +223,9 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
         {"wall_s", trial.wall_s},
         {"max_rss_kib", trial.max_rss_kib},
     };
+}
 
+json threads_json(const TrialResult& trial) {
     json threads = json::array();
     for (const PairResult& p : trial.pairs) {
         const SenderStats& s = p.send;
@@ -356,6 +242,7 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
             {"sender_last_cpu", s.last_cpu},
             {"receiver_last_cpu", r.last_cpu},
             {"sent", s.sent},
+            {"sent_per_port", s.sent_per_socket},
             {"send_errors", s.send_errors},
             {"unsent", s.unsent},
             {"received", r.received},
@@ -373,6 +260,7 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
             {"max_lag_s", seconds(s.max_lag_ns)},
             {"max_lag_at_s", nullable_seconds(s.max_lag_at_ns)},
             {"max_burst", s.max_burst},
+            {"max_queries_in_100us", s.max_in_100us},
             {"would_block", s.would_block},
             {"sendmmsg_calls", s.syscalls},
             {"recvmmsg_calls", r.syscalls},
@@ -382,8 +270,10 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
             {"receiver_cpu_s", r.cpu_s},
         });
     }
-    doc["threads"] = threads;
+    return threads;
+}
 
+json series_json(const TrialResult& trial) {
     json series = json::array();
     for (std::size_t i = 0; i < trial.series.size(); ++i) {
         const SeriesRow& row = trial.series[i];
@@ -398,7 +288,28 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
                                     : json(nullptr)},
         });
     }
-    doc["series"] = series;
+    return series;
+}
+
+}  // namespace
+
+json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
+    const Totals t = sum(plan, trial);
+    const SendFigures send = send_figures(plan, t);
+    const Verdict verdict = judge(plan, trial, t, send);
+    json doc;
+    doc["schema_version"] = kSchemaVersion;
+    doc["header"] = header_json(plan, info);
+    doc["config"] = config_json(plan);
+    doc["sockets"] = sockets_json(plan, trial);
+    doc["totals"] = totals_json(t);
+    doc["loss_ratio"] = t.loss_ratio();
+    doc["send"] = send_json(plan, trial, t, send);
+    doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+    doc["latency"] = latency_json(trial);
+    doc["cpu"] = cpu_json(trial, t);
+    doc["threads"] = threads_json(trial);
+    doc["series"] = series_json(trial);
     return doc;
 }
 
@@ -422,6 +333,11 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     }
     s << ", nodata " << t.nodata << ", truncated (TC) " << t.truncated << ", unanswered " << t.unanswered()
       << " queries\n";
+    if (t.checksum_errors > 0) {
+        s << "  checksum    " << t.checksum_errors
+          << " UDP datagrams with a bad checksum reached this network namespace (the DUT's fault; "
+             "their queries count as unanswered)\n";
+    }
     s << "  unmatched   malformed " << t.malformed << ", unexpected " << t.unexpected << ", duplicate "
       << t.duplicate << " datagrams\n";
     if (h.count() > 0) {

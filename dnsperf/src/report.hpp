@@ -1,6 +1,6 @@
 #pragma once
-// What a trial means: totals, the tester-limited verdict, the JSON document of
-// docs/ARCHITECTURE.md and the human summary.
+// What a trial reports: the JSON document of docs/ARCHITECTURE.md and the
+// human summary (the totals and the verdict come from verdict.hpp).
 
 #include <cstdint>
 #include <iosfwd>
@@ -10,60 +10,11 @@
 
 #include "config.hpp"
 #include "trial.hpp"
+#include "verdict.hpp"
 
 namespace xlatperf {
 
 constexpr int kSchemaVersion = 1;
-
-struct Totals {
-    std::uint64_t scheduled = 0;
-    std::uint64_t sent = 0;
-    std::uint64_t send_errors = 0;
-    std::uint64_t unsent = 0;
-    std::uint64_t would_block = 0;
-    std::uint64_t ring_overruns = 0;
-    std::uint64_t received = 0;
-    std::uint64_t valid = 0;
-    std::uint64_t late = 0;
-    std::array<std::uint64_t, 16> rcode{};
-    std::uint64_t nodata = 0;
-    std::uint64_t truncated = 0;
-    std::uint64_t malformed = 0;
-    std::uint64_t unexpected = 0;
-    std::uint64_t wrong_source = 0;
-    std::uint64_t unknown_id = 0;
-    std::uint64_t wrong_question = 0;
-    std::uint64_t duplicate = 0;
-    std::uint64_t socket_drops = 0;
-    std::uint64_t answered() const;    // matched replies: valid, late, rcode, nodata, truncated
-    std::uint64_t unanswered() const;  // sent - answered
-    std::uint64_t rcode_errors() const;
-    double loss_ratio() const;         // 1 - valid / sent (1 when nothing was sent)
-    std::int64_t first_send_ns = -1;   // earliest first send over the senders, from the start
-    std::int64_t last_send_ns = -1;    // latest last send over the senders, from the start
-    std::int64_t max_lag_ns = 0;
-    std::uint64_t max_burst = 0;
-    std::array<std::uint64_t, 256> errno_counts{};
-};
-
-Totals sum(const Plan& plan, const TrialResult& trial);
-
-struct SendFigures {
-    double scheduled_window_s = 0;
-    double window_s = 0;               // (last send - start) + 1/rate; equals scheduled when on time
-    double achieved_rate_qps = 0;      // sent / window_s
-    double excess_s = 0;               // window_s - scheduled_window_s
-};
-
-SendFigures send_figures(const Plan& plan, const Totals& totals);
-
-struct Verdict {
-    bool tester_limited = false;
-    std::vector<std::string> reasons;  // each one sentence with numbers and units
-    const char* status() const { return tester_limited ? "tester-limited" : "ok"; }
-};
-
-Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& totals, const SendFigures& send);
 
 const char* rcode_name(unsigned rcode);
 

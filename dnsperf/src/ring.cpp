@@ -24,10 +24,12 @@ bool OutstandingRing::publish(std::uint64_t sequence, std::uint64_t query_index,
     const std::uint64_t old = slot.tag.load(std::memory_order_relaxed);
     const bool overrun = static_cast<State>(old & 3u) == State::outstanding &&
                          sent_ns - slot.sent_ns.load(std::memory_order_relaxed) < timeout_ns;
+    // Seqlock write without fences (so that ThreadSanitizer can follow it; on x86
+    // release stores and acquire loads are plain moves): a reader whose acquire
+    // load sees a field written here also sees the WRITING tag stored before it.
     slot.tag.store(make_tag(sequence, State::writing), std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    slot.query_index.store(query_index, std::memory_order_relaxed);
-    slot.sent_ns.store(sent_ns, std::memory_order_relaxed);
+    slot.query_index.store(query_index, std::memory_order_release);
+    slot.sent_ns.store(sent_ns, std::memory_order_release);
     slot.tag.store(make_tag(sequence, State::outstanding), std::memory_order_release);
     return overrun;
 }
@@ -45,10 +47,9 @@ OutstandingRing::Lookup OutstandingRing::find(std::uint16_t id, Snapshot& out) c
         return Lookup::unknown;
     }
     out.tag = tag;
-    out.query_index = slot.query_index.load(std::memory_order_relaxed);
-    out.sent_ns = slot.sent_ns.load(std::memory_order_relaxed);
+    out.query_index = slot.query_index.load(std::memory_order_acquire);
+    out.sent_ns = slot.sent_ns.load(std::memory_order_acquire);
     // Seqlock read: if the fields came from a rewrite, the tag has changed.
-    std::atomic_thread_fence(std::memory_order_acquire);
     if (slot.tag.load(std::memory_order_relaxed) != tag) return Lookup::unknown;
     return state == State::answered ? Lookup::answered : Lookup::outstanding;
 }

@@ -1,6 +1,7 @@
 #include "trial.hpp"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <chrono>
@@ -34,6 +35,7 @@ constexpr std::size_t kReplyBufferSize = 4096;       // larger datagrams are cut
 constexpr std::int64_t kReceiverPollNs = 50'000'000; // a receiver re-checks its sender this often
 constexpr std::uint64_t kMaxLagRecordedNs = 100'000'000'000;  // lags histogram range: 100 s
 constexpr std::int64_t kStartLeadNs = 20'000'000;    // threads start this long before query 0
+constexpr unsigned kDrainCalls = 64;                 // most recvmmsg calls per socket between end-time checks
 
 // Adds to a counter only this thread writes, readable by the progress printer.
 void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by) {
@@ -56,6 +58,38 @@ void name_and_pin(const std::string& name, int cpu) {
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     }
 }
+
+constexpr std::int64_t kBurstWindowNs = 100'000;     // burstiness: most queries sent in any 100 us
+
+// Queries sent within the last `window_ns`, from (time, count) of each sendmmsg
+// call; a fixed ring (no allocation in the send loop) of the newest calls.
+class SlidingCount {
+public:
+    explicit SlidingCount(std::int64_t window_ns) : window_ns_(window_ns) {}
+    void add(std::int64_t at_ns, std::uint64_t count) {
+        while (size_ > 0 && at_ns - times_[head_] >= window_ns_) drop_oldest();
+        if (size_ == times_.size()) drop_oldest();  // more calls than fit: the window undercounts
+        const std::size_t at = (head_ + size_) % times_.size();
+        times_[at] = at_ns;
+        counts_[at] = count;
+        ++size_;
+        total_ += count;
+    }
+    std::uint64_t total() const { return total_; }
+
+private:
+    void drop_oldest() {
+        total_ -= counts_[head_];
+        head_ = (head_ + 1) % times_.size();
+        --size_;
+    }
+    std::int64_t window_ns_;
+    std::array<std::int64_t, 4096> times_{};
+    std::array<std::uint64_t, 4096> counts_{};
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+    std::uint64_t total_ = 0;
+};
 
 // Everything one sender/receiver pair shares.
 struct Pair {
@@ -83,7 +117,9 @@ struct Shared {
     const Plan& plan;
     const Schedule schedule;
     const QueryTemplate query;
-    std::atomic<bool> halt{false};   // senders stop early (signal, or a failed start)
+    std::atomic<bool> halt{false};   // senders stop early (signal, a failed start, a thread that threw)
+    std::atomic<std::size_t> ready{0};  // threads started and waiting for `go`
+    std::atomic<bool> go{false};        // start_ns is set: the threads may run
     std::int64_t start_ns = 0;        // monotonic time of query 0
     std::int64_t start_real_ns = 0;   // the same instant on CLOCK_REALTIME
     std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start)
@@ -110,6 +146,7 @@ public:
           indexes_(batch_),
           sequences_on_socket_(batch_),
           sequences_(pair.sockets.size(), 0) {
+        stats_.sent_per_socket.assign(pair.sockets.size(), 0);
         for (std::size_t m = 0; m < batch_; ++m) {
             iovecs_[m] = {buffers_.data() + m * query_size_, query_size_};
             msghdr& header = messages_[m].msg_hdr;
@@ -142,24 +179,19 @@ public:
                 stats_.gave_up = true;
                 break;
             }
-            // Send everything due now, in sendmmsg batches, before sleeping again.
-            const std::int64_t lag = now - deadline;
-            pair_.send_lag.record(static_cast<std::uint64_t>(std::max<std::int64_t>(lag, 0)));
-            if (lag > stats_.max_lag_ns) {
-                stats_.max_lag_ns = lag;
-                stats_.max_lag_at_ns = now - shared_.start_ns;
-            }
+            // Send everything due now, spread evenly over the sockets, before sleeping
+            // again; queries that fell due meanwhile (a stall) go in another round.
             last_batch_ns = now;
             std::uint64_t burst = 0;
             for (;;) {
-                std::size_t count = 0;
-                while (j + count < total && count < batch_ && deadline_of(j + count) <= now) ++count;
-                if (count == 0) break;
-                send_batch(socket, j, count);
-                j += count;
-                burst += count;
-                socket = socket + 1 == sockets ? 0 : socket + 1;
-                if (count < batch_ || shared_.halt.load(std::memory_order_relaxed)) break;
+                std::uint64_t due = 0;
+                const std::uint64_t most = std::uint64_t{batch_} * sockets;
+                while (j + due < total && due < most && deadline_of(j + due) <= now) ++due;
+                if (due == 0) break;
+                send_spread(j, due, socket);
+                j += due;
+                burst += due;
+                if (due < most || shared_.halt.load(std::memory_order_relaxed)) break;
                 now = monotonic_ns();
             }
             stats_.max_burst = std::max(stats_.max_burst, burst);
@@ -168,6 +200,24 @@ public:
     }
 
 private:
+    // Queries j .. j+due-1 (due <= batch x sockets), in order, as equal shares of
+    // the sockets (one sendmmsg each) starting at `socket`; the sockets that get
+    // one more rotate, so that over a trial every port carries its share.
+    void send_spread(std::uint64_t j, std::uint64_t due, std::size_t& socket) {
+        const std::size_t sockets = pair_.sockets.size();
+        const std::uint64_t share = due / sockets;
+        const std::uint64_t extra = due % sockets;
+        for (std::size_t i = 0; i < sockets && due > 0; ++i) {
+            const std::size_t s = (socket + i) % sockets;
+            const auto count = static_cast<std::size_t>(share + (i < extra ? 1 : 0));
+            if (count == 0) continue;
+            send_batch(s, j, count);
+            stats_.sent_per_socket[s] += count;
+            j += count;
+        }
+        socket = (socket + extra) % sockets;
+    }
+
     std::int64_t deadline_of(std::uint64_t j) const {
         return shared_.start_ns + shared_.schedule.offset_ns(shared_.schedule.global_index(pair_.index, j));
     }
@@ -192,10 +242,11 @@ private:
             indexes_[m] = k;
             sequences_on_socket_[m] = sequence;
             shared_.query.write(buffers_.data() + m * query_size_, static_cast<std::uint16_t>(sequence),
-                                shared_.plan.subnet.address(k));
+                                shared_.plan.subnet.address(k), sequence >> 16);
         }
         std::size_t done = 0;
         std::int64_t sent_real = realtime_ns();
+        std::int64_t blocked_since = -1;
         stamp(socket, 0, count, sent_real);
         while (done < count) {
             const std::int64_t before = monotonic_ns() - shared_.start_ns;
@@ -204,7 +255,11 @@ private:
             ++stats_.syscalls;
             if (result > 0) {
                 const auto n = static_cast<std::size_t>(result);
-                record_sent(n, before, sent_real);
+                record_sent(n, before, sent_real, deadline_of(j + done) - shared_.start_ns);
+                if (blocked_since >= 0) {
+                    stats_.max_retry_stall_ns = std::max(stats_.max_retry_stall_ns, before - blocked_since);
+                    blocked_since = -1;
+                }
                 done += n;
                 continue;
             }
@@ -212,6 +267,7 @@ private:
             if (error == EINTR) continue;
             if (error == EAGAIN || error == EWOULDBLOCK || error == ENOBUFS) {
                 ++stats_.would_block;
+                if (blocked_since < 0) blocked_since = before;
                 if (monotonic_ns() - shared_.start_ns > shared_.give_up_ns ||
                     shared_.halt.load(std::memory_order_relaxed)) {
                     break;
@@ -237,8 +293,19 @@ private:
         }
     }
 
-    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t sent_real_ns) {
+    // n queries went out in one sendmmsg that started at before_ns; the first of
+    // them was due at due_ns (both from the start). Each call's lag is judged, so a
+    // stall inside a burst shows even when the burst catches up.
+    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t sent_real_ns, std::int64_t due_ns) {
+        const std::int64_t lag = before_ns - due_ns;
+        pair_.send_lag.record(static_cast<std::uint64_t>(std::max<std::int64_t>(lag, 0)));
+        if (lag > stats_.max_lag_ns) {
+            stats_.max_lag_ns = lag;
+            stats_.max_lag_at_ns = before_ns;
+        }
         stats_.sent += n;
+        window_.add(before_ns, n);
+        stats_.max_in_100us = std::max(stats_.max_in_100us, window_.total());
         if (stats_.first_send_ns < 0) stats_.first_send_ns = before_ns;
         stats_.last_send_ns = before_ns;
         pair_.sent_per_second[second_of(shared_, sent_real_ns)] += n;
@@ -248,6 +315,7 @@ private:
     Shared& shared_;
     Pair& pair_;
     SenderStats& stats_;
+    SlidingCount window_{kBurstWindowNs};
     std::size_t batch_;
     std::size_t query_size_;
     std::vector<std::uint8_t> buffers_;
@@ -307,17 +375,20 @@ public:
             }
             ++stats_.wakeups;
         }
+        // Replies that arrived in the last tick: one more non-blocking read.
+        for (std::size_t s = 0; s < pair_.sockets.size(); ++s) drain(s);
         for (auto& socket : pair_.sockets) stats_.socket_drops += socket.drops();
     }
 
 private:
     static constexpr std::size_t kControlSize = CMSG_SPACE(sizeof(timespec));
 
-    // Reads every datagram waiting on `socket`; returns how many.
+    // Reads the datagrams waiting on `socket`, at most kDrainCalls recvmmsg calls
+    // (so that a flood cannot keep the receiver from its end time); returns how many.
     std::size_t drain(std::size_t socket) {
         const int fd = pair_.sockets[socket].fd();
         std::size_t total = 0;
-        for (;;) {
+        for (unsigned call = 0; call < kDrainCalls; ++call) {
             for (std::size_t m = 0; m < batch_; ++m) {
                 messages_[m].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
                 messages_[m].msg_hdr.msg_controllen = kControlSize;
@@ -335,6 +406,7 @@ private:
             bump(pair_.live_valid, stats_.valid - valid_before);
             if (n < batch_) return total;
         }
+        return total;
     }
 
     static std::int64_t kernel_timestamp(msghdr& header, std::int64_t fallback_ns) {
@@ -417,18 +489,29 @@ int cpu_for(const std::vector<int>& cpus, unsigned index) {
     return cpus.empty() ? -1 : cpus[index % cpus.size()];
 }
 
-// Runs `body` as a named, pinned thread; records its CPU time, affinity and any escaped exception.
+// Sets a flag when it goes out of scope, also when the thread body threw.
+struct SetOnExit {
+    std::atomic<bool>& flag;
+    ~SetOnExit() { flag.store(true, std::memory_order_release); }
+};
+
+// Runs `body` as a named, pinned thread once every thread is ready (shared.go);
+// records its CPU time, affinity and any escaped exception, which also halts
+// the senders so that the trial ends instead of waiting for a dead thread.
 template <typename Body>
-std::thread start_thread(std::string& failure, std::string name, int cpu, double& cpu_s, int& last_cpu,
-                         std::vector<int>& allowed, Body body) {
+std::thread start_thread(Shared& shared, std::string& failure, std::string name, int cpu, double& cpu_s,
+                         int& last_cpu, std::vector<int>& allowed, Body body) {
     try {
-        return std::thread([&failure, name, cpu, &cpu_s, &last_cpu, &allowed, body]() mutable {
+        return std::thread([&shared, &failure, name, cpu, &cpu_s, &last_cpu, &allowed, body]() mutable {
             name_and_pin(name, cpu);
             allowed = allowed_cpus();
+            shared.ready.fetch_add(1, std::memory_order_acq_rel);
+            while (!shared.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(50));
             try {
                 body();
             } catch (const std::exception& e) {
                 failure = name + ": " + e.what();
+                shared.halt.store(true);
             }
             cpu_s = thread_cpu_s();
             last_cpu = sched_getcpu();
@@ -457,21 +540,12 @@ void print_progress(std::ostream& out, const std::vector<std::unique_ptr<Pair>>&
     last_replies = replies;
 }
 
-}  // namespace
-
-TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomic<bool>& stop) {
+// The sockets and rings of every pair, sized before the first query.
+std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio::io_context& io,
+                                              std::uint64_t max_latency_ns) {
+    const Plan& plan = shared.plan;
     const Config& config = plan.config;
-    Shared shared{plan, Schedule(config.rate_qps, config.threads, plan.total_queries),
-                  QueryTemplate(config.domain, plan.qtype)};
-    const double window_s = shared.schedule.window_s();
-    // A sender that cannot keep up stops at twice the schedule (at least one second more).
-    shared.give_up_ns = std::llround((window_s + std::max(1.0, window_s)) * 1e9);
-    shared.series_rows = static_cast<std::size_t>(std::ceil(2 * window_s + 1 + config.timeout_s)) + 2;
-
-    TrialResult result;
-    boost::asio::io_context io;
     std::vector<std::unique_ptr<Pair>> pairs;
-    const auto max_latency_ns = static_cast<std::uint64_t>(2 * plan.timeout_ns);
     for (unsigned i = 0; i < config.threads; ++i) {
         auto pair = std::make_unique<Pair>(max_latency_ns);
         pair->index = i;
@@ -481,8 +555,9 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
         pair->sockets.reserve(config.ports_per_thread);
         pair->rings.reserve(config.ports_per_thread);
         for (unsigned s = 0; s < config.ports_per_thread; ++s) {
-            const std::uint16_t port =
-                config.first_port == 0 ? 0 : static_cast<std::uint16_t>(config.first_port + i * config.ports_per_thread + s);
+            const std::uint16_t port = config.first_port == 0
+                                           ? 0
+                                           : static_cast<std::uint16_t>(config.first_port + i * config.ports_per_thread + s);
             pair->sockets.emplace_back(io, plan.bind, port, config.rcvbuf, config.sndbuf);
             pair->rings.emplace_back(plan.ring_slots);
             pair->result.ports.push_back(pair->sockets.back().local_port());
@@ -491,58 +566,50 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
         pair->reply_rows.assign(shared.series_rows, SeriesRow{});
         pairs.push_back(std::move(pair));
     }
-    result.rcvbuf_granted = pairs.front()->sockets.front().rcvbuf_granted();
-    result.sndbuf_granted = pairs.front()->sockets.front().sndbuf_granted();
-    result.buffers_forced = pairs.front()->sockets.front().buffers_forced();
+    return pairs;
+}
 
-    std::vector<std::unique_ptr<Sender>> senders;
-    std::vector<std::unique_ptr<Receiver>> receivers;
-    for (auto& pair : pairs) {
-        senders.push_back(std::make_unique<Sender>(shared, *pair));
-        receivers.push_back(std::make_unique<Receiver>(shared, *pair));
-    }
-
-    rusage usage_before{};
-    getrusage(RUSAGE_SELF, &usage_before);
-    shared.start_ns = monotonic_ns() + kStartLeadNs;
-    shared.start_real_ns = shared.start_ns + (realtime_ns() - monotonic_ns());
-    result.start_realtime_ns = shared.start_real_ns;
-
-    std::vector<std::thread> threads;
-    // If starting a thread fails, the ones already running stop early and are joined.
-    struct Joiner {
-        std::vector<std::thread>& threads;
-        std::atomic<bool>& halt;
-        ~Joiner() {
-            halt.store(true);
-            for (auto& t : threads)
-                if (t.joinable()) t.join();
-        }
-    } joiner{threads, shared.halt};
+// Starts every receiver, then every sender; they wait for shared.go.
+void start_threads(Shared& shared, std::vector<std::unique_ptr<Pair>>& pairs,
+                   std::vector<std::unique_ptr<Sender>>& senders, std::vector<std::unique_ptr<Receiver>>& receivers,
+                   std::vector<std::thread>& threads) {
     for (std::size_t i = 0; i < pairs.size(); ++i) {
         Pair& pair = *pairs[i];
         Receiver& receiver = *receivers[i];
-        threads.push_back(start_thread(pair.receiver_failure, "xlp-recv-" + std::to_string(i), pair.result.receiver_cpu,
-                                       pair.result.receive.cpu_s, pair.result.receive.last_cpu,
-                                       pair.result.receiver_allowed, [&pair, &receiver] {
+        threads.push_back(start_thread(shared, pair.receiver_failure, "xlp-recv-" + std::to_string(i),
+                                       pair.result.receiver_cpu, pair.result.receive.cpu_s,
+                                       pair.result.receive.last_cpu, pair.result.receiver_allowed, [&pair, &receiver] {
+                                           const SetOnExit done{pair.receiver_done};
                                            receiver.run();
-                                           pair.receiver_done.store(true, std::memory_order_release);
                                        }));
     }
     for (std::size_t i = 0; i < pairs.size(); ++i) {
         Pair& pair = *pairs[i];
         Sender& sender = *senders[i];
-        threads.push_back(start_thread(pair.sender_failure, "xlp-send-" + std::to_string(i), pair.result.sender_cpu,
-                                       pair.result.send.cpu_s, pair.result.send.last_cpu,
+        threads.push_back(start_thread(shared, pair.sender_failure, "xlp-send-" + std::to_string(i),
+                                       pair.result.sender_cpu, pair.result.send.cpu_s, pair.result.send.last_cpu,
                                        pair.result.sender_allowed, [&pair, &sender] {
+                                           const SetOnExit done{pair.sender_done};
                                            sender.run();
                                            pair.last_send_ns.store(pair.result.send.last_send_ns,
                                                                    std::memory_order_relaxed);
-                                           pair.sender_done.store(true, std::memory_order_release);
                                        }));
     }
+}
 
-    // Progress, once per second of the schedule, until every receiver has finished.
+// Waits until every thread is ready, then fixes the schedule start and lets them go.
+void release_threads(Shared& shared, std::size_t thread_count) {
+    while (shared.ready.load(std::memory_order_acquire) < thread_count) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    shared.start_ns = monotonic_ns() + kStartLeadNs;
+    shared.start_real_ns = shared.start_ns + (realtime_ns() - monotonic_ns());
+    shared.go.store(true, std::memory_order_release);
+}
+
+// Progress, once per second of the schedule, until every receiver has finished.
+void wait_with_progress(Shared& shared, const std::vector<std::unique_ptr<Pair>>& pairs, std::ostream* progress,
+                        const std::atomic<bool>& stop) {
     std::uint64_t last_sent = 0, last_valid = 0, last_replies = 0;
     unsigned second = 1;
     for (;;) {
@@ -560,23 +627,10 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
         }
         std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(next - now, 20'000'000)));
     }
-    for (auto& t : threads) t.join();
-    const std::int64_t end_ns = monotonic_ns();
+}
 
-    rusage usage_after{};
-    getrusage(RUSAGE_SELF, &usage_after);
-    const auto seconds = [](const timeval& a, const timeval& b) {
-        return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
-    };
-    result.cpu_user_s = seconds(usage_before.ru_utime, usage_after.ru_utime);
-    result.cpu_system_s = seconds(usage_before.ru_stime, usage_after.ru_stime);
-    result.max_rss_kib = usage_after.ru_maxrss;
-    result.wall_s = static_cast<double>(end_ns - shared.start_ns) / 1e9;
-    result.interrupted = stop.load();
-
-    // Merge: per-pair results, the latency histogram, the per-second series.
-    result.latency = LatencyHistogram(max_latency_ns);
-    result.send_lag = LatencyHistogram(kMaxLagRecordedNs);
+// Per-pair results, the latency and lag histograms, the per-second series.
+void merge_pairs(const Shared& shared, std::vector<std::unique_ptr<Pair>>& pairs, TrialResult& result) {
     result.series.assign(shared.series_rows, SeriesRow{});
     std::size_t used_rows = 0;
     for (auto& pair : pairs) {
@@ -600,6 +654,80 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
         result.pairs.push_back(pair->result);
     }
     result.series.resize(used_rows);
+}
+
+double seconds_between(const timeval& a, const timeval& b) {
+    return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
+}
+
+}  // namespace
+
+TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomic<bool>& stop) {
+    const Config& config = plan.config;
+    Shared shared{plan, Schedule(config.rate_qps, config.threads, plan.total_queries),
+                  QueryTemplate(config.domain, plan.qtype)};
+    const double window_s = shared.schedule.window_s();
+    // A sender that cannot keep up stops at twice the schedule (at least one second more).
+    shared.give_up_ns = std::llround((window_s + std::max(1.0, window_s)) * 1e9);
+    shared.series_rows = static_cast<std::size_t>(std::ceil(2 * window_s + 1 + config.timeout_s)) + 2;
+
+    const auto max_latency_ns = static_cast<std::uint64_t>(2 * plan.timeout_ns);
+    TrialResult result;
+    boost::asio::io_context io;
+    std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, io, max_latency_ns);
+    const UdpSocket& first = pairs.front()->sockets.front();
+    result.rcvbuf_granted = first.rcvbuf_granted();
+    result.sndbuf_granted = first.sndbuf_granted();
+    result.buffers_forced = first.buffers_forced();
+    std::vector<std::unique_ptr<Sender>> senders;
+    std::vector<std::unique_ptr<Receiver>> receivers;
+    for (auto& pair : pairs) {
+        senders.push_back(std::make_unique<Sender>(shared, *pair));
+        receivers.push_back(std::make_unique<Receiver>(shared, *pair));
+    }
+
+    std::vector<std::thread> threads;
+    // If starting a thread fails, the ones already running are released, stop early and are joined.
+    struct Joiner {
+        std::vector<std::thread>& threads;
+        Shared& shared;
+        std::vector<std::unique_ptr<Pair>>& pairs;
+        ~Joiner() {
+            shared.halt.store(true);
+            shared.go.store(true, std::memory_order_release);
+            // A receiver whose sender never started must not wait for it.
+            for (auto& pair : pairs) pair->sender_done.store(true, std::memory_order_release);
+            for (auto& t : threads)
+                if (t.joinable()) t.join();
+        }
+    } joiner{threads, shared, pairs};
+    start_threads(shared, pairs, senders, receivers, threads);
+    rusage usage_before{};
+    getrusage(RUSAGE_SELF, &usage_before);
+    const UdpErrorCounters udp_before = read_udp_error_counters();
+    release_threads(shared, threads.size());
+    result.start_realtime_ns = shared.start_real_ns;
+    wait_with_progress(shared, pairs, progress, stop);
+    for (auto& t : threads) t.join();
+    const std::int64_t end_ns = monotonic_ns();
+    const UdpErrorCounters udp_after = read_udp_error_counters();
+    result.udp_counters_read = udp_before.read && udp_after.read;
+    if (result.udp_counters_read) {
+        result.udp_checksum_errors = udp_after.checksum_errors - std::min(udp_after.checksum_errors, udp_before.checksum_errors);
+        result.udp_rcvbuf_errors = udp_after.rcvbuf_errors - std::min(udp_after.rcvbuf_errors, udp_before.rcvbuf_errors);
+        result.udp_sndbuf_errors = udp_after.sndbuf_errors - std::min(udp_after.sndbuf_errors, udp_before.sndbuf_errors);
+    }
+
+    rusage usage_after{};
+    getrusage(RUSAGE_SELF, &usage_after);
+    result.cpu_user_s = seconds_between(usage_before.ru_utime, usage_after.ru_utime);
+    result.cpu_system_s = seconds_between(usage_before.ru_stime, usage_after.ru_stime);
+    result.max_rss_kib = usage_after.ru_maxrss;
+    result.wall_s = static_cast<double>(end_ns - shared.start_ns) / 1e9;
+    result.interrupted = stop.load();
+    result.latency = LatencyHistogram(max_latency_ns);
+    result.send_lag = LatencyHistogram(kMaxLagRecordedNs);
+    merge_pairs(shared, pairs, result);
     return result;
 }
 

@@ -25,9 +25,12 @@ struct SenderStats {
     std::array<std::uint64_t, 256> errno_counts{};
     std::int64_t first_send_ns = -1;     // CLOCK_MONOTONIC relative to the schedule start
     std::int64_t last_send_ns = -1;
-    std::int64_t max_lag_ns = 0;         // worst delay of a query behind its deadline
+    std::int64_t max_lag_ns = 0;         // worst delay of a sendmmsg call's first query behind its deadline
+    std::int64_t max_retry_stall_ns = 0; // longest wait for a full socket to take a batch (would_block)
     std::int64_t max_lag_at_ns = -1;     // when it happened, from the start
     std::uint64_t max_burst = 0;         // most queries sent in one wake-up
+    std::uint64_t max_in_100us = 0;      // most queries whose sendmmsg started within one 100 us window
+    std::vector<std::uint64_t> sent_per_socket;  // queries handed to each socket's sendmmsg (one entry a port)
     std::uint64_t syscalls = 0;          // sendmmsg calls
     std::uint64_t wakeups = 0;           // times the sender slept and woke
     double cpu_s = 0;                    // user + system CPU time of the thread
@@ -79,7 +82,7 @@ struct PairResult {
 struct TrialResult {
     std::vector<PairResult> pairs;
     LatencyHistogram latency{1};
-    LatencyHistogram send_lag{1};        // per wake-up: delay of its first query behind schedule
+    LatencyHistogram send_lag{1};        // per sendmmsg call: delay of its first query behind schedule
     std::vector<SeriesRow> series;
     std::int64_t start_realtime_ns = 0;
     double wall_s = 0;                   // from thread start to the last receiver's end
@@ -90,6 +93,12 @@ struct TrialResult {
     int sndbuf_granted = 0;
     bool buffers_forced = false;
     bool interrupted = false;
+    // The namespace's UDP error counters over the trial (other sockets of the
+    // namespace count too): checksum errors are the DUT's, not the tester's.
+    std::uint64_t udp_checksum_errors = 0;
+    std::uint64_t udp_rcvbuf_errors = 0;
+    std::uint64_t udp_sndbuf_errors = 0;  // queries the kernel accepted, then dropped at the egress
+    bool udp_counters_read = false;
 };
 
 // Runs the trial. Progress lines go to `progress` unless it is null. Setting

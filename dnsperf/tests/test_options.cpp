@@ -185,3 +185,25 @@ TEST_CASE("the command line fills the plan and keeps argv") {
     CHECK(plan.argv.size() == 20);
     CHECK(plan.argv[0] == "xlatperf");
 }
+
+TEST_CASE("huge or inconsistent loads are refused at parse time, not by the allocator") {
+    Config c;
+    c.server = "127.0.0.1";
+    c.duration_s = 1e12;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--duration must be more than 0 and at most 86400 s"));
+    c.duration_s = 10;
+    c.queries = 100'000'000'000'000ull;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--queries 100000000000000 is more than"));
+    c.queries = 1'000'000;
+    c.rate_qps = 1;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("more than one day"));
+    c = Config{};
+    c.server = "127.0.0.1";
+    c.send_tick_s = 0.005;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--send-tick 0.005 s is larger than the send tolerance"));
+    c.send_tick_s = 0.001;
+    c.max_lag_s = 0.0005;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--max-lag 0.0005 s is smaller than --send-tick"));
+    c.max_lag_s = 0;  // off
+    CHECK_NOTHROW(make_plan(c));
+}

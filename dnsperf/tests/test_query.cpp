@@ -126,10 +126,10 @@ TEST_CASE("the question of a reply matches case-insensitively, type and class ex
     CHECK_FALSE(query.question_matches(wire.data(), wire.size(), subnet.address(43)));
     CHECK_FALSE(query.question_matches(wire.data(), wire.size() - 1, subnet.address(42)));
 
+    // Letters past the ones carrying the epoch (8 of "dns64perfte|st") compare case-insensitively.
     auto upper = wire;
-    for (std::size_t i = kLabelOffset + kLabelLength; i < upper.size() - 4; ++i) {
-        if (upper[i] >= 'a' && upper[i] <= 'z') upper[i] = static_cast<std::uint8_t>(upper[i] - 32);
-    }
+    upper[upper.size() - 6] = 'T';
+    upper[upper.size() - 7] = 'S';
     CHECK(query.question_matches(upper.data(), upper.size(), subnet.address(42)));
 
     auto other_type = wire;
@@ -149,4 +149,28 @@ TEST_CASE("bad domains are refused") {
     CHECK_THROWS_AS(QueryTemplate(std::string(64, 'x') + ".test", 28), std::invalid_argument);
     CHECK_THROWS_AS(QueryTemplate(std::string(250, 'x'), 28), std::invalid_argument);
     CHECK_NOTHROW(QueryTemplate("dns64perf.test.", 28));
+}
+
+TEST_CASE("the ID epoch rides in the case of the domain's first letters") {
+    const Subnet subnet = parse_subnet("10.0.0.0/16");
+    const QueryTemplate query("dns64perf.test", 28);
+    REQUIRE(query.epoch_bits() == QueryTemplate::kMaxEpochBits);
+    std::vector<std::uint8_t> wire(query.size());
+    query.write(wire.data(), 7, subnet.address(42), 0b101);
+    const std::string name(wire.begin() + kLabelOffset + kLabelLength, wire.end() - 4);
+    CHECK(name == std::string("\x09" "DnS64perf" "\x04" "test" "\x00", 16));
+    using Match = QueryTemplate::Match;
+    CHECK(query.match_question(wire.data(), wire.size(), subnet.address(42), 0b101) == Match::same);
+    CHECK(query.match_question(wire.data(), wire.size(), subnet.address(42), 0b101 + 256) == Match::same);
+    CHECK(query.match_question(wire.data(), wire.size(), subnet.address(42), 0b100) == Match::other_epoch);
+    CHECK(query.match_question(wire.data(), wire.size(), subnet.address(43), 0b101) == Match::different);
+}
+
+TEST_CASE("a domain without letters carries no epoch and still matches") {
+    const Subnet subnet = parse_subnet("10.0.0.0/16");
+    const QueryTemplate query("64.0", 28);
+    CHECK(query.epoch_bits() == 0);
+    std::vector<std::uint8_t> wire(query.size());
+    query.write(wire.data(), 7, subnet.address(1), 3);
+    CHECK(query.question_matches(wire.data(), wire.size(), subnet.address(1), 3));
 }

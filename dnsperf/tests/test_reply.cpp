@@ -91,7 +91,7 @@ struct Fixture {
     // Query `sequence` of the socket asks for name k; returns its bytes.
     Bytes send(std::uint64_t sequence, std::uint64_t k) {
         Bytes wire(query.size());
-        query.write(wire.data(), static_cast<std::uint16_t>(sequence), subnet.address(k));
+        query.write(wire.data(), static_cast<std::uint16_t>(sequence), subnet.address(k), sequence >> 16);
         REQUIRE_FALSE(ring.publish(sequence, k, kSent, kTimeout));
         return wire;
     }
@@ -233,11 +233,47 @@ TEST_CASE("a reply to a query whose slot was reused is unexpected") {
     CHECK(out.cause == UnexpectedCause::unknown_id);
 }
 
-TEST_CASE("the upper-cased domain of a reply still matches") {
+TEST_CASE("letters past the epoch letters may come back in any case; the epoch letters may not") {
     Fixture f;
     Bytes reply = reply_to(f.send(8, 77));
+    Bytes upper = reply;
+    std::size_t letters = 0;
     for (std::size_t i = kLabelOffset + kLabelLength; i < f.query.question_end() - 4; ++i) {
-        if (reply[i] >= 'a' && reply[i] <= 'z') reply[i] = static_cast<std::uint8_t>(reply[i] - 32);
+        if (reply[i] < 'a' || reply[i] > 'z') continue;
+        upper[i] = static_cast<std::uint8_t>(upper[i] - 32);
+        if (++letters > QueryTemplate::kMaxEpochBits) reply[i] = upper[i];
     }
     CHECK(f.receive(reply).kind == ReplyKind::valid);
+    Fixture g;
+    g.send(8, 77);
+    const Outcome wrong_case = g.receive(upper);
+    CHECK(wrong_case.kind == ReplyKind::unexpected);
+    CHECK(wrong_case.cause == UnexpectedCause::unknown_id);
+}
+
+TEST_CASE("a held reply is never the answer of the newer query that reuses its ID and name") {
+    // One socket, /16: query j and j + 65536 share ID, ring slot and QNAME.
+    Fixture f;
+    const std::uint64_t j = 100;
+    const Bytes old_query = f.send(j, j);
+    const Bytes held = reply_to(old_query);
+    // The sender comes round again; the newer query is sent 3 s later (and dropped by the peer).
+    Bytes newer(f.query.size());
+    f.query.write(newer.data(), static_cast<std::uint16_t>(j + 65536), f.subnet.address(j + 65536), 1);
+    REQUIRE_FALSE(f.ring.publish(j + 65536, j + 65536, kSent + 3'000'000'000, kTimeout));
+    const Outcome outcome = f.receive(held, 3'000'100'000);  // 100 us after the newer query
+    CHECK(outcome.kind == ReplyKind::unexpected);
+    CHECK(outcome.cause == UnexpectedCause::unknown_id);
+    // The newer query is still outstanding: its own reply is valid.
+    const Outcome own = f.receive(reply_to(newer), 3'000'200'000);
+    CHECK(own.kind == ReplyKind::valid);
+    CHECK(own.latency_ns == 200'000);
+}
+
+TEST_CASE("a reply received before its query was sent is never latency 0") {
+    Fixture f;
+    const Bytes query = f.send(9, 9);
+    const Outcome outcome = f.receive(reply_to(query), -1'000);
+    CHECK(outcome.kind == ReplyKind::unexpected);
+    CHECK(outcome.cause == UnexpectedCause::unknown_id);
 }

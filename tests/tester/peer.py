@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 AAAA = 28
+SO_RCVBUFFORCE = 33  # linux/asm-generic/socket.h; the socket module does not name it
 IN = 1
 
 
@@ -74,6 +75,7 @@ class Peer:
     host: str
     behaviour: Behaviour
     port: int = 0
+    rcvbuf: int = 0  # bytes for the peer's receive socket (root: SO_RCVBUFFORCE); 0: kernel default
     queries: int = 0
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -82,6 +84,8 @@ class Peer:
     def __post_init__(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        if self.rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.rcvbuf)
         self.sock.bind((self.host, 0))
         self.port = self.sock.getsockname()[1]
         self.other = socket.socket(family, socket.SOCK_DGRAM)  # a second source port
@@ -97,6 +101,8 @@ class Peer:
         self._thread.join(timeout=10)
         self.sock.close()
         self.other.close()
+        if hasattr(self, "raw"):
+            self.raw.close()
 
     def send(self, data: bytes, to: tuple, delay_s: float = 0.0, from_other: bool = False) -> None:
         sock = self.other if from_other else self.sock
@@ -104,6 +110,15 @@ class Peer:
             heapq.heappush(self._later, (time.monotonic() + delay_s, id(data), sock, data, to))
         else:
             sock.sendto(data, to)
+
+    def send_bad_checksum(self, data: bytes, to: tuple) -> None:
+        """Sends `data` from the peer's address and port with a bad UDP checksum (IPv4 raw socket, root)."""
+        if not hasattr(self, "raw"):
+            self.raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+        length = 8 + len(data)
+        good = udp_checksum(self.host, to[0], self.port, to[1], data)
+        bad = good ^ 0x00FF or 0xFFFF  # never 0 ("no checksum")
+        self.raw.sendto(struct.pack("!HHHH", self.port, to[1], length, bad) + data, (to[0], 0))
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -121,6 +136,20 @@ class Peer:
                 self.behaviour(self, parse_query(data), source)
             except Exception as err:  # recorded for the test to report; the peer keeps serving
                 self.errors.append(repr(err))
+
+
+def udp_checksum(source: str, destination: str, source_port: int, destination_port: int, data: bytes) -> int:
+    """RFC 768 checksum over the IPv4 pseudo-header, the UDP header (checksum 0) and the data."""
+    length = 8 + len(data)
+    pseudo = (socket.inet_aton(source) + socket.inet_aton(destination)
+              + struct.pack("!BBH", 0, socket.IPPROTO_UDP, length))
+    whole = pseudo + struct.pack("!HHHH", source_port, destination_port, length, 0) + data
+    if len(whole) % 2:
+        whole += b"\0"
+    total = sum(struct.unpack(f"!{len(whole) // 2}H", whole))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF or 0xFFFF
 
 
 def answer_all(peer: Peer, query: Query, source: tuple) -> None:

@@ -1,0 +1,130 @@
+#include "verdict.hpp"
+
+#include <algorithm>
+
+#include "format.hpp"
+
+namespace xlatperf {
+
+std::uint64_t Totals::answered() const { return valid + late + rcode_errors() + nodata + truncated; }
+std::uint64_t Totals::unanswered() const { return sent > answered() ? sent - answered() : 0; }
+std::uint64_t Totals::rcode_errors() const {
+    std::uint64_t n = 0;
+    for (unsigned r = 1; r < 16; ++r) n += rcode[r];
+    return n;
+}
+double Totals::loss_ratio() const {
+    return sent == 0 ? 1.0 : 1.0 - static_cast<double>(valid) / static_cast<double>(sent);
+}
+
+std::uint64_t Totals::buffer_drops() const { return socket_drops - std::min(socket_drops, checksum_errors); }
+
+Totals sum(const Plan& plan, const TrialResult& trial) {
+    Totals t;
+    t.scheduled = plan.total_queries;
+    t.checksum_errors = trial.udp_checksum_errors;
+    t.egress_drops = trial.udp_sndbuf_errors;
+    for (const PairResult& p : trial.pairs) {
+        const SenderStats& s = p.send;
+        const ReceiverStats& r = p.receive;
+        t.sent += s.sent;
+        t.send_errors += s.send_errors;
+        t.unsent += s.unsent;
+        t.would_block += s.would_block;
+        t.ring_overruns += s.ring_overruns;
+        for (std::size_t e = 0; e < s.errno_counts.size(); ++e) t.errno_counts[e] += s.errno_counts[e];
+        if (s.first_send_ns >= 0 && (t.first_send_ns < 0 || s.first_send_ns < t.first_send_ns)) {
+            t.first_send_ns = s.first_send_ns;
+        }
+        t.last_send_ns = std::max(t.last_send_ns, s.last_send_ns);
+        t.max_lag_ns = std::max(t.max_lag_ns, s.max_lag_ns);
+        t.max_retry_stall_ns = std::max(t.max_retry_stall_ns, s.max_retry_stall_ns);
+        t.max_burst = std::max(t.max_burst, s.max_burst);
+        t.max_in_100us = std::max(t.max_in_100us, s.max_in_100us);
+        t.received += r.received;
+        t.valid += r.valid;
+        t.late += r.late;
+        for (unsigned c = 0; c < 16; ++c) t.rcode[c] += r.rcode[c];
+        t.nodata += r.nodata;
+        t.truncated += r.truncated;
+        t.malformed += r.malformed;
+        t.unexpected += r.unexpected;
+        t.wrong_source += r.wrong_source;
+        t.unknown_id += r.unknown_id;
+        t.wrong_question += r.wrong_question;
+        t.duplicate += r.duplicate;
+        t.socket_drops += r.socket_drops;
+    }
+    return t;
+}
+
+SendFigures send_figures(const Plan& plan, const Totals& totals) {
+    SendFigures f;
+    f.scheduled_window_s = plan.scheduled_window_s;
+    if (totals.last_send_ns >= 0) {
+        f.window_s = seconds(totals.last_send_ns) + 1.0 / plan.config.rate_qps;
+        f.achieved_rate_qps = static_cast<double>(totals.sent) / f.window_s;
+    }
+    f.excess_s = f.window_s - f.scheduled_window_s;
+    return f;
+}
+
+Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const SendFigures& send) {
+    Verdict v;
+    const auto limit = [&v](std::string reason) {
+        v.tester_limited = true;
+        v.reasons.push_back(std::move(reason));
+    };
+    if (trial.interrupted) limit("the trial was interrupted by a signal before the schedule ended");
+    if (t.sent < t.scheduled) {
+        std::string why = std::to_string(t.scheduled - t.sent) + " of " + std::to_string(t.scheduled) +
+                          " scheduled queries were not sent";
+        if (t.send_errors > 0) {
+            why += " (" + std::to_string(t.send_errors) + " send errors:";
+            for (std::size_t e = 0; e < t.errno_counts.size(); ++e) {
+                if (t.errno_counts[e] > 0) why += " " + errno_name(e) + " x" + std::to_string(t.errno_counts[e]);
+            }
+            why += ")";
+        }
+        const bool gave_up = std::any_of(trial.pairs.begin(), trial.pairs.end(),
+                                         [](const PairResult& p) { return p.send.gave_up; });
+        if (gave_up) why += "; a sender gave up at twice the scheduled window";
+        limit(why);
+    }
+    if (t.sent > 0 && send.excess_s > plan.effective_send_tolerance_s) {
+        limit("the send window was " + fixed(send.window_s, 6) + " s for a schedule of " +
+              fixed(send.scheduled_window_s, 6) + " s: " + duration_text(send.excess_s) +
+              " longer, beyond the tolerance of " + duration_text(plan.effective_send_tolerance_s) +
+              " (achieved " + fixed(send.achieved_rate_qps, 1) + " of " + fixed(plan.config.rate_qps, 1) +
+              " queries/s)");
+    }
+    if (plan.config.max_lag_s > 0 && seconds(t.max_lag_ns) > plan.config.max_lag_s) {
+        limit("a sendmmsg batch was sent " + duration_text(seconds(t.max_lag_ns)) + " behind its schedule, more than --max-lag " +
+              duration_text(plan.config.max_lag_s));
+    }
+    if (t.would_block > 0) {
+        limit(std::to_string(t.would_block) +
+              " sendmmsg calls found the tester's socket send buffer full (EAGAIN/ENOBUFS) and were retried; "
+              "the longest stall was " + duration_text(seconds(t.max_retry_stall_ns)) +
+              ": raise --sndbuf or lower the rate");
+    }
+    if (t.egress_drops > 0) {
+        limit("the tester's egress dropped " + std::to_string(t.egress_drops) +
+              " UDP datagrams after sendmmsg accepted them (SndbufErrors of its network namespace: a full qdisc "
+              "or device queue), so they count as sent but never left: lower the rate or give the tester's "
+              "interface a longer queue");
+    }
+    if (t.ring_overruns > 0) {
+        limit(std::to_string(t.ring_overruns) +
+              " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
+              "per socket)");
+    }
+    if (t.buffer_drops() > 0) {
+        limit(std::to_string(t.buffer_drops()) +
+              " datagrams were dropped at the tester's own receive sockets (buffer full): raise --rcvbuf or "
+              "give the receivers more CPU");
+    }
+    return v;
+}
+
+}  // namespace xlatperf

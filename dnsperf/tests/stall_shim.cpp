@@ -1,0 +1,66 @@
+// A test seam, loaded with LD_PRELOAD into xlatperf: sendmmsg call number
+// XLATPERF_SHIM_CALL (counting only full batches of XLATPERF_SHIM_BATCH messages)
+// stalls for XLATPERF_SHIM_MS milliseconds, either sleeping inside the call as a
+// preempted sender would (XLATPERF_SHIM_MODE=sleep) or by failing with EAGAIN
+// for that long, as a full socket send buffer does (XLATPERF_SHIM_MODE=eagain).
+// With XLATPERF_SHIM_FAIL_THREAD=N, the N-th pthread_create fails with EAGAIN.
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <thread>
+
+namespace {
+
+using SendmmsgFn = int (*)(int, mmsghdr*, unsigned, int);
+
+long env_number(const char* name, long fallback) {
+    const char* text = std::getenv(name);
+    return text != nullptr ? std::strtol(text, nullptr, 10) : fallback;
+}
+
+std::atomic<long> g_full_calls{0};
+std::atomic<long> g_eagain_until_ms{-1};
+
+long now_ms() {
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+extern "C" int sendmmsg(int fd, mmsghdr* messages, unsigned count, int flags) {
+    static const auto real = reinterpret_cast<SendmmsgFn>(dlsym(RTLD_NEXT, "sendmmsg"));
+    static const long stall_call = env_number("XLATPERF_SHIM_CALL", -1);
+    static const long stall_ms = env_number("XLATPERF_SHIM_MS", 50);
+    static const long batch = env_number("XLATPERF_SHIM_BATCH", 64);
+    static const bool eagain = std::getenv("XLATPERF_SHIM_MODE") != nullptr &&
+                               std::strcmp(std::getenv("XLATPERF_SHIM_MODE"), "eagain") == 0;
+    const long until = g_eagain_until_ms.load();
+    if (until >= 0 && now_ms() < until) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (static_cast<long>(count) == batch && ++g_full_calls == stall_call) {
+        if (eagain) {
+            g_eagain_until_ms.store(now_ms() + stall_ms);
+            errno = EAGAIN;
+            return -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+    }
+    return real(fd, messages, count, flags);
+}
+
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
+    using CreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+    static const auto real = reinterpret_cast<CreateFn>(dlsym(RTLD_NEXT, "pthread_create"));
+    static const long fail_at = env_number("XLATPERF_SHIM_FAIL_THREAD", -1);
+    static std::atomic<long> created{0};
+    if (++created == fail_at) return EAGAIN;
+    return real(thread, attr, start, arg);
+}

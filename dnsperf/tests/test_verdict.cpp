@@ -1,0 +1,201 @@
+// The verdict, one case per reason: a trial result built by hand (as the thread
+// pairs would leave it) must be judged ok or tester-limited for exactly the
+// reason it carries, with the numbers in the sentence.
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <string>
+
+#include "verdict.hpp"
+
+using namespace xlatperf;
+
+namespace {
+
+// 1000 queries at 1000 queries/s: a 1 s schedule, tolerance 2 ms, max lag 20 ms.
+Plan plan_of_1000() {
+    Plan plan;
+    plan.config.rate_qps = 1000;
+    plan.config.max_lag_s = 0.02;
+    plan.total_queries = 1000;
+    plan.scheduled_window_s = 1.0;
+    plan.effective_send_tolerance_s = 0.002;
+    return plan;
+}
+
+// Two pairs that sent everything on time and got every reply.
+TrialResult clean_trial() {
+    TrialResult trial;
+    for (unsigned i = 0; i < 2; ++i) {
+        PairResult pair;
+        pair.index = i;
+        pair.send.sent = 500;
+        pair.send.first_send_ns = 0;
+        pair.send.last_send_ns = 999'000'000;
+        pair.send.max_lag_ns = 100'000;
+        pair.receive.received = 500;
+        pair.receive.valid = 500;
+        trial.pairs.push_back(pair);
+    }
+    return trial;
+}
+
+Verdict verdict_of(const Plan& plan, const TrialResult& trial) {
+    const Totals totals = sum(plan, trial);
+    return judge(plan, trial, totals, send_figures(plan, totals));
+}
+
+bool mentions(const Verdict& v, const std::string& text) {
+    for (const auto& reason : v.reasons) {
+        if (reason.find(text) != std::string::npos) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("sum adds the pairs and takes the extremes of their times") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[1].send.first_send_ns = 5;
+    trial.pairs[0].send.max_lag_ns = 7'000'000;
+    trial.pairs[1].receive.valid = 490;
+    trial.pairs[1].receive.rcode[3] = 4;
+    trial.pairs[1].receive.late = 2;
+    const Totals t = sum(plan, trial);
+    CHECK(t.scheduled == 1000);
+    CHECK(t.sent == 1000);
+    CHECK(t.valid == 990);
+    CHECK(t.rcode_errors() == 4);
+    CHECK(t.answered() == 996);
+    CHECK(t.unanswered() == 4);
+    CHECK(t.loss_ratio() == Approx(0.01));
+    CHECK(t.first_send_ns == 0);
+    CHECK(t.last_send_ns == 999'000'000);
+    CHECK(t.max_lag_ns == 7'000'000);
+}
+
+TEST_CASE("a clean trial is ok, whatever the DUT lost") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[0].receive.valid = 100;  // heavy loss at the DUT is the DUT's number, not the tester's
+    const Verdict v = verdict_of(plan, trial);
+    CHECK_FALSE(v.tester_limited);
+    CHECK(v.reasons.empty());
+    CHECK(std::string(v.status()) == "ok");
+}
+
+TEST_CASE("an interrupted trial is tester-limited") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.interrupted = true;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "interrupted by a signal"));
+}
+
+TEST_CASE("unsent queries are tester-limited, with their errno counts and the give-up") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[0].send.sent = 470;
+    trial.pairs[0].send.send_errors = 30;
+    trial.pairs[0].send.errno_counts[EPERM] = 30;
+    trial.pairs[1].send.gave_up = true;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "30 of 1000 scheduled queries were not sent"));
+    CHECK(mentions(v, "EPERM x30"));
+    CHECK(mentions(v, "a sender gave up"));
+}
+
+TEST_CASE("a send window longer than the tolerance is tester-limited") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[1].send.last_send_ns = 1'004'000'000;  // 5 ms over a 1 s schedule, tolerance 2 ms
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "5.000 ms longer, beyond the tolerance of 2.000 ms"));
+}
+
+TEST_CASE("a window within the tolerance is ok") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[1].send.last_send_ns = 1'000'500'000;  // 1.5 ms over, tolerance 2 ms
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+}
+
+TEST_CASE("a query sent later than --max-lag is tester-limited; --max-lag 0 turns the check off") {
+    Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[0].send.max_lag_ns = 25'000'000;
+    Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "25.000 ms behind its schedule, more than --max-lag 20.000 ms"));
+    plan.config.max_lag_s = 0;
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+}
+
+TEST_CASE("a ring overrun is tester-limited") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[1].send.ring_overruns = 3;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "3 queries reused the slot"));
+}
+
+TEST_CASE("drops at the tester's receive buffers are tester-limited") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[0].receive.socket_drops = 12;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "12 datagrams were dropped at the tester's own receive sockets"));
+}
+
+TEST_CASE("several reasons are all given") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.interrupted = true;
+    trial.pairs[1].send.ring_overruns = 1;
+    trial.pairs[0].receive.socket_drops = 1;
+    CHECK(verdict_of(plan, trial).reasons.size() == 3);
+}
+
+TEST_CASE("sends retried on a full socket are tester-limited, with the count and the longest stall") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[0].send.would_block = 4;
+    trial.pairs[1].send.would_block = 2;
+    trial.pairs[1].send.max_retry_stall_ns = 50'000'000;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "6 sendmmsg calls found the tester's socket send buffer full"));
+    CHECK(mentions(v, "the longest stall was 50.000 ms"));
+}
+
+TEST_CASE("socket drops explained by checksum errors are the DUT's, not the tester's") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.pairs[0].receive.socket_drops = 40;
+    trial.pairs[0].receive.valid = 460;
+    trial.udp_checksum_errors = 40;
+    Totals t = sum(plan, trial);
+    CHECK(t.checksum_errors == 40);
+    CHECK(t.buffer_drops() == 0);
+    CHECK(t.unanswered() == 40);
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+    // More drops than checksum errors: the rest was a full buffer.
+    trial.pairs[1].receive.socket_drops = 5;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "5 datagrams were dropped at the tester's own receive sockets"));
+}
+
+TEST_CASE("queries dropped at the tester's own egress are tester-limited, not the DUT's loss") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.udp_sndbuf_errors = 17;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "the tester's egress dropped 17 UDP datagrams"));
+}

@@ -1,0 +1,121 @@
+"""A sender stalled inside a burst (LD_PRELOAD seam, dnsperf/tests/stall_shim.cpp) is judged tester-limited.
+
+At 200 000 queries/s with a 1 ms tick, each wake-up sends about 200 queries in several full sendmmsg
+batches; one full batch is held 50 ms. The burst then catches up, so the send window still ends on
+time: only the per-call lag (or the retry count) can tell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .helpers import check_consistency
+
+STALL_MS = 50
+
+
+@pytest.fixture
+def shim(xlatperf: Path) -> Path:
+    path = xlatperf.parent / "libxlatperf_stall_shim.so"
+    if not path.is_file():
+        pytest.skip(f"{path} not built (configure with -DXLATBENCH_TESTS=ON)")
+    return path
+
+
+def run_stalled(xlatperf: Path, shim: Path, tmp_path: Path, mode: str) -> dict:
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never read: the queries only have to go out
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / f"{mode}.json"
+    env = dict(os.environ, LD_PRELOAD=str(shim), XLATPERF_SHIM_CALL="300", XLATPERF_SHIM_MS=str(STALL_MS),
+               XLATPERF_SHIM_MODE=mode)
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "200000", "--queries", "100000", "--ports-per-thread", "1",
+                               "--timeout", "0.1", "--quiet", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_a_stall_inside_a_burst_is_tester_limited(xlatperf, shim, tmp_path, validator):
+    result = run_stalled(xlatperf, shim, tmp_path, "sleep")
+    validator.validate(result)
+    check_consistency(result)
+    assert result["send"]["max_lag_s"] >= STALL_MS / 1000 * 0.9
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("behind its schedule" in reason for reason in result["verdict"]["reasons"])
+
+
+def test_sends_retried_on_a_full_socket_are_tester_limited(xlatperf, shim, tmp_path, validator):
+    result = run_stalled(xlatperf, shim, tmp_path, "eagain")
+    validator.validate(result)
+    assert result["send"]["would_block"] > 0
+    assert result["send"]["max_retry_stall_s"] >= STALL_MS / 1000 * 0.9
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("send buffer full" in reason and "longest stall" in reason
+               for reason in result["verdict"]["reasons"])
+
+
+@pytest.mark.parametrize("failing", [1, 3])  # a receiver's start; a sender's after both receivers started
+def test_a_thread_that_cannot_start_ends_the_run_with_exit_1(xlatperf, shim, failing):
+    env = dict(os.environ, LD_PRELOAD=str(shim), XLATPERF_SHIM_FAIL_THREAD=str(failing))
+    proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--threads", "2", "--queries", "100",
+                           "--quiet"], capture_output=True, text=True, timeout=30, check=False, env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("xlatperf: cannot start thread xlp-") and proc.stderr.count("\n") == 1
+
+
+def test_a_failed_run_leaves_an_earlier_json_file_untouched(xlatperf, tmp_path):
+    out = tmp_path / "result.json"
+    out.write_text('{"earlier": true}\n')
+    args = ["--server", "127.0.0.1", "--bind", "10.255.255.1", "--queries", "10", "--quiet",
+            "--json", str(out)]
+    proc = subprocess.run([str(xlatperf), *args], capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 1
+    assert out.read_text() == '{"earlier": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+def test_every_port_carries_its_share_when_a_tick_needs_several_batches(xlatperf, tmp_path):
+    # 200 000 queries/s, 1 ms tick, batch 64, 4 ports: about 200 queries a wake-up, more than 3 batches.
+    # Sent round-robin by sendmmsg call, 3 ports would take a full batch each and the 4th the rest.
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "spread.json"
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "200000", "--queries", "100000", "--ports-per-thread", "4",
+                               "--timeout", "0.1", "--quiet", "--max-lag", "0", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    per_port = json.loads(out.read_text())["threads"][0]["sent_per_port"]
+    assert len(per_port) == 4 and sum(per_port) == 100_000
+    assert max(per_port) - min(per_port) <= 64
+
+
+def test_the_burst_offered_in_100_us_is_reported(xlatperf, tmp_path):
+    # 10 000 queries/s with a 1 ms tick: each wake-up sends its 10 due queries in one sendmmsg.
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "burst.json"
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "10000", "--queries", "5000", "--ports-per-thread", "1",
+                               "--quiet", "--max-lag", "0", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["send"]["max_queries_in_100us"] >= 10
+    assert result["threads"][0]["max_queries_in_100us"] == result["send"]["max_queries_in_100us"]
