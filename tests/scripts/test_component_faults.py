@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from loopbackcampaign import loopback_campaign
 
 from xlatbench.procs import alive
 from xlatbench.scripts.envs import LoopbackEnvironment
@@ -80,34 +81,9 @@ def test_the_tester_killed_inside_a_trial_voids_it(loopback: LoopbackEnvironment
     assert alive(loopback.describe()["server"]["pid"])
 
 
-CAMPAIGN = """
-[campaign]
-name = "killed"
-methods = ["rfc8219-binary"]
-cores = [1]
-
-[search]
-max_rate_qps = 16000
-error_qps = 2000
-duration_s = 1
-rest_s = 0.1
-repetitions = 1
-
-[tester]
-port = {port}
-threads = 1
-ports_per_thread = 1
-
-[[setup]]
-name = "loopback"
-kind = "loopback"
-rmem_bytes = 0
-"""
-
-
 def test_a_campaign_whose_knotd_dies_stops_naming_it_and_resumes(tmp_path: Path, port: int) -> None:
     file, store = tmp_path / "c.toml", tmp_path / "c.jsonl"
-    file.write_text(CAMPAIGN.format(port=port))
+    file.write_text(loopback_campaign("killed", port))
     command = [XLATBENCH, "campaign", "run", str(file), "--store", str(store), "--no-progress"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     rundir = loopback_rundir("127.0.0.1", port)

@@ -11,36 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from loopbackcampaign import loopback_campaign
 
 from xlatbench.procs import alive
 from xlatbench.scripts.store import ResultStore
 from xlatbench.zones.knot import loopback_rundir
 
 pytestmark = pytest.mark.root
-
-CAMPAIGN = """
-[campaign]
-name = "signals"
-methods = ["rfc8219-binary"]
-cores = [1]
-
-[search]
-max_rate_qps = 16000
-error_qps = 2000
-duration_s = 1
-rest_s = 0.1
-repetitions = 1
-
-[tester]
-port = {port}
-threads = 1
-ports_per_thread = 1
-
-[[setup]]
-name = "loopback"
-kind = "loopback"
-rmem_bytes = 0
-"""
 
 XLATBENCH = str(Path(sys.executable).with_name("xlatbench"))
 
@@ -97,7 +74,7 @@ def _start(command: list[str], background: bool, err: Path) -> tuple[subprocess.
 def test_a_signal_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path, port: int, sig: signal.Signals,
                                                           background: bool) -> None:
     file, store, err = tmp_path / "c.toml", tmp_path / "c.jsonl", tmp_path / "err"
-    file.write_text(CAMPAIGN.format(port=port))
+    file.write_text(loopback_campaign("signals", port))
     command = [XLATBENCH, "campaign", "run", str(file), "--store", str(store), "--no-progress"]
     process, pid = _start(command, background, err)
     rundir = loopback_rundir("127.0.0.1", port)
