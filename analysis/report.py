@@ -10,7 +10,8 @@ from pathlib import Path
 
 from xlatbench.analysis import plots
 from xlatbench.analysis.bottleneck import Verdict, verdict
-from xlatbench.analysis.records import Campaign, load_campaign
+from xlatbench.analysis.evidence import evidence_from
+from xlatbench.analysis.records import Campaign, load_campaign, load_records
 from xlatbench.analysis.tables import Table, comparison_table, throughput_table
 
 
@@ -28,7 +29,7 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
     campaign = load_campaign(store)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = tables_of(campaign)
-    verdicts = [verdict(capture) for capture in campaign.idle]
+    verdicts = [verdict(evidence) for evidence in evidence_from(load_records(store))]
     figures = _figures(campaign, out_dir)
 
     with open(out_dir / "tables.csv", "w", newline="") as handle:

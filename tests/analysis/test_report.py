@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.records import ReportError, load_campaign
 from xlatbench.analysis.report import write_report
 from xlatbench.analysis.tables import throughput_table
@@ -109,31 +108,6 @@ def idle_records(cpu_s, counters, idle_by_cpu):
     return [summary_record("464xlat", 1, 20000, 19000, 21000), run, mean]
 
 
-def test_verdict_names_the_saturated_translator(tmp_path):
-    drops = {"dut2:nat64": {"tx_dropped": 1200}}
-    records = idle_records({"dut1": 4.1, "dut2": 9.7}, drops, {"0": 40.0, "1": 2.0})
-    capture = load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0]
-    assert capture.dut_cpu_share == {"dut1": pytest.approx(41.0), "dut2": pytest.approx(97.0)}
-    found = verdict(capture)
-    assert found.bottleneck == "dut2"
-    assert any("97.0 % of one CPU" in line for line in found.evidence)
-    assert "dut2:nat64:tx_dropped: 1,200 packets dropped per run (dut2)" in found.evidence
-
-
-def test_verdict_stays_undecided_without_attributable_evidence(tmp_path):
-    store = write_store(tmp_path / "i.jsonl", idle_records({}, {}, {"0": 30.0}))
-    found = verdict(load_campaign(store).idle[0])
-    assert found.bottleneck is None
-    assert "not determined" in found.text()
-
-
-def test_verdict_reports_disagreeing_evidence(tmp_path):
-    records = idle_records({"dut1": 9.5, "dut2": 2.0}, {"dut2:nat64": {"tx_dropped": 5000}}, {"0": 5.0})
-    found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
-    assert found.bottleneck is None
-    assert any("disagrees" in line for line in found.evidence)
-
-
 def test_comparison_flags_results_near_the_testers_own_ceiling(tmp_path):
     from xlatbench.analysis.tables import comparison_table
 
@@ -152,15 +126,3 @@ def test_comparison_flags_results_near_the_testers_own_ceiling(tmp_path):
     assert rows["baseline: median (queries/s)"] == ["95,000"]
     # A translator chain this close to the baseline may be measuring the test system, not itself.
     assert rows["mapt / baseline"] == ["0.95 !"]
-
-
-def test_drops_are_charged_to_the_side_that_could_not_keep_up(tmp_path):
-    # A veth drop shows at both ends; Knot's socket overflowing is the server's, not a DUT's.
-    counters = {"client:enp5s0f0": {"tx_dropped": 150}, "dut1:enp5s0f0": {"rx_dropped": 150},
-                "server:udp": {"RcvbufErrors": 900, "InErrors": 900}, "dut2:enp5s0f1": {"tx_dropped": 40}}
-    records = idle_records({}, counters, {"0": 3.0, "1": 50.0})
-    found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
-    assert found.bottleneck == "tester/server"
-    charged = [line for line in found.evidence if "dropped per run" in line]
-    assert charged == ["dut1:enp5s0f0:rx_dropped: 150 packets dropped per run (dut1)",
-                       "server:udp:RcvbufErrors: 900 packets dropped per run (tester/server)"]
