@@ -67,7 +67,7 @@ def verdict(evidence: Evidence) -> Verdict:
         else:
             result.bottleneck = dut
     else:
-        result.reason = "no DUT showed saturation"
+        result.reason = result.reason or "no DUT showed saturation"
         if drop_side:
             result.reason += f" (the failing trial above the rate dropped most at {drop_side})"
     return result
@@ -123,6 +123,7 @@ def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
         note = f"both DUTs ran on CPU {_cpu_list(shared)}, so their CPU use competes and cannot be told apart"
         if means and means[0] < BUSY_IDLE:
             note += f"; that CPU was {means[0]:.1f} % idle: the shared CPU, not one DUT, was full"
+            result.reason = f"both DUTs ran on CPU {_cpu_list(shared)}, which was full: the shared CPU, not one DUT"
         result.evidence.append(note)
         return True
     test = set(evidence.test_cpus)
