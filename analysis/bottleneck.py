@@ -123,7 +123,8 @@ def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
         note = f"both DUTs ran on CPU {_cpu_list(shared)}, so their CPU use competes and cannot be told apart"
         if means and means[0] < BUSY_IDLE:
             note += f"; that CPU was {means[0]:.1f} % idle: the shared CPU, not one DUT, was full"
-            result.reason = f"both DUTs ran on CPU {_cpu_list(shared)}, which was full: the shared CPU, not one DUT"
+            result.reason = (f"both DUTs ran on CPU {_cpu_list(shared)}, which was full: the shared CPU, "
+                             "not one DUT")
         result.evidence.append(note)
         return True
     test = set(evidence.test_cpus)

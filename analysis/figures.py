@@ -46,7 +46,8 @@ def idle_per_dut(evidence: Evidence, out_dir: Path) -> list[tuple[str, Path]]:
         ax.legend(fontsize=8)
         caption = (f"{dut} of {evidence.setup}, {evidence.cores} DUT core(s), at {evidence.rate_qps:,.0f} "
                    f"queries/s: CPU idle time, mean of {evidence.runs} run(s){_sharing_note(evidence, dut)}")
-        ax.set_title("\n".join(textwrap.wrap(caption, 90)) + "\n" + textwrap.shorten(evidence.implementation, 100),
+        title = "\n".join(textwrap.wrap(caption, 90))
+        ax.set_title(title + "\n" + textwrap.shorten(evidence.implementation, 100),
                      fontsize=8)
         fig.tight_layout()
         path = out_dir / f"idle-{evidence.setup}-cores{evidence.cores}-{dut}.png"
@@ -76,7 +77,8 @@ def latency_plot(latencies: list[Latency], path: Path) -> Path | None:
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     trials = sorted({lat.trials for lat in shown})
-    ax.set_title(f"Latency at the median throughput rate ({'/'.join(map(str, trials))} trial(s) each, xlatperf)",
+    counts = "/".join(map(str, trials))
+    ax.set_title(f"Latency at the median throughput rate ({counts} trial(s) each, xlatperf)",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

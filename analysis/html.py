@@ -38,6 +38,10 @@ figcaption{font-size:13px;color:#5a6473} .figs{display:grid;grid-template-column
 pre{background:#f3f5f8;border:1px solid #e1e5eb;padding:10px;font-size:12.5px;overflow-x:auto}
 """
 
+# After loading, the body says how many embedded images decoded (a test reads it from the DOM).
+SCRIPT = ("addEventListener('load',()=>document.body.setAttribute('data-images-decoded',"
+          "[...document.images].filter(i=>i.complete&&i.naturalWidth>0).length))")
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -110,19 +114,23 @@ def render(report: HtmlReport) -> str:
     wide = "".join(figure_html(f) for f in report.figures if f.wide)
     grid = "".join(figure_html(f) for f in report.figures if not f.wide)
     if report.figures:
-        sections.append(_section("figures", "Figures", wide + (f'<div class="figs">{grid}</div>' if grid else "")))
+        grid = f'<div class="figs">{grid}</div>' if grid else ""
+        sections.append(_section("figures", "Figures", wide + grid))
     conditions = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in report.conditions)
     sections.append(_section("conditions", "Conditions", f"<dl>{conditions}</dl>"))
-    sections.append(_section("campaign", "Campaign file", f'<p class="note">{escape(report.campaign_note)}</p>'
+    sections.append(_section("campaign", "Campaign file",
+                             f'<p class="note">{escape(report.campaign_note)}</p>'
                              f"<pre>{escape(report.campaign_file)}</pre>"))
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (
         ("throughput", "Throughput"), ("latency", "Latency"), ("bottleneck", "Bottleneck"),
         ("figures", "Figures"), ("conditions", "Conditions"), ("campaign", "Campaign file")))
     lead = "".join(f'<p class="sub">{escape(p)}</p>' for p in report.lead)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(report.title)}</title>'
-            f'<meta name="viewport" content="width=device-width"><style>{STYLE}</style></head><body><main>'
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>{escape(report.title)}</title>"
+            f'<meta name="viewport" content="width=device-width"><style>{STYLE}</style></head>'
+            f"<body><main>"
             f"<header><h1>{escape(report.title)}</h1>{lead}<nav>{nav}</nav></header>{''.join(sections)}"
-            "</main></body></html>\n")
+            f"</main><script>{SCRIPT}</script></body></html>\n")
 
 
 def write_html(report: HtmlReport, path: Path) -> Path:
@@ -141,7 +149,8 @@ def placement_text(record: dict[str, Any]) -> str:
     parts.append(f"tester + Knot CPU {_cpus(tester_cpus(record))}")
     shared = shared_with_test_system(record)
     if shared:
-        parts.append(f"DUT CPU {_cpus(shared)} shared with the tester/Knot: 'DUT cores' are not the DUTs' alone")
+        parts.append(f"DUT CPU {_cpus(shared)} shared with the tester/Knot: 'DUT cores' are not the DUTs' "
+                     "alone")
     return "; ".join(parts)
 
 
@@ -156,7 +165,8 @@ def conditions_of(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
                        f"{host.get('machine', '?')}, kernel {host.get('kernel', '?')}, hostname "
                        f"{host.get('hostname', '?')}"),
            ("Tester", f"{tester.get('tool', 'xlatperf')} {tester.get('version', '?')}: "
-                      f"{options.get('threads', '?')} thread pair(s) × {options.get('ports_per_thread', '?')} "
+                      f"{options.get('threads', '?')} thread pair(s) × "
+                      f"{options.get('ports_per_thread', '?')} "
                       f"source ports, timeout {options.get('timeout_s', '?')} s")]
     seen: set[tuple[str, Any]] = set()
     for record in summaries:
@@ -187,9 +197,12 @@ def campaign_file_of(records: list[dict[str, Any]]) -> tuple[str, str]:
     path = Path(name)
     try:
         text = path.read_text()
+    except OSError as err:
+        return "", f"{path}: cannot be read now ({err.strerror}); the store recorded sha256 {recorded}."
+    try:
         now = load_campaign_file(path).sha256
-    except (OSError, ValueError) as err:
-        return "", f"{path}: cannot be read now ({err}); the store recorded sha256 {recorded}."
+    except (OSError, ValueError) as err:  # e.g. CampaignFileError: show the text, say it is unverified
+        return text, f"{path}: no longer parses as a campaign ({err}); shown as it is now, unverified."
     if recorded and now != recorded:
         return text, (f"{path} has CHANGED since the measurement (sha256 of its content {now}, recorded "
                       f"{recorded}): the text below is not what was run.")
@@ -205,8 +218,9 @@ def html_report(campaign: Any, records: list[dict[str, Any]], tables: list[Table
             "Throughput is the highest query rate the chain answered with at most the stated loss within the "
             "timeout (RFC 8219); each table names the DUT implementation that produced it."]
     if emulated:
-        lead.append("Emulated testbed: the DUTs are network namespaces on one machine and share its CPUs with "
-                    "the tester and Knot; compare ratios measured in the same run rather than absolute rates.")
+        lead.append("Emulated testbed: the DUTs are network namespaces on one machine and share its CPUs "
+                    "with the tester and Knot; compare ratios measured in the same run rather than absolute "
+                    "rates.")
     return HtmlReport(title=f"xlatbench report: campaign {campaign.name}", lead=lead,
                       conditions=conditions_of(records), tables=tables, latency=None, latency_note="",
                       verdicts=verdicts, figures=figures, campaign_file=text, campaign_note=note)

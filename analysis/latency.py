@@ -21,9 +21,11 @@ def resolution_text(latencies: list[Latency]) -> str:
     parts = [f"Measured by xlatperf: {first.measured}" if first.measured else "Measured by xlatperf"]
     if first.resolution_s is not None and first.relative_resolution is not None:
         parts.append(f"histogram resolution {1e9 * first.resolution_s:g} ns or "
-                     f"{100 * first.relative_resolution:.2f} % of the value, whichever is larger; a percentile is "
+                     f"{100 * first.relative_resolution:.2f} % of the value, whichever is larger; "
+                     "a percentile is "
                      "the upper edge of its bucket, so it overstates the sample by at most that much")
-    parts.append("the time includes the tester's own send call and kernel receive path (a small positive bias)")
+    parts.append("the time includes the tester's own send call and kernel receive path (a small positive "
+                 "bias)")
     return "; ".join(parts) + "."
 
 

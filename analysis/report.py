@@ -47,7 +47,8 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
             writer.writerow([])
     (out_dir / "verdicts.json").write_text(json.dumps([asdict(v) for v in verdicts], indent=2) + "\n")
 
-    text = _markdown(campaign, [*tables, *([latency] if latency else [])], verdicts, [f.path for f in figures])
+    all_tables = [*tables, *([latency] if latency else [])]
+    text = _markdown(campaign, all_tables, verdicts, [f.path for f in figures])
     if latency is not None:
         text += f"\n{resolution_text(latencies)}\n"
     report = out_dir / "report.md"
@@ -63,7 +64,8 @@ def _figures(campaign: Campaign, evidences: list[Evidence], latencies: list[Late
     figures = []
     made = plots.throughput_vs_cores(campaign.series, out_dir / "throughput-vs-cores.png")
     if made:
-        figures.append(Figure("Median throughput against active DUT cores, minimum-maximum as bars", made, True))
+        figures.append(Figure("Median throughput against active DUT cores, minimum-maximum as bars", made,
+                              True))
     made = latency_plot(latencies, out_dir / "latency.png")
     if made:
         figures.append(Figure("Typical and worst-case latency at the median throughput rate", made, True))
