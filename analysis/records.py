@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xlatbench.analysis.evidence import shared_with_test_system
 from xlatbench.scripts.envs import implementation_label
 
 
@@ -31,6 +32,7 @@ class Throughput:
     dispersion: (p99 - p1) / median, fraction (None below 20 repetitions).
     tester_limit_qps: the rate at which the tester could not keep up, queries/s (None if never).
     implementation: which DUT implementation produced the number, one line.
+    shared_cpus: DUT CPUs the tester or Knot also ran on (emulation on a small machine), else empty.
     """
 
     cores: int
@@ -44,11 +46,13 @@ class Throughput:
     dispersion: float | None
     tester_limit_qps: float | None
     implementation: str
+    shared_cpus: tuple[int, ...] = ()
 
 
 @dataclass
 class Series:
-    """All core counts of one setup searched with one method (one table of the paper)."""
+    """All core counts of one setup searched with one method and one [[search]] table (one table of the
+    paper). search: the [[search]] table's name ("" when the store does not say)."""
 
     setup: str
     topology: str
@@ -56,6 +60,7 @@ class Series:
     rfc8219_exact: bool
     conditions: dict[str, Any]
     cells: dict[int, Throughput] = field(default_factory=dict)
+    search: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,16 +143,16 @@ def load_campaign(path: Path) -> Campaign:
 
 
 def _series(summaries: list[dict[str, Any]]) -> list[Series]:
-    grouped: dict[tuple[str, str], Series] = {}
+    grouped: dict[tuple[str, str, str], Series] = {}
     for record in summaries:
         summary = record["summary"]
         setup = record["setup"]
-        key = (setup["name"], summary["method"])
+        key = (setup["name"], summary["method"], str(summary.get("settings_name") or ""))
         if key not in grouped:
             grouped[key] = Series(
                 setup=setup["name"], topology=setup.get("topology", setup.get("kind", "?")),
                 method=summary["method"], rfc8219_exact=bool(summary.get("rfc8219_exact")),
-                conditions=_conditions(record),
+                conditions=_conditions(record), search=key[2],
             )
         stats = summary.get("summary") or {}
         cores = int(record["cores"])
@@ -157,6 +162,7 @@ def _series(summaries: list[dict[str, Any]]) -> list[Series]:
             p1=stats.get("p1"), p99=stats.get("p99"), dispersion=stats.get("dispersion"),
             tester_limit_qps=summary.get("tester_limit_qps"),
             implementation=implementation_label(record.get("dut", {})),
+            shared_cpus=shared_with_test_system(record),
         )
     return list(grouped.values())
 

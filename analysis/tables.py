@@ -32,7 +32,17 @@ def _qps(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _cell_median(cell: Throughput) -> str:
+# Marks a median that fewer searches than were run gave (the others found no number).
+INCOMPLETE = "†"
+
+
+def _cell_median(cell: Throughput, repetitions: int | None = None) -> str:
+    text = _median_text(cell)
+    short = repetitions and cell.n < repetitions and cell.median is not None
+    return f"{text} {INCOMPLETE}" if short else text
+
+
+def _median_text(cell: Throughput) -> str:
     if cell.status == "tester-limited":
         limit = _qps(cell.tester_limit_qps)
         return f"tester limit at {limit}"
@@ -51,7 +61,8 @@ def scale_up(medians: list[float | None]) -> list[str]:
 
 
 def method_label(series: Series) -> str:
-    return "RFC 8219 binary search" if series.rfc8219_exact else "fast search (not RFC 8219 exact)"
+    label = "RFC 8219 binary search" if series.rfc8219_exact else "fast search (not RFC 8219 exact)"
+    return label if series.search in ("", "default") else f"{label}, search {series.search!r}"
 
 
 def conditions_text(series: Series) -> str:
@@ -77,8 +88,9 @@ def throughput_table(series: Series) -> Table:
     implementations = sorted({cell.implementation for cell in cells})
     title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), {method_label(series)}: "
              f"resolved queries/s ({conditions_text(series)})")
+    repetitions = series.conditions.get("repetitions")
     rows = [
-        ["Median (queries/s)", *[_cell_median(cell) for cell in cells]],
+        ["Median (queries/s)", *[_cell_median(cell, repetitions) for cell in cells]],
         ["Minimum (queries/s)", *[_qps(cell.minimum) for cell in cells]],
         ["Maximum (queries/s)", *[_qps(cell.maximum) for cell in cells]],
     ]
@@ -89,9 +101,19 @@ def throughput_table(series: Series) -> Table:
             ["Dispersion (p99 − p1)/median (%)",
              *["-" if cell.dispersion is None else f"{100 * cell.dispersion:.2f}" for cell in cells]],
         ]
-    rows.append(["Searches with a result", *[str(cell.n) for cell in cells]])
+    rows.append(["Searches with a result", *[_searches(cell, repetitions) for cell in cells]])
     rows.append(["Proportion: current/previous", *scale_up([_median(cell) for cell in cells])])
+    if any(cell.shared_cpus for cell in cells):
+        rows.append(["DUT CPUs also running the tester/Knot",
+                     *[",".join(map(str, cell.shared_cpus)) or "none" for cell in cells]])
+        title += ("; where a DUT CPU also ran the tester or Knot, 'DUT cores' are not the DUTs' alone")
+    if any(repetitions and cell.n < repetitions for cell in cells):
+        title += f"; {INCOMPLETE} = not every search gave a number: the median is over fewer"
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
+
+
+def _searches(cell: Throughput, repetitions: int | None) -> str:
+    return f"{cell.n} of {repetitions}" if repetitions else str(cell.n)
 
 
 # A result above this share of a reference measured in the same run may be the reference's limit rather
@@ -114,18 +136,21 @@ def comparison_table(all_series: list[Series], method_exact: bool = True) -> Tab
     ceiling = _median_at(ceiling_series, min(ceiling_series.cells)) if ceiling_series else None
     chains = [s for s in chosen if s is not ceiling_series]
     cores = sorted({c for s in chains for c in s.cells})
-    baseline = next((s for s in chains if s.topology == "baseline"), None)
     rows = []
     if ceiling is not None:
         rows.append(["loopback self-test, tester + Knot alone (queries/s)", *[_qps(ceiling) for _ in cores]])
+    several = len({s.search for s in chains}) > 1
     for series in chains:
-        rows.append([f"{series.setup}: median (queries/s)",
-                     *[_cell_median(series.cells[c]) if c in series.cells else "-" for c in cores]])
+        name = f"{series.setup} [{series.search}]" if several else series.setup
+        repetitions = series.conditions.get("repetitions")
+        rows.append([f"{name}: median (queries/s)", *[_cell_median(series.cells[c], repetitions)
+                                                      if c in series.cells else "-" for c in cores]])
+        baseline = next((s for s in chains if s.topology == "baseline" and s.search == series.search), None)
         if baseline is not None and series is not baseline:
-            rows.append([f"{series.setup} / baseline",
+            rows.append([f"{name} / baseline",
                          *[_share(_median_at(series, c), _median_at(baseline, c)) for c in cores]])
         if ceiling:
-            rows.append([f"{series.setup} / loopback self-test",
+            rows.append([f"{name} / loopback self-test",
                          *[_share(_median_at(series, c), ceiling) for c in cores]])
     label = "RFC 8219 binary search" if method_exact else "fast search (not RFC 8219 exact)"
     title = (f"Medians side by side, {label}: resolved queries/s, and ratios within the same run "
