@@ -13,7 +13,7 @@ from typing import Any
 
 from xlatbench.analysis.bottleneck import Verdict
 from xlatbench.analysis.evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
-from xlatbench.analysis.tables import Table
+from xlatbench.analysis.tables import Table, median_text, method_label
 from xlatbench.scripts.envs import implementation_label
 
 STYLE = """
@@ -29,6 +29,7 @@ th,td{border:1px solid #d5dbe3;padding:4px 9px;text-align:right;white-space:nowr
 th:first-child,td:first-child{text-align:left} thead th{background:#eaf1f9}
 tbody tr:nth-child(even){background:#f8fafc}
 td.mark{background:#fff4d6} .note{color:#5a6473;font-size:13px;margin:2px 0 16px}
+.glance ul{margin:0;padding-left:20px} .glance li{margin:2px 0}
 .verdict{border-left:5px solid #9aa5b4;background:#f8fafc;padding:8px 14px;margin:10px 0}
 .verdict.named{border-color:#c0392b} .verdict h3{margin:0 0 4px;font-size:15px}
 .verdict ul{margin:4px 0 0;padding-left:20px;font-size:13.5px}
@@ -67,6 +68,7 @@ class HtmlReport:
     campaign_file: str
     campaign_note: str
     table_notes: dict[str, str] = field(default_factory=dict)
+    glance: list[str] = field(default_factory=list)
 
 
 def table_html(table: Table, note: str = "") -> str:
@@ -104,7 +106,11 @@ def _section(anchor: str, title: str, body: str) -> str:
 
 
 def render(report: HtmlReport) -> str:
-    sections = [_section("throughput", "Throughput", "".join(
+    sections = []
+    if report.glance:
+        items = "".join(f"<li>{escape(line)}</li>" for line in report.glance)
+        sections.append(f'<section id="glance" class="glance"><h2>At a glance</h2><ul>{items}</ul></section>')
+    sections += [_section("throughput", "Throughput", "".join(
         table_html(t, report.table_notes.get(t.title, "")) for t in report.tables))]
     if report.latency is not None:
         sections.append(_section("latency", "Latency", table_html(report.latency, report.latency_note)))
@@ -223,4 +229,15 @@ def html_report(campaign: Any, records: list[dict[str, Any]], tables: list[Table
                     "rates.")
     return HtmlReport(title=f"xlatbench report: campaign {campaign.name}", lead=lead,
                       conditions=conditions_of(records), tables=tables, latency=None, latency_note="",
-                      verdicts=verdicts, figures=figures, campaign_file=text, campaign_note=note)
+                      verdicts=verdicts, figures=figures, campaign_file=text, campaign_note=note,
+                      glance=glance_lines(campaign.series, verdicts))
+
+
+def glance_lines(all_series: list[Any], verdicts: list[Verdict]) -> list[str]:
+    """One line per setup and search: its medians by core count; then one line per verdict."""
+    lines = []
+    for series in all_series:
+        cells = [f"{cores} core(s) {median_text(cell)}" for cores, cell in sorted(series.cells.items())]
+        lines.append(f"{series.setup} ({method_label(series)}): {', '.join(cells)} queries/s")
+    lines += [f"{v.setup}, {v.cores} DUT core(s): {v.headline()}" for v in verdicts]
+    return lines

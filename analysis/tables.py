@@ -37,12 +37,13 @@ INCOMPLETE = "†"
 
 
 def _cell_median(cell: Throughput, repetitions: int | None = None) -> str:
-    text = _median_text(cell)
+    text = median_text(cell)
     short = repetitions and cell.n < repetitions and cell.median is not None
     return f"{text} {INCOMPLETE}" if short else text
 
 
-def _median_text(cell: Throughput) -> str:
+def median_text(cell: Throughput) -> str:
+    """A cell's median as the table prints it: a number, '≥ number', the tester limit, or the status."""
     if cell.status == "tester-limited":
         limit = _qps(cell.tester_limit_qps)
         return f"tester limit at {limit}"
