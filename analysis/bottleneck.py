@@ -123,6 +123,8 @@ def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
         note = f"both DUTs ran on CPU {_cpu_list(shared)}, so their CPU use competes and cannot be told apart"
         if means and means[0] < BUSY_IDLE:
             note += f"; that CPU was {means[0]:.1f} % idle: the shared CPU, not one DUT, was full"
+            if evidence.emulated:
+                note += " (machine-wide figure: other processes on it count too)"
             result.reason = (f"both DUTs ran on CPU {_cpu_list(shared)}, which was full: the shared CPU, "
                              "not one DUT")
         result.evidence.append(note)
@@ -140,6 +142,8 @@ def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
 def _cpu_saturation(evidence: Evidence, result: Verdict) -> set[str]:
     if _placement_blocks(evidence, result):
         return set()
+    if evidence.emulated:
+        result.evidence.append("per-CPU time is machine-wide: any other process on a DUT's CPU counts too")
     idle: dict[str, float] = {}
     for dut, cpus in sorted(evidence.dut_cpus.items()):
         means = _cpu_means(evidence, cpus)

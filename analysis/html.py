@@ -25,6 +25,7 @@ h1{font-size:26px;margin:0 0 4px} h2{font-size:20px;margin:32px 0 10px;color:#2f
 .sub{color:#5a6473;font-size:14px} nav a{margin-right:14px;font-size:14px;color:#2f6fb3}
 table{border-collapse:collapse;margin:6px 0 4px;font-size:13.5px;font-variant-numeric:tabular-nums}
 .tt{font-weight:600;margin:18px 0 6px;font-size:14px} .tbl{overflow-x:auto}
+.tbls{display:grid;grid-template-columns:1fr 1fr;gap:0 28px}
 th,td{border:1px solid #d5dbe3;padding:4px 9px;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left} thead th{background:#eaf1f9}
 tbody tr:nth-child(even){background:#f8fafc}
@@ -110,8 +111,10 @@ def render(report: HtmlReport) -> str:
     if report.glance:
         items = "".join(f"<li>{escape(line)}</li>" for line in report.glance)
         sections.append(f'<section id="glance" class="glance"><h2>At a glance</h2><ul>{items}</ul></section>')
-    sections += [_section("throughput", "Throughput", "".join(
-        table_html(t, report.table_notes.get(t.title, "")) for t in report.tables))]
+    narrow = all(len(t.header) <= 3 for t in report.tables)  # one or two core counts: two tables a row
+    tables = "".join(table_html(t, report.table_notes.get(t.title, "")) for t in report.tables)
+    sections.append(_section("throughput", "Throughput",
+                             f'<div class="tbls">{tables}</div>' if narrow else tables))
     if report.latency is not None:
         sections.append(_section("latency", "Latency", table_html(report.latency, report.latency_note)))
     if report.verdicts:

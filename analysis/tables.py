@@ -108,7 +108,7 @@ def throughput_table(series: Series) -> Table:
         rows.append(["DUT CPUs also running the tester/Knot",
                      *[",".join(map(str, cell.shared_cpus)) or "none" for cell in cells]])
         title += ("; where a DUT CPU also ran the tester or Knot, 'DUT cores' are not the DUTs' alone")
-    if any(repetitions and cell.n < repetitions for cell in cells):
+    if any(INCOMPLETE in text for text in rows[0][1:]):
         title += f"; {INCOMPLETE} = not every search gave a number: the median is over fewer"
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
 
