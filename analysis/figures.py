@@ -72,7 +72,8 @@ def latency_plot(latencies: list[Latency], path: Path) -> Path | None:
     ax.set_xticks(list(x), labels, fontsize=8)
     ax.set_yscale("log")
     top = max(1000 * (lat.worst_s or lat.typical_s or 0) for lat in shown)
-    ax.set_ylim(top=top * 30)  # room for the legend above the bars
+    bottom = min(1000 * (lat.typical_s or top) for lat in shown)
+    ax.set_ylim(bottom / 4, top * 30)  # every bar visible, room for the legend above them
     ax.set_ylabel("latency (ms, log scale)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")

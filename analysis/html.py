@@ -29,7 +29,9 @@ table{border-collapse:collapse;margin:6px 0 4px;font-size:13.5px;font-variant-nu
 th,td{border:1px solid #d5dbe3;padding:4px 9px;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left} thead th{background:#eaf1f9}
 tbody tr:nth-child(even){background:#f8fafc}
-td.mark{background:#fff4d6} .note{color:#5a6473;font-size:13px;margin:2px 0 16px}
+td.mark{background:#fff4d6}
+td.long{white-space:normal;text-align:left;min-width:260px;font-size:12.5px}
+.note{color:#5a6473;font-size:13px;margin:2px 0 16px}
 .glance ul{margin:0;padding-left:20px} .glance li{margin:2px 0}
 .verdict{border-left:5px solid #9aa5b4;background:#f8fafc;padding:8px 14px;margin:10px 0}
 .verdict.named{border-color:#c0392b} .verdict h3{margin:0 0 4px;font-size:15px}
@@ -78,8 +80,10 @@ def table_html(table: Table, note: str = "") -> str:
     for row in table.rows:
         cells = [f"<th>{escape(row[0])}</th>"] if row else []
         for cell in row[1:]:
-            marked = any(sign in cell for sign in ("†", "≥", "!", "limit", "bound"))
-            cells.append(f"<td{' class=mark' if marked else ''}>{escape(cell)}</td>")
+            classes = [name for name, on in (
+                ("mark", any(sign in cell for sign in ("†", "≥", "!", "limit", "bound"))),
+                ("long", len(cell) > 40)) if on]
+            cells.append(f"<td{' class=' + repr(' '.join(classes)) if classes else ''}>{escape(cell)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     extra = f'<p class="note">{escape(note)}</p>' if note else ""
     return (f'<div class="tbl"><p class="tt">{escape(table.title)}</p>'
