@@ -77,6 +77,8 @@ def test_table_reproduces_the_papers_rows(paper_store, setup):
 def test_report_writes_tables_figures_and_names_the_dut(paper_store, tmp_path):
     report, text = write_report(paper_store, tmp_path / "out")
     assert report.exists() and (tmp_path / "out" / "throughput-vs-cores.png").stat().st_size > 10_000
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "1,183,615" in html and "data:image/png;base64," in html
     assert "1,183,615" in text and "jool 4.2.0-rc2" in text
     csv_text = (tmp_path / "out" / "tables.csv").read_text()
     assert "Proportion: current/previous,-,1.43,1.79,1.20,1.04" in csv_text
