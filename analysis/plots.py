@@ -51,8 +51,9 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         style = "-o" if series.rfc8219_exact else "--s"
         short = "RFC 8219" if series.rfc8219_exact else "fast, not RFC 8219 exact"
         colour = colours[setups.index(series.setup) % len(colours)]
+        search = "" if series.search in ("", "default") else f", search {series.search!r}"
         ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,
-                    label=f"{series.setup} ({short})")
+                    label=f"{series.setup} ({short}{search})")
         plotted = True
     if not plotted:
         plt.close(fig)
@@ -67,6 +68,8 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     conditions = conditions_text(all_series[0]) if all_series else ""
+    if any(cell.shared_cpus for series in all_series for cell in series.cells.values()):
+        title_suffix += "\nDUT cores include CPUs that also ran the tester/Knot: not the DUTs' alone"
     ax.set_title(f"Throughput vs DUT cores: median, min-max bars\n{conditions}{title_suffix}", fontsize=9)
     produced_by = _implementations(all_series)
     fig.set_figheight(4.5 + 0.16 * len(produced_by))

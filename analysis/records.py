@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xlatbench.analysis.evidence import shared_with_test_system
 from xlatbench.scripts.records import IdleMean, IdleRun, Record, SummaryEntry
 from xlatbench.scripts.store import ResultStore, StoreError
 
@@ -33,6 +34,7 @@ class Throughput:
     tester_limit_qps: the rate at which the tester could not keep up, queries/s (None if never).
     implementation: which DUT implementation produced the number, one line.
     trials: trials the searches ran, count. elapsed_s: their time with rests, s.
+    shared_cpus: DUT CPUs the tester or Knot also ran on (emulation on a small machine), else empty.
     """
 
     cores: int
@@ -48,11 +50,13 @@ class Throughput:
     implementation: str
     trials: int = 0
     elapsed_s: float = 0.0
+    shared_cpus: tuple[int, ...] = ()
 
 
 @dataclass
 class Series:
-    """All core counts of one setup searched with one method (one table of the paper)."""
+    """All core counts of one setup searched with one method and one [[search]] table (one table of the
+    paper). search: the [[search]] table's name."""
 
     setup: str
     topology: str
@@ -60,6 +64,7 @@ class Series:
     rfc8219_exact: bool
     conditions: dict[str, Any]
     cells: dict[int, Throughput] = field(default_factory=dict)
+    search: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,16 +134,17 @@ def load_campaign(path: Path) -> Campaign:
 
 
 def series_of(summaries: list[SummaryEntry]) -> list[Series]:
-    """One Series per (setup, method), in the order of the summaries; a later summary of the same cores
-    replaces an earlier one."""
-    grouped: dict[tuple[str, str], Series] = {}
+    """One Series per (setup, method, [[search]] name), in the order of the summaries; a later summary of
+    the same cores replaces an earlier one."""
+    grouped: dict[tuple[str, str, str], Series] = {}
     for record in summaries:
         setup = record.context.setup
-        key = (record.context.setup_name, record.method)
+        key = (record.context.setup_name, record.method, record.settings_name)
         if key not in grouped:
             grouped[key] = Series(
                 setup=record.context.setup_name, topology=setup.get("topology", setup.get("kind", "?")),
                 method=record.method, rfc8219_exact=record.rfc8219_exact, conditions=_conditions(record),
+                search=record.settings_name,
             )
         grouped[key].cells[record.context.cores] = _cell(record)
     return list(grouped.values())
@@ -152,7 +158,7 @@ def _cell(record: SummaryEntry) -> Throughput:
         maximum=stats.maximum if stats else None, p1=stats.p1 if stats else None,
         p99=stats.p99 if stats else None, dispersion=stats.dispersion if stats else None,
         tester_limit_qps=record.tester_limit_qps, implementation=record.context.implementation,
-        trials=record.trials, elapsed_s=record.elapsed_s,
+        trials=record.trials, elapsed_s=record.elapsed_s, shared_cpus=shared_with_test_system(record.context),
     )
 
 
