@@ -14,6 +14,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 
 from xlatbench.analysis.evidence import Evidence, Latency  # noqa: E402
+from xlatbench.analysis.plots import idle_lines  # noqa: E402
 
 
 def _sharing_note(evidence: Evidence, dut: str) -> str:
@@ -32,18 +33,11 @@ def idle_per_dut(evidence: Evidence, out_dir: Path) -> list[tuple[str, Path]]:
     Returns (caption, file) pairs; none when the store has no per-DUT placement or no samples."""
     made = []
     for dut, cpus in sorted(evidence.dut_cpus.items()):
-        lines = {cpu: [s["cpus"].get(str(cpu), {}).get("idle") for s in evidence.per_second] for cpu in cpus}
-        if not evidence.per_second or all(v is None for line in lines.values() for v in line):
+        if not any(s["cpus"].get(str(cpu), {}).get("idle") is not None
+                   for s in evidence.per_second for cpu in cpus):
             continue
-        seconds = [s["second"] for s in evidence.per_second]
         fig, ax = plt.subplots(figsize=(6.4, 3.4))
-        for cpu, idle in lines.items():
-            ax.plot(seconds, idle, marker=".", label=f"CPU {cpu}")
-        ax.set_ylim(0, 100)
-        ax.set_xlabel(f"time since trial start (s, {evidence.interval_s:g} s samples)")
-        ax.set_ylabel("idle time (%)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        idle_lines(ax, evidence, [str(cpu) for cpu in cpus])
         caption = (f"{dut} of {evidence.setup}, {evidence.cores} DUT core(s), at {evidence.rate_qps:,.0f} "
                    f"queries/s: CPU idle time, mean of {evidence.runs} run(s){_sharing_note(evidence, dut)}")
         title = "\n".join(textwrap.wrap(caption, 90))

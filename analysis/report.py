@@ -10,11 +10,11 @@ from pathlib import Path
 
 from xlatbench.analysis import plots
 from xlatbench.analysis.bottleneck import Verdict, verdict
-from xlatbench.analysis.evidence import Evidence, Latency, evidence_from, latency_from
+from xlatbench.analysis.evidence import Evidence, Latency, latency_from
 from xlatbench.analysis.figures import idle_per_dut, latency_plot
 from xlatbench.analysis.html import Figure, html_report, write_html
 from xlatbench.analysis.latency import latency_table, resolution_text
-from xlatbench.analysis.records import Campaign, load_campaign, load_records
+from xlatbench.analysis.records import Campaign, load_campaign
 from xlatbench.analysis.tables import Table, comparison_table, throughput_table
 
 
@@ -31,10 +31,10 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
     """Write the report of `store` into `out_dir` (report.md, report.html, tables.csv, verdicts.json and the
     figures); return the Markdown file and its text."""
     campaign = load_campaign(store)
-    records = load_records(store)
+    records = campaign.records
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = tables_of(campaign)
-    evidences = evidence_from(records)
+    evidences = campaign.idle
     # The loopback self-test has no DUT to name.
     verdicts = [verdict(evidence) for evidence in evidences if evidence.topology != "loopback"]
     latencies = latency_from(records)
@@ -73,12 +73,10 @@ def _figures(campaign: Campaign, evidences: list[Evidence], latencies: list[Late
     for evidence in evidences:
         per_dut = idle_per_dut(evidence, out_dir)
         figures += [Figure(caption, path) for caption, path in per_dut]
-        capture = next((c for c in campaign.idle if (c.setup, c.cores) == (evidence.setup, evidence.cores)),
-                       None)
-        if not per_dut and capture is not None:
-            made = plots.idle_per_core(capture, out_dir / f"idle-{capture.setup}-cores{capture.cores}.png")
+        if not per_dut:
+            made = plots.idle_per_core(evidence, out_dir / f"idle-{evidence.setup}-cores{evidence.cores}.png")
             if made:
-                figures.append(Figure(f"CPU idle time of every CPU, {capture.setup}, {capture.cores} DUT "
+                figures.append(Figure(f"CPU idle time of every CPU, {evidence.setup}, {evidence.cores} DUT "
                                       "core(s)", made))
     return figures
 
