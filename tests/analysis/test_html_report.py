@@ -34,11 +34,14 @@ TAYGA = {"topology": "464xlat", "namespaces": {"dut1": "x-dut1"},
          "translators": {"dut1": {"implementation": "tayga", "version": "0.9.2", "tun_device": "nat64"},
                          "dut2": {"implementation": "tayga", "version": "0.9.2", "tun_device": "nat64"}},
          "knot": {"implementation": "knot", "version": "3.2.6"}}
+LINUX = {"topology": "baseline", "namespaces": {"dut1": "x-dut1"}, "translators": {},
+         "kernel": {"implementation": "linux", "version": "6.1"}}
 PLACEMENT = {"cores": 1, "cpus": [1], "applied": {"dut1": {"cpus": [1]}, "dut2": {"cpus": [2]}}}
 
 
 def context(setup, cores, campaign_file):
-    return storefix.context(setup, cores, TAYGA, campaign="known-answer", campaign_file=str(campaign_file),
+    dut = LINUX if setup == "baseline" else {**TAYGA, "topology": setup}
+    return storefix.context(setup, cores, dut, campaign="known-answer", campaign_file=str(campaign_file),
                             dut_cpus=PLACEMENT, options={"knot_cpus": [0]},
                             tester={"tool": "xlatperf", "version": "0.1.0",
                                     "options": {"timeout_s": 0.25, "threads": 1, "sender_cpus": "0"}},
