@@ -1,25 +1,28 @@
-"""Which part of the chain limited it, from what was recorded while it carried its median rate.
+"""Which DUT limited the chain, said only on evidence of saturation, otherwise "not determined" and why.
 
-The paper reads it off per-core idle time on separate DUT hosts: the DUT with (nearly) no idle time is the
-bottleneck. In emulation every host shares the machine's cores with the tester and Knot, so per-core idle
-time cannot be attributed to a DUT; what can be is the CPU time of each DUT's user-space translator process
-(a single-threaded tayga saturates at 100 % of one core) and where packets were dropped along the chain. The
-verdict says which evidence it used, and says "not determined" when the evidence does not decide.
+The paper reads it off per-core idle time on separate DUT hosts: the DUT whose cores have (nearly) no idle
+time is the bottleneck. Here a DUT is named only when
+- its single-threaded user-space translator (tayga) used >= SATURATED_SHARE % of one core, or
+- its CPUs had < BUSY_IDLE % idle time while the other DUT's had at least CLEAR_MARGIN points more; this
+  needs the DUTs on disjoint CPU sets that the tester and Knot did not use, and counts kernel work
+  (softirq, system: in-kernel NAT44, SNAT, forwarding, Jool) as well as user time.
+Drop counters are read from the failing trial just above the throughput rate (at the passing rate they are at
+most the loss allowance): they show where the chain overflowed and must not contradict the saturated DUT.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xlatbench.analysis.records import IdleCapture
+from xlatbench.analysis.evidence import KERNEL_COLUMNS, Evidence, FailingTrial
 
-# A single-threaded translator above this share of one core has no headroom left, %.
+# A single-threaded translator at or above this share of one core has no headroom left, %.
 SATURATED_SHARE = 90.0
-# A translator using this many times the other DUT's CPU is the likely limit.
-DOMINANT_FACTOR = 1.5
-# A CPU with less idle time than this was fully used, % (the paper's bottleneck DUT showed 0-10 %).
-BUSY_IDLE = 10.0
-# Drops per run below this are noise (a stray packet), packets.
+# CPUs with less idle time than this were fully used, % (the paper's bottleneck DUT showed 0-10 %).
+BUSY_IDLE = 5.0
+# The other DUT's CPUs need this many percentage points more idle time for one DUT to be the limit.
+CLEAR_MARGIN = 10.0
+# Drops in the failing trial below this are noise (a stray packet), packets.
 MIN_DROPS = 10.0
 # Which side of the chain a host belongs to: the tester and the echo server are not DUTs.
 SIDE_OF_HOST = {"client": "tester/server", "server": "tester/server", "dut1": "dut1", "napt": "dut1",
@@ -28,8 +31,8 @@ SIDE_OF_HOST = {"client": "tester/server", "server": "tester/server", "dut1": "d
 
 @dataclass
 class Verdict:
-    """setup, cores: the configuration. bottleneck: "dut1", "dut2", "tester/server" or None (undecided).
-    evidence: one sentence per finding, each number with its unit."""
+    """setup, cores: the configuration. bottleneck: "dut1", "dut2" or None (not determined: `reason` says
+    why). evidence: one sentence per finding, each number with its unit."""
 
     setup: str
     cores: int
@@ -37,49 +40,136 @@ class Verdict:
     implementation: str
     bottleneck: str | None
     evidence: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    def headline(self) -> str:
+        if self.bottleneck:
+            return f"bottleneck {self.bottleneck}"
+        return f"bottleneck not determined: {self.reason}"
 
     def text(self) -> str:
         head = (f"{self.setup}, {self.cores} DUT core(s), at {self.rate_qps:,.0f} queries/s "
-                f"({self.implementation}): ")
-        head += f"bottleneck {self.bottleneck}" if self.bottleneck else "bottleneck not determined"
+                f"({self.implementation}): {self.headline()}")
         return head + "".join(f"\n  - {line}" for line in self.evidence)
 
 
-def verdict(capture: IdleCapture) -> Verdict:
-    result = Verdict(capture.setup, capture.cores, capture.rate_qps, capture.implementation, None)
-    by_cpu = _translator_cpu(capture, result)
-    by_drops = _drops(capture, result)
-    _idle_note(capture, result)
-    if by_cpu and by_drops and by_cpu != by_drops:
-        result.evidence.append(f"CPU time points at {by_cpu} but drops at {by_drops}: the evidence disagrees")
-        return result
-    result.bottleneck = by_cpu or by_drops
+def verdict(evidence: Evidence) -> Verdict:
+    result = Verdict(evidence.setup, evidence.cores, evidence.rate_qps, evidence.implementation, None)
+    saturated = _translator_saturation(evidence, result) | _cpu_saturation(evidence, result)
+    drop_side = _failing_drops(evidence.failing, evidence, result)
+    if len(saturated) > 1:
+        result.reason = f"{' and '.join(sorted(saturated))} both show saturation"
+    elif saturated:
+        (dut,) = saturated
+        if drop_side in ("dut1", "dut2") and drop_side != dut:
+            result.reason = (f"{dut} is saturated but the failing trial dropped most at {drop_side}: "
+                             "the evidence disagrees")
+        else:
+            result.bottleneck = dut
+    else:
+        result.reason = result.reason or "no DUT showed saturation"
+        if drop_side:
+            result.reason += f" (the failing trial above the rate dropped most at {drop_side})"
     return result
 
 
-def _translator_cpu(capture: IdleCapture, result: Verdict) -> str | None:
-    shares = capture.dut_cpu_share
-    if not shares:
-        result.evidence.append("no user-space translator process to time (in-kernel forwarding/NAT runs in "
-                               "softirq and shows only in machine-wide CPU time)")
+def _translator_saturation(evidence: Evidence, result: Verdict) -> set[str]:
+    shares = evidence.translator_share
+    failing = evidence.failing.translator_share if evidence.failing else {}
+    if not shares and not failing:
+        result.evidence.append("no user-space translator process to time: in-kernel translation, NAT and "
+                               "forwarding run in softirq and show only in per-CPU time")
+        return set()
+    saturated = set()
+    for dut in sorted(set(shares) | set(failing)):
+        line = f"{dut} translator used {shares.get(dut, 0.0):.1f} % of one CPU at the rate (mean of " \
+               f"{evidence.runs} run(s))"
+        if dut in failing:
+            line += f", {failing[dut]:.1f} % in the failing trial above it"
+        result.evidence.append(line)
+        top = max(shares.get(dut, 0.0), failing.get(dut, 0.0))
+        if evidence.single_threaded and top >= SATURATED_SHARE:
+            saturated.add(dut)
+            result.evidence.append(f"{dut}: a single-threaded translator at ≥ {SATURATED_SHARE:.0f} % of a "
+                                   "core is saturated")
+    return saturated
+
+
+def _cpu_means(evidence: Evidence, cpus: tuple[int, ...]) -> tuple[float, float, float] | None:
+    """Mean idle, kernel (sys+irq+softirq) and user time of `cpus`, % (None without samples)."""
+    rows = [evidence.cpu_use[str(c)] for c in cpus if str(c) in evidence.cpu_use]
+    if not rows:
         return None
-    for dut, share in sorted(shares.items()):
-        result.evidence.append(f"{dut} translator used {share:.1f} % of one CPU (mean over "
-                               f"{capture.runs} run(s))")
-    top = max(shares, key=lambda dut: shares[dut])
-    if shares[top] >= SATURATED_SHARE:
-        return top
-    if len(shares) > 1:
-        second = sorted(shares.values())[-2]
-        if shares[top] >= DOMINANT_FACTOR * max(second, 1e-9):
-            result.evidence.append(f"{top} used at least {DOMINANT_FACTOR} × the CPU of the other DUT, "
-                                   f"though below {SATURATED_SHARE:.0f} % of a core")
-            return top
-    return None
+    idle = sum(r.get("idle", 0.0) for r in rows) / len(rows)
+    kernel = sum(sum(r.get(c, 0.0) for c in KERNEL_COLUMNS) for r in rows) / len(rows)
+    user = sum(r.get("usr", 0.0) + r.get("nice", 0.0) for r in rows) / len(rows)
+    return idle, kernel, user
 
 
-def drops_by_side(capture: IdleCapture) -> dict[str, dict[str, float]]:
-    """Drops per run charged to the side that could not keep up, {side: {counter: packets}}.
+def _cpu_list(cpus: tuple[int, ...] | set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
+    """True (with the reason as evidence) when per-CPU time cannot be charged to one DUT."""
+    sets = evidence.dut_cpus
+    if len(sets) < 2:
+        result.evidence.append("no per-DUT CPU placement recorded: per-CPU idle time cannot be charged "
+                               "to a DUT")
+        return True
+    shared = set.intersection(*(set(c) for c in sets.values()))
+    if shared:
+        means = _cpu_means(evidence, tuple(shared))
+        note = f"both DUTs ran on CPU {_cpu_list(shared)}, so their CPU use competes and cannot be told apart"
+        if means and means[0] < BUSY_IDLE:
+            note += f"; that CPU was {means[0]:.1f} % idle: the shared CPU, not one DUT, was full"
+            if evidence.emulated:
+                note += " (machine-wide figure: other processes on it count too)"
+            result.reason = (f"both DUTs ran on CPU {_cpu_list(shared)}, which was full: the shared CPU, "
+                             "not one DUT")
+        result.evidence.append(note)
+        return True
+    test = set(evidence.test_cpus)
+    mixed = {dut: set(c) & test for dut, c in sets.items() if set(c) & test}
+    if mixed:
+        result.evidence.append("; ".join(f"{dut}'s CPU {_cpu_list(c)} also ran the tester/Knot"
+                                         for dut, c in sorted(mixed.items()))
+                               + ": idle time there is not the DUT's alone")
+        return True
+    return False
+
+
+def _cpu_saturation(evidence: Evidence, result: Verdict) -> set[str]:
+    if _placement_blocks(evidence, result):
+        return set()
+    if evidence.emulated:
+        result.evidence.append("per-CPU time is machine-wide: any other process on a DUT's CPU counts too")
+    idle: dict[str, float] = {}
+    for dut, cpus in sorted(evidence.dut_cpus.items()):
+        means = _cpu_means(evidence, cpus)
+        if means is None:
+            result.evidence.append(f"{dut}: no CPU samples of CPU {_cpu_list(cpus)}")
+            continue
+        idle[dut] = means[0]
+        result.evidence.append(f"{dut} (CPU {_cpu_list(cpus)}): {means[0]:.1f} % idle, {means[1]:.1f} % "
+                               f"kernel (softirq/system: in-kernel NAT, forwarding), {means[2]:.1f} % user")
+    busy = {dut for dut, value in idle.items() if value < BUSY_IDLE}
+    if len(busy) > 1:
+        return busy
+    for dut in busy:
+        others = [value for other, value in idle.items() if other != dut]
+        if others and min(others) >= idle[dut] + CLEAR_MARGIN:
+            result.evidence.append(f"{dut}'s CPUs were < {BUSY_IDLE:.0f} % idle while the other DUT's had "
+                                   f"{min(others):.1f} %: {dut} was saturated")
+            return {dut}
+        result.evidence.append(f"{dut}'s CPUs were < {BUSY_IDLE:.0f} % idle but the other DUT's not clearly "
+                               f"more (< {CLEAR_MARGIN:.0f} points)")
+    return set()
+
+
+def drops_by_side(drops: dict[str, float],
+                  tun_devices: dict[str, tuple[str, ...]]) -> dict[str, dict[str, float]]:
+    """Drops charged to the side that could not keep up, {side: {counter: packets}}.
 
     A veth drop shows twice (tx_dropped at the sender, rx_dropped at the receiver whose backlog was full):
     only rx_dropped counts, charged to the receiver. A TUN device's tx_dropped is its queue to the
@@ -87,55 +177,31 @@ def drops_by_side(capture: IdleCapture) -> dict[str, dict[str, float]]:
     the host whose application did not read fast enough (InErrors repeats them, so it is not added).
     """
     sides: dict[str, dict[str, float]] = {}
-    for counter, value in capture.hop_drops.items():
+    for counter, value in drops.items():
         host, *middle, name = counter.split(":")
         interface = middle[0] if middle else ""
         side = SIDE_OF_HOST.get(host)
-        counts = (
-            name in ("rx_dropped", "rx_missed", "rx_errors", "RcvbufErrors")
-            or (name == "tx_dropped" and interface in capture.tun_devices.get(host, ()))
-        )
-        if side and counts:
+        counts = (name in ("rx_dropped", "rx_missed", "rx_errors", "RcvbufErrors")
+                  or (name == "tx_dropped" and interface in tun_devices.get(host, ())))
+        if side and counts and value >= MIN_DROPS:
             sides.setdefault(side, {})[counter] = value
     return sides
 
 
-def _drops(capture: IdleCapture, result: Verdict) -> str | None:
-    sides = {side: {c: v for c, v in counters.items() if v >= MIN_DROPS}
-             for side, counters in drops_by_side(capture).items()}
-    totals = {side: sum(counters.values()) for side, counters in sides.items() if counters}
+def _failing_drops(failing: FailingTrial | None, evidence: Evidence, result: Verdict) -> str | None:
+    if failing is None:
+        result.evidence.append(f"no failed trial above {evidence.rate_qps:,.0f} queries/s in the store: drop "
+                               "counters not read (at a passing rate they show at most the loss allowance)")
+        return None
+    sides = drops_by_side(failing.drops, evidence.tun_devices)
+    head = (f"failing trial just above the rate: {failing.rate_qps:,.0f} queries/s for "
+            f"{failing.duration_s:g} s, loss {100 * failing.loss_ratio:.3f} %")
+    if not sides:
+        result.evidence.append(head + f"; no drop counter rose by {MIN_DROPS:.0f} packets or more")
+        return None
+    result.evidence.append(head)
     for side, counters in sorted(sides.items()):
         for counter, value in sorted(counters.items()):
-            result.evidence.append(f"{counter}: {value:,.0f} packets dropped per run ({side})")
-    if not totals:
-        return None
+            result.evidence.append(f"{counter}: {value:,.0f} packets dropped in that trial ({side})")
+    totals = {side: sum(counters.values()) for side, counters in sides.items()}
     return max(totals, key=lambda side: totals[side])
-
-
-def _idle_note(capture: IdleCapture, result: Verdict) -> None:
-    idle: dict[str, list[float]] = {}
-    for second in capture.per_second:
-        for cpu, columns in second.get("cpus", {}).items():
-            if cpu != "all":
-                idle.setdefault(cpu, []).append(float(columns.get("idle", 0.0)))
-    if not idle:
-        return
-    means = {cpu: sum(v) / len(v) for cpu, v in idle.items()}
-    busy = [cpu for cpu, mean in means.items() if mean < BUSY_IDLE]
-    listing = ", ".join(f"CPU {cpu} {mean:.1f} %" for cpu, mean in sorted(means.items()))
-    note = f"mean idle time {listing}"
-    if busy:
-        note += f" (CPU {', '.join(busy)} fully used)"
-    if capture.emulated:
-        note += "; in emulation these CPUs are shared by tester, Knot and both DUTs"
-    shared = _shared_cpus(capture)
-    if shared:
-        note += f"; both DUTs run on CPU {shared}, so their CPU use competes"
-    result.evidence.append(note)
-
-
-def _shared_cpus(capture: IdleCapture) -> str:
-    applied = capture.dut_cpus.get("applied", {}) if isinstance(capture.dut_cpus, dict) else {}
-    cpus = [set(v.get("cpus", [])) for v in applied.values() if isinstance(v, dict)]
-    common = set.intersection(*cpus) if len(cpus) > 1 else set()
-    return ",".join(str(c) for c in sorted(common))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -14,7 +15,8 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from xlatbench.analysis.records import IdleCapture, Series  # noqa: E402
+from xlatbench.analysis.evidence import Evidence  # noqa: E402
+from xlatbench.analysis.records import Series  # noqa: E402
 from xlatbench.analysis.tables import conditions_text  # noqa: E402
 
 
@@ -51,8 +53,9 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         style = "-o" if series.rfc8219_exact else "--s"
         short = "RFC 8219" if series.rfc8219_exact else "fast, not RFC 8219 exact"
         colour = colours[setups.index(series.setup) % len(colours)]
+        search = "" if series.search in ("", "default") else f", search {series.search!r}"
         ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,
-                    label=f"{series.setup} ({short})")
+                    label=f"{series.setup} ({short}{search})")
         plotted = True
     if not plotted:
         plt.close(fig)
@@ -67,6 +70,8 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     conditions = conditions_text(all_series[0]) if all_series else ""
+    if any(cell.shared_cpus for series in all_series for cell in series.cells.values()):
+        title_suffix += "\nDUT cores include CPUs that also ran the tester/Knot: not the DUTs' alone"
     ax.set_title(f"Throughput vs DUT cores: median, min-max bars\n{conditions}{title_suffix}", fontsize=9)
     produced_by = _implementations(all_series)
     fig.set_figheight(4.5 + 0.16 * len(produced_by))
@@ -77,21 +82,26 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     return path
 
 
-def idle_per_core(capture: IdleCapture, path: Path) -> Path | None:
-    """Idle time of each CPU, second by second, averaged over the capture's runs."""
-    seconds = [s["second"] for s in capture.per_second]
-    cpus = sorted({c for s in capture.per_second for c in s.get("cpus", {}) if c != "all"}, key=int)
-    if not seconds or not cpus:
-        return None
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+def idle_lines(ax: Any, evidence: Evidence, cpus: list[str]) -> None:
+    """On ax: the idle time of each of these CPUs, second by second, averaged over the capture's runs."""
+    seconds = [s["second"] for s in evidence.per_second]
     for cpu in cpus:
-        idle = [s["cpus"].get(cpu, {}).get("idle") for s in capture.per_second]
+        idle = [s["cpus"].get(cpu, {}).get("idle") for s in evidence.per_second]
         ax.plot(seconds, idle, marker=".", label=f"CPU {cpu}")
     ax.set_ylim(0, 100)
-    ax.set_xlabel(f"time since trial start (s, {capture.interval_s:g} s samples)")
+    ax.set_xlabel(f"time since trial start (s, {evidence.interval_s:g} s samples)")
     ax.set_ylabel("idle time (%)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def idle_per_core(capture: Evidence, path: Path) -> Path | None:
+    """Idle time of each CPU, second by second, averaged over the capture's runs."""
+    cpus = sorted({c for s in capture.per_second for c in s.get("cpus", {}) if c != "all"}, key=int)
+    if not capture.per_second or not cpus:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    idle_lines(ax, capture, cpus)
     where = "whole machine: tester, Knot and both DUTs share these CPUs" if capture.emulated else "DUT host"
     produced_by = textwrap.fill(capture.implementation, 110)
     ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {capture.rate_qps:,.0f} "

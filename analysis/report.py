@@ -1,5 +1,5 @@
 """A campaign's report: the paper's tables, a comparison across setups, figures and bottleneck verdicts,
-written as Markdown + CSV + JSON + PNG into one directory."""
+written as Markdown + CSV + JSON + PNG into one directory, and as one self-contained report.html."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from pathlib import Path
 
 from xlatbench.analysis import plots
 from xlatbench.analysis.bottleneck import Verdict, verdict
+from xlatbench.analysis.evidence import Evidence, Latency, latency_from
+from xlatbench.analysis.figures import idle_per_dut, latency_plot
+from xlatbench.analysis.html import Figure, html_report, write_html
+from xlatbench.analysis.latency import latency_table, resolution_text
 from xlatbench.analysis.records import Campaign, load_campaign
 from xlatbench.analysis.tables import Table, comparison_table, throughput_table
 
@@ -24,35 +28,56 @@ def tables_of(campaign: Campaign) -> list[Table]:
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
-    """Write the report of `store` into `out_dir`; return the Markdown file and its text."""
+    """Write the report of `store` into `out_dir` (report.md, report.html, tables.csv, verdicts.json and the
+    figures); return the Markdown file and its text."""
     campaign = load_campaign(store)
+    records = campaign.records
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = tables_of(campaign)
-    verdicts = [verdict(capture) for capture in campaign.idle]
-    figures = _figures(campaign, out_dir)
+    evidences = campaign.idle
+    # The loopback self-test has no DUT to name.
+    verdicts = [verdict(evidence) for evidence in evidences if evidence.topology != "loopback"]
+    latencies = latency_from(records)
+    latency = latency_table(latencies)
+    figures = _figures(campaign, evidences, latencies, out_dir)
 
     with open(out_dir / "tables.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
-        for table in tables:
+        for table in [*tables, *([latency] if latency else [])]:
             writer.writerows(table.csv_rows())
             writer.writerow([])
     (out_dir / "verdicts.json").write_text(json.dumps([asdict(v) for v in verdicts], indent=2) + "\n")
 
-    text = _markdown(campaign, tables, verdicts, figures)
+    all_tables = [*tables, *([latency] if latency else [])]
+    text = _markdown(campaign, all_tables, verdicts, [f.path for f in figures])
+    if latency is not None:
+        text += f"\n{resolution_text(latencies)}\n"
     report = out_dir / "report.md"
     report.write_text(text)
+    html = html_report(campaign, records, tables, verdicts, figures)
+    html.latency, html.latency_note = latency, resolution_text(latencies)
+    write_html(html, out_dir / "report.html")
     return report, text
 
 
-def _figures(campaign: Campaign, out_dir: Path) -> list[Path]:
+def _figures(campaign: Campaign, evidences: list[Evidence], latencies: list[Latency],
+             out_dir: Path) -> list[Figure]:
     figures = []
     made = plots.throughput_vs_cores(campaign.series, out_dir / "throughput-vs-cores.png")
     if made:
-        figures.append(made)
-    for capture in campaign.idle:
-        made = plots.idle_per_core(capture, out_dir / f"idle-{capture.setup}-cores{capture.cores}.png")
-        if made:
-            figures.append(made)
+        figures.append(Figure("Median throughput against active DUT cores, minimum-maximum as bars", made,
+                              True))
+    made = latency_plot(latencies, out_dir / "latency.png")
+    if made:
+        figures.append(Figure("Typical and worst-case latency at the median throughput rate", made, True))
+    for evidence in evidences:
+        per_dut = idle_per_dut(evidence, out_dir)
+        figures += [Figure(caption, path) for caption, path in per_dut]
+        if not per_dut:
+            made = plots.idle_per_core(evidence, out_dir / f"idle-{evidence.setup}-cores{evidence.cores}.png")
+            if made:
+                figures.append(Figure(f"CPU idle time of every CPU, {evidence.setup}, {evidence.cores} DUT "
+                                      "core(s)", made))
     return figures
 
 

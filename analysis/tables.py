@@ -40,7 +40,18 @@ def _qps(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _cell_median(cell: Throughput) -> str:
+# Marks a median that fewer searches than were run gave (the others found no number).
+INCOMPLETE = "†"
+
+
+def _cell_median(cell: Throughput, repetitions: int | None = None) -> str:
+    text = median_text(cell)
+    short = repetitions and cell.n < repetitions and cell.median is not None
+    return f"{text} {INCOMPLETE}" if short else text
+
+
+def median_text(cell: Throughput) -> str:
+    """A cell's median as the table prints it: a number, '≥ number', the tester limit, or the status."""
     if cell.status == "tester-limited":
         limit = _qps(cell.tester_limit_qps)
         return f"tester limit at {limit}"
@@ -56,6 +67,12 @@ def scale_up(medians: list[float | None]) -> list[str]:
     for previous, current in zip(medians, medians[1:], strict=False):
         out.append("-" if previous in (None, 0) or current is None else f"{current / previous:.2f}")
     return out
+
+
+def series_label(series: Series) -> str:
+    """The search method of a series, with its [[search]] table's name unless that is the default."""
+    label = method_label(series.rfc8219_exact)
+    return label if series.search in ("", "default") else f"{label}, search {series.search!r}"
 
 
 def conditions_text(series: Series) -> str:
@@ -80,10 +97,11 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
     cores = sorted(series.cells)
     cells = [series.cells[c] for c in cores]
     implementations = sorted({cell.implementation for cell in cells})
-    title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), "
-             f"{method_label(series.rfc8219_exact)}: resolved queries/s ({conditions_text(series)})")
+    title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), {series_label(series)}: "
+             f"resolved queries/s ({conditions_text(series)})")
+    repetitions = series.conditions.get("repetitions")
     rows = [
-        ["Median (queries/s)", *[_cell_median(cell) for cell in cells]],
+        ["Median (queries/s)", *[_cell_median(cell, repetitions) for cell in cells]],
         ["Minimum (queries/s)", *[_qps(cell.minimum) for cell in cells]],
         ["Maximum (queries/s)", *[_qps(cell.maximum) for cell in cells]],
     ]
@@ -94,13 +112,27 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
             ["Dispersion (p99 − p1)/median (%)",
              *["-" if cell.dispersion is None else f"{100 * cell.dispersion:.2f}" for cell in cells]],
         ]
-    rows.append(["Searches with a result", *[str(cell.n) for cell in cells]])
+    rows.append(["Searches with a result", *[_searches(cell, repetitions) for cell in cells]])
     rows.append(["Proportion: current/previous", *scale_up([_median(cell) for cell in cells])])
+    if any(cell.shared_cpus for cell in cells):
+        rows.append(["DUT CPUs also running the tester/Knot",
+                     *[",".join(map(str, cell.shared_cpus)) or "none" for cell in cells]])
+        title += "; where a DUT CPU also ran the tester or Knot, 'DUT cores' are not the DUTs' alone"
+    if any(INCOMPLETE in text for text in rows[0][1:]):
+        title += f"; {INCOMPLETE} = not every search gave a number: the median is over fewer"
     if effort:
-        rows.append(["Status", *[cell.status for cell in cells]])
-        rows.append(["Trials", *[str(cell.trials) for cell in cells]])
-        rows.append(["Search time with rests (s)", *[f"{cell.elapsed_s:.0f}" for cell in cells]])
+        rows += _effort_rows(cells)
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
+
+
+def _effort_rows(cells: list[Throughput]) -> list[list[str]]:
+    return [["Status", *[cell.status for cell in cells]],
+            ["Trials", *[str(cell.trials) for cell in cells]],
+            ["Search time with rests (s)", *[f"{cell.elapsed_s:.0f}" for cell in cells]]]
+
+
+def _searches(cell: Throughput, repetitions: int | None) -> str:
+    return f"{cell.n} of {repetitions}" if repetitions else str(cell.n)
 
 
 # A result above this share of a reference measured in the same run may be the reference's limit rather
@@ -123,18 +155,21 @@ def comparison_table(all_series: list[Series], method_exact: bool = True) -> Tab
     ceiling = _median_at(ceiling_series, min(ceiling_series.cells)) if ceiling_series else None
     chains = [s for s in chosen if s is not ceiling_series]
     cores = sorted({c for s in chains for c in s.cells})
-    baseline = next((s for s in chains if s.topology == "baseline"), None)
     rows = []
     if ceiling is not None:
         rows.append(["loopback self-test, tester + Knot alone (queries/s)", *[_qps(ceiling) for _ in cores]])
+    several = len({s.search for s in chains}) > 1
     for series in chains:
-        rows.append([f"{series.setup}: median (queries/s)",
-                     *[_cell_median(series.cells[c]) if c in series.cells else "-" for c in cores]])
+        name = f"{series.setup} [{series.search}]" if several else series.setup
+        repetitions = series.conditions.get("repetitions")
+        rows.append([f"{name}: median (queries/s)", *[_cell_median(series.cells[c], repetitions)
+                                                      if c in series.cells else "-" for c in cores]])
+        baseline = next((s for s in chains if s.topology == "baseline" and s.search == series.search), None)
         if baseline is not None and series is not baseline:
-            rows.append([f"{series.setup} / baseline",
+            rows.append([f"{name} / baseline",
                          *[_share(_median_at(series, c), _median_at(baseline, c)) for c in cores]])
         if ceiling:
-            rows.append([f"{series.setup} / loopback self-test",
+            rows.append([f"{name} / loopback self-test",
                          *[_share(_median_at(series, c), ceiling) for c in cores]])
     title = (f"Medians side by side, {method_label(method_exact)}: resolved queries/s, and ratios within "
              f"the same run (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the test "

@@ -6,8 +6,6 @@ Every table rejects keys it does not know, so a typo fails at once with the key'
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tomllib
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
@@ -23,6 +21,7 @@ from xlatbench.scripts.envs import (
     LoopbackEnvironment,
     emulation_config,
 )
+from xlatbench.scripts.records import campaign_sha256
 from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
 from xlatbench.scripts.xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
@@ -155,9 +154,8 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     if any(setup.kind != "fake" for setup in setups):
         for search_name, settings in searches:
             _check_outstanding(search_name, settings, tester)
-    normalized = json.dumps(data, sort_keys=True, default=str).encode()
     return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                    hashlib.sha256(normalized).hexdigest())
+                    campaign_sha256(data))
 
 
 def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:

@@ -13,6 +13,8 @@ before it) still read: their label is made from their "dut" description when the
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -115,6 +117,11 @@ def _names(kind: type | tuple[type, ...]) -> str:
 NUMBER = (int, float)
 OPTIONAL_NUMBER = (int, float, type(None))
 OPTIONAL_DICT = (dict, type(None))
+
+
+def campaign_sha256(data: dict[str, Any]) -> str:
+    """The hash every record carries of its campaign file: sha256 of the parsed TOML, keys sorted."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

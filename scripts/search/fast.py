@@ -48,12 +48,16 @@ def significant_loss(lost: int, allowed_mean: float, p: float = SHORT_FAIL_P) ->
         return False
     if lost > allowed_mean + 10 * math.sqrt(allowed_mean) + 20:
         return True  # far out in the tail; no need to sum
-    term = math.exp(-allowed_mean)
-    below = 0.0
-    for k in range(lost):
-        below += term
-        term *= allowed_mean / (k + 1)
-    return 1.0 - below < p
+    # P(X >= lost) = P(X = lost) * (1 + m/(lost+1) + m^2/((lost+1)(lost+2)) + ...), every ratio below 1 as
+    # lost > m: summed as that factor times a log-space first term, so no term underflows (exp(-m) does
+    # once m passes ~745).
+    log_first = -allowed_mean + lost * math.log(allowed_mean) - math.lgamma(lost + 1)
+    factor, term, k = 1.0, 1.0, lost
+    while term > 1e-17 * factor:
+        k += 1
+        term *= allowed_mean / k
+        factor += term
+    return log_first + math.log(factor) < math.log(p)
 
 
 @dataclass

@@ -1,19 +1,22 @@
 """The report against known answers: the paper's own Tables 2 and 3 fed through the store format."""
 
+import copy
 import json
 from pathlib import Path
 
 import pytest
 
-from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.records import ReportError, load_campaign
 from xlatbench.analysis.report import write_report
 from xlatbench.analysis.tables import throughput_table
 
 CORES = [1, 2, 4, 8, 16]
-# Lencse & Nagy 2022, Table 2 (Jool 464XLAT) and Table 3 (Jool MAP-T): median, minimum, maximum (qps) and
-# the published "Proportion: current/previous" row.
+# Lencse & Nagy 2022, Table 1 (baseline), Table 2 (Jool 464XLAT) and Table 3 (Jool MAP-T): median, minimum,
+# maximum (qps) and the published "Proportion: current/previous" row.
 PAPER = {
+    # Table 1: Linux kernel IPv4 forwarding (the baseline).
+    "baseline": ([420055, 732441, 1469081, 2028763, 2009385], [416256, 722655, 1445306, 2011487, 1981189],
+                 [420322, 734943, 1479493, 2031865, 2032509], ["-", "1.74", "2.01", "1.38", "0.99"]),
     "464xlat": ([165403, 236869, 425021, 510155, 530064], [163280, 236185, 420311, 499999, 529881],
                 [167041, 237553, 425782, 510321, 530222], ["-", "1.43", "1.79", "1.20", "1.04"]),
     "mapt": ([143498, 250858, 475051, 835180, 1183615], [140624, 245311, 470311, 812499, 1179686],
@@ -31,12 +34,15 @@ ENVELOPE = {"schema": "xlatbench.results/1", "written_utc": "2026-01-01T00:00:00
             "tester": {"tool": "xlatperf", "version": "t", "options": {"timeout_s": 0.25}},
             "host": {"cpu_model": "Xeon E5-2683", "cpus_online": 32, "kernel": "4.19"}}
 REPO = Path(__file__).resolve().parents[2]
+LINUX = {"topology": "baseline", "translators": {},
+         "kernel": {"implementation": "linux", "version": "4.19"}}
 
 
 def summary_record(setup, cores, median, low, high, method="rfc8219-binary", status="ok"):
     return {
-        **ENVELOPE, "key": f"summary:{setup}/cores{cores}/{method}", "type": "summary",
-        "setup": {"name": setup, "kind": "chain", "topology": setup}, "cores": cores, "dut": JOOL,
+        **copy.deepcopy(ENVELOPE), "key": f"summary:{setup}/cores{cores}/{method}", "type": "summary",
+        "setup": {"name": setup, "kind": "chain", "topology": setup}, "cores": cores,
+        "dut": LINUX if setup == "baseline" else JOOL,
         "summary": {"method": method, "status": status, "rfc8219_exact": method == "rfc8219-binary",
                     "summary": {"n": 10, "median": median, "min": low, "max": high,
                                 "p1": None, "p99": None, "dispersion": None},
@@ -72,12 +78,15 @@ def test_table_reproduces_the_papers_rows(paper_store, setup):
     assert rows["Maximum (queries/s)"] == [f"{m:,}" for m in highs]
     # The paper's scale-up row, recomputed here from its medians.
     assert rows["Proportion: current/previous"] == proportions
-    assert "jool_siit 4.2.0-rc2" in table.title and "RFC 8219" in table.title
+    assert "RFC 8219" in table.title
+    assert ("linux forwarding" if setup == "baseline" else "jool_siit 4.2.0-rc2") in table.title
 
 
 def test_report_writes_tables_figures_and_names_the_dut(paper_store, tmp_path):
     report, text = write_report(paper_store, tmp_path / "out")
     assert report.exists() and (tmp_path / "out" / "throughput-vs-cores.png").stat().st_size > 10_000
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "1,183,615" in html and "data:image/png;base64," in html
     assert "1,183,615" in text and "jool 4.2.0-rc2" in text
     csv_text = (tmp_path / "out" / "tables.csv").read_text()
     assert "Proportion: current/previous,-,1.43,1.79,1.20,1.04" in csv_text
@@ -100,49 +109,6 @@ def test_an_empty_or_unfinished_store_says_what_to_do(tmp_path):
         load_campaign(write_store(tmp_path / "t.jsonl", [trial_only]))
 
 
-TAYGA = {"topology": "464xlat", "namespaces": {},
-         "translators": {"dut1": {"implementation": "tayga", "version": "0.9.2", "tun_device": "nat64"},
-                         "dut2": {"implementation": "tayga", "version": "0.9.2", "tun_device": "nat64"}}}
-
-
-def idle_records(cpu_s, counters, idle_by_cpu):
-    base = {**ENVELOPE, "setup": {"name": "464xlat", "topology": "464xlat"}, "cores": 1, "dut": TAYGA}
-    stats = {"cpu_s": cpu_s, "counters": counters}
-    run = {**base, "key": "idle:1", "type": "idle-run", "run": 1, "rate_qps": 20000, "interval_s": 1,
-           "rate_source": "median", "samples": [], "raw": None, "note": None,
-           "trial": {"duration_s": 10.0, "loss_ratio": 0.0, "dut_stats": stats}}
-    per_second = [{"second": s, "runs": 1, "cpus": {cpu: {"idle": v} for cpu, v in idle_by_cpu.items()}}
-                  for s in (1, 2, 3)]
-    mean = {**base, "key": "idle-mean:1", "type": "idle-mean", "rate_qps": 20000, "runs": 1, "interval_s": 1,
-            "per_second": per_second}
-    return [summary_record("464xlat", 1, 20000, 19000, 21000), run, mean]
-
-
-def test_verdict_names_the_saturated_translator(tmp_path):
-    drops = {"dut2:nat64": {"tx_dropped": 1200}}
-    records = idle_records({"dut1": 4.1, "dut2": 9.7}, drops, {"0": 40.0, "1": 2.0})
-    capture = load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0]
-    assert capture.dut_cpu_share == {"dut1": pytest.approx(41.0), "dut2": pytest.approx(97.0)}
-    found = verdict(capture)
-    assert found.bottleneck == "dut2"
-    assert any("97.0 % of one CPU" in line for line in found.evidence)
-    assert "dut2:nat64:tx_dropped: 1,200 packets dropped per run (dut2)" in found.evidence
-
-
-def test_verdict_stays_undecided_without_attributable_evidence(tmp_path):
-    store = write_store(tmp_path / "i.jsonl", idle_records({}, {}, {"0": 30.0}))
-    found = verdict(load_campaign(store).idle[0])
-    assert found.bottleneck is None
-    assert "not determined" in found.text()
-
-
-def test_verdict_reports_disagreeing_evidence(tmp_path):
-    records = idle_records({"dut1": 9.5, "dut2": 2.0}, {"dut2:nat64": {"tx_dropped": 5000}}, {"0": 5.0})
-    found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
-    assert found.bottleneck is None
-    assert any("disagrees" in line for line in found.evidence)
-
-
 def test_comparison_flags_results_near_the_testers_own_ceiling(tmp_path):
     from xlatbench.analysis.tables import comparison_table
 
@@ -163,13 +129,37 @@ def test_comparison_flags_results_near_the_testers_own_ceiling(tmp_path):
     assert rows["mapt / baseline"] == ["0.95 !"]
 
 
-def test_drops_are_charged_to_the_side_that_could_not_keep_up(tmp_path):
-    # A veth drop shows at both ends; Knot's socket overflowing is the server's, not a DUT's.
-    counters = {"client:enp5s0f0": {"tx_dropped": 150}, "dut1:enp5s0f0": {"rx_dropped": 150},
-                "server:udp": {"RcvbufErrors": 900, "InErrors": 900}, "dut2:enp5s0f1": {"tx_dropped": 40}}
-    records = idle_records({}, counters, {"0": 3.0, "1": 50.0})
-    found = verdict(load_campaign(write_store(tmp_path / "i.jsonl", records)).idle[0])
-    assert found.bottleneck == "tester/server"
-    charged = [line for line in found.evidence if "dropped per run" in line]
-    assert charged == ["dut1:enp5s0f0:rx_dropped: 150 packets dropped per run (dut1)",
-                       "server:udp:RcvbufErrors: 900 packets dropped per run (tester/server)"]
+def test_several_search_tables_stay_separate(tmp_path):
+    short = summary_record("464xlat", 1, 15000, 14000, 16000)
+    full = summary_record("464xlat", 1, 16000, 15500, 16500)
+    short["summary"]["settings_name"], full["summary"]["settings_name"] = "short", "full"
+    full["key"] += "/full"
+    series = load_campaign(write_store(tmp_path / "s.jsonl", [short, full])).series
+    assert sorted((s.search, s.cells[1].median) for s in series) == [("full", 16000), ("short", 15000)]
+    titles = [throughput_table(s).title for s in series]
+    assert any("search 'short'" in t for t in titles) and any("search 'full'" in t for t in titles)
+
+
+def test_a_median_over_fewer_searches_than_were_run_is_marked(tmp_path):
+    record = summary_record("464xlat", 1, 165403, 163280, 167041)
+    record["summary"]["summary"]["n"] = 7  # 3 of the 10 searches found no number
+    table = throughput_table(load_campaign(write_store(tmp_path / "s.jsonl", [record])).series[0])
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert rows["Median (queries/s)"] == ["165,403 †"]
+    assert rows["Searches with a result"] == ["7 of 10"]
+    assert "† = not every search gave a number" in table.title
+
+
+def test_dut_cores_shared_with_the_tester_are_said_so(tmp_path):
+    shared = summary_record("464xlat", 2, 20000, 19000, 21000)
+    shared["dut_cpus"] = {"cores": 2, "cpus": [0, 1],
+                          "applied": {"dut1": {"cpus": [0, 1]}, "dut2": {"cpus": [0, 1]}}}
+    shared["tester"]["options"].update({"sender_cpus": "0", "receiver_cpus": "0"})
+    shared["setup"]["options"] = {"knot_cpus": [0]}
+    apart = summary_record("464xlat", 1, 15000, 14000, 16000)
+    apart["dut_cpus"] = {"cores": 1, "cpus": [1], "applied": {"dut1": {"cpus": [1]}, "dut2": {"cpus": [1]}}}
+    apart["tester"]["options"].update({"sender_cpus": "0", "receiver_cpus": "0"})
+    table = throughput_table(load_campaign(write_store(tmp_path / "s.jsonl", [apart, shared])).series[0])
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert rows["DUT CPUs also running the tester/Knot"] == ["none", "0"]
+    assert "'DUT cores' are not the DUTs' alone" in table.title

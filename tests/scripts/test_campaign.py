@@ -256,6 +256,9 @@ def test_shipped_campaign_files_parse() -> None:
     assert (settings.repetitions, settings.loss_ratio) == (10, 1e-4)
     assert paper.tester.timeout_s == 0.25 and paper.idle.runs == 100
     assert paper.tester.threads == 16 and paper.tester.ports_per_thread == 100
+    # The paper states no search precision: a relative 0.1 % of the lower bound, no claim of its step count.
+    assert (settings.error_ratio, settings.error_qps) == (0.001, None)
+    assert "13 steps" not in (REPO / "campaigns" / "paper.toml").read_text()
 
 
 def test_cli_errors_are_one_line_and_nonzero(tmp_path: Path) -> None:

@@ -278,6 +278,9 @@ def test_a_single_query_lost_in_a_short_trial_does_not_drag_the_fast_search_down
 @pytest.mark.parametrize(("lost", "allowed_mean", "significant"), [
     (0, 0.375, False), (1, 0.375, False), (2, 0.375, False), (4, 0.375, True),
     (5, 5.0, False), (12, 5.0, False), (30, 5.0, True), (10_000, 50.0, True),
+    # Beyond ~745 allowed losses exp(-mean) underflows; the tail is still known: 1000 lost against a mean of
+    # 750 is 9.1 standard deviations out (significant), 770 is 0.7 (chance), 850 is 3.65 (p ~ 1.5e-4 < 0.001).
+    (1000, 750.0, True), (770, 750.0, False), (850, 750.0, True), (5000, 4900.0, False), (5400, 4900.0, True),
 ])
 def test_short_trial_loss_is_significant_only_beyond_chance_at_the_limit(lost: int, allowed_mean: float,
                                                                          significant: bool) -> None:

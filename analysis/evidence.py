@@ -1,0 +1,240 @@
+"""What the store holds beyond the throughput summaries, in the shapes the verdict, the latency table and the
+per-DUT idle figures need: per configuration, the idle capture at the median rate (CPU samples, the DUTs'
+translator CPU time, the tester's latency of each run), where each DUT ran, and the failing trial just above
+the throughput rate (its drop counters show where the chain overflowed).
+
+Built from the store's typed records (xlatbench.scripts.records, read by analysis.records.load_records):
+`idle-mean`, `idle-run` and `trial`, and their Context envelope.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlatbench.scripts.records import Context, IdleMean, IdleRun, Record, TrialEntry
+
+# Columns of a CPU sample counted as kernel work (in-kernel NAT and forwarding run in softirq), %.
+KERNEL_COLUMNS = ("sys", "irq", "softirq")
+
+
+@dataclass(frozen=True)
+class FailingTrial:
+    """The failing trial with the lowest rate above the throughput rate.
+
+    rate_qps: its offered rate, queries/s. loss_ratio: its loss, fraction. duration_s: its length, s.
+    drops: per counter ("host:interface:counter"), increase during the trial, packets.
+    translator_share: per DUT, its translator processes' CPU time over the trial, % of one CPU.
+    """
+
+    rate_qps: float
+    loss_ratio: float
+    duration_s: float
+    drops: dict[str, float]
+    translator_share: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything recorded about one configuration while it carried its median rate.
+
+    rate_qps: the median throughput rate the idle runs offered, queries/s. runs: idle runs, count.
+    translator_share: per DUT, user-space translator CPU time, mean over the runs, % of one CPU.
+    dut_cpus: per DUT, the CPUs it was confined to. test_cpus: CPUs the tester and Knot were pinned to
+        (empty when not pinned or unknown).
+    cpu_use: per CPU, mean over the runs and seconds of each /proc/stat column, %.
+    per_second: the idle-mean record's per-second averages (scripts.cpuload.mean_per_second).
+    failing: the failing trial just above rate_qps, or None when the store has none.
+    single_threaded: the translators are single-threaded user-space processes (tayga): one of them can use
+        at most one CPU.
+    """
+
+    setup: str
+    topology: str
+    cores: int
+    rate_qps: float
+    interval_s: float
+    runs: int
+    implementation: str
+    emulated: bool
+    translator_share: dict[str, float]
+    dut_cpus: dict[str, tuple[int, ...]]
+    test_cpus: tuple[int, ...]
+    cpu_use: dict[str, dict[str, float]]
+    per_second: list[dict[str, Any]] = field(default_factory=list)
+    failing: FailingTrial | None = None
+    single_threaded: bool = False
+    tun_devices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency at the median throughput rate (RFC 8219 section 7.2), over the idle runs.
+
+    typical_s: median of the per-trial medians, s. worst_s: median of the per-trial 99.9th percentiles, s.
+    trials: trials with latency figures, count. resolution_s / relative_resolution: the tester histogram's
+    resolution (absolute, s; relative, fraction of the value). measured: what the tester timed.
+    """
+
+    setup: str
+    cores: int
+    rate_qps: float
+    implementation: str
+    trials: int
+    typical_s: float | None
+    worst_s: float | None
+    resolution_s: float | None
+    relative_resolution: float | None
+    measured: str
+
+
+def _key(record: Record) -> tuple[str, int]:
+    return record.context.setup_name, record.context.cores
+
+
+def evidence_from(records: list[Record]) -> list[Evidence]:
+    """One Evidence per idle capture (`idle-mean` record) in the store, in store order."""
+    runs: dict[tuple[str, int], list[IdleRun]] = {}
+    trials: dict[tuple[str, int], list[TrialEntry]] = {}
+    for record in records:
+        if isinstance(record, IdleRun):
+            runs.setdefault(_key(record), []).append(record)
+        elif isinstance(record, TrialEntry):
+            trials.setdefault(_key(record), []).append(record)
+    return [_evidence(mean, runs.get(_key(mean), []), trials.get(_key(mean), []))
+            for mean in records if isinstance(mean, IdleMean)]
+
+
+def _evidence(mean: IdleMean, runs: list[IdleRun], trials: list[TrialEntry]) -> Evidence:
+    context = mean.context
+    translators = context.dut.get("translators") or {}
+    rate = float(mean.rate_qps)
+    return Evidence(
+        setup=context.setup_name, topology=context.setup.get("topology", context.setup.get("kind", "?")),
+        cores=context.cores, rate_qps=rate, interval_s=float(mean.interval_s or 1.0),
+        runs=mean.runs, implementation=context.implementation, emulated="namespaces" in context.dut,
+        translator_share=_mean_share([run.result for run in runs]),
+        dut_cpus=dut_cpu_sets(context), test_cpus=tester_cpus(context),
+        cpu_use=_cpu_use(mean.per_second), per_second=mean.per_second,
+        failing=failing_trial_above(trials, rate),
+        single_threaded=any(isinstance(t, dict) and t.get("implementation") == "tayga"
+                            for t in translators.values()),
+        tun_devices={host: (info["tun_device"],) for host, info in translators.items()
+                     if isinstance(info, dict) and info.get("tun_device")},
+    )
+
+
+def _share(result: dict[str, Any]) -> dict[str, float]:
+    duration = float(result.get("duration_s") or 0)
+    cpu = (result.get("dut_stats") or {}).get("cpu_s") or {}
+    return {dut: 100.0 * float(s) / duration for dut, s in cpu.items()} if duration > 0 else {}
+
+
+def _mean_share(results: list[dict[str, Any]]) -> dict[str, float]:
+    shares: dict[str, list[float]] = {}
+    for result in results:
+        for dut, share in _share(result).items():
+            shares.setdefault(dut, []).append(share)
+    return {dut: sum(v) / len(v) for dut, v in shares.items()}
+
+
+def _drops(result: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for hop, counters in ((result.get("dut_stats") or {}).get("counters") or {}).items():
+        for name, value in counters.items():
+            lowered = name.lower()
+            if any(w in lowered for w in ("drop", "error", "missed", "rcvbuf")) and float(value) > 0:
+                out[f"{hop}:{name}"] = float(value)
+    return out
+
+
+def failing_trial_above(trials: list[TrialEntry], rate_qps: float) -> FailingTrial | None:
+    """The failed (DUT-loss) trial with the lowest rate above `rate_qps`; full-length RFC 8219 trials are
+    preferred to the fast search's short ones. None when no trial above the rate failed."""
+    failed = [t for t in trials if t.verdict == "fail" and float(t.result["rate_qps"]) > rate_qps]
+    exact = [t for t in failed if t.search.rfc8219_exact]
+    chosen = min(exact or failed, key=lambda t: float(t.result["rate_qps"]), default=None)
+    if chosen is None:
+        return None
+    result = chosen.result
+    return FailingTrial(rate_qps=float(result["rate_qps"]), loss_ratio=float(result.get("loss_ratio", 0.0)),
+                        duration_s=float(result.get("duration_s") or 0), drops=_drops(result),
+                        translator_share=_share(result))
+
+
+def dut_cpu_sets(context: Context) -> dict[str, tuple[int, ...]]:
+    """Per DUT, the CPUs its cpuset allowed ({} when the record has no placement)."""
+    placement = context.dut_cpus or {}
+    applied = placement.get("applied") if isinstance(placement, dict) else None
+    if not isinstance(applied, dict):
+        return {}
+    return {dut: tuple(sorted(int(c) for c in info.get("cpus", [])))
+            for dut, info in sorted(applied.items()) if isinstance(info, dict) and info.get("cpus")}
+
+
+def _cpus(text: Any) -> set[int]:
+    if isinstance(text, int):
+        return {text}
+    if isinstance(text, list | tuple):
+        return {int(c) for c in text}
+    cpus: set[int] = set()
+    for part in str(text or "").replace(" ", "").strip("[]").split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            cpus.update(range(int(low), int(high) + 1))
+        elif part.isdigit():
+            cpus.add(int(part))
+    return cpus
+
+
+def tester_cpus(context: Context) -> tuple[int, ...]:
+    """CPUs the tester's threads and Knot were pinned to, as recorded (empty when not pinned)."""
+    options = context.tester.get("options") or {}
+    setup = context.setup
+    setup_options = setup.get("options") if isinstance(setup.get("options"), dict) else setup
+    cpus = _cpus(options.get("sender_cpus")) | _cpus(options.get("receiver_cpus"))
+    cpus |= _cpus(setup_options.get("knot_cpus"))
+    return tuple(sorted(cpus))
+
+
+def shared_with_test_system(context: Context) -> tuple[int, ...]:
+    """DUT CPUs of this record that the tester or Knot also ran on (emulation on a small machine)."""
+    placement = context.dut_cpus or {}
+    dut = set(placement.get("cpus") or [])
+    for cpus in dut_cpu_sets(context).values():
+        dut |= set(cpus)
+    return tuple(sorted(dut & set(tester_cpus(context))))
+
+
+def _cpu_use(per_second: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    columns: dict[str, dict[str, list[float]]] = {}
+    for second in per_second:
+        for cpu, values in (second.get("cpus") or {}).items():
+            for column, value in values.items():
+                columns.setdefault(cpu, {}).setdefault(column, []).append(float(value))
+    return {cpu: {col: sum(v) / len(v) for col, v in cols.items()} for cpu, cols in columns.items()}
+
+
+def latency_from(records: list[Record]) -> list[Latency]:
+    """Latency per idle capture, from the tester's JSON of each idle run (trials at the median rate)."""
+    runs: dict[tuple[str, int], list[IdleRun]] = {}
+    for record in records:
+        if isinstance(record, IdleRun):
+            runs.setdefault(_key(record), []).append(record)
+    return [_latency(key, mine) for key, mine in runs.items()]
+
+
+def _latency(key: tuple[str, int], runs: list[IdleRun]) -> Latency:
+    docs = [(run.raw or {}).get("latency") or {} for run in runs]
+    docs = [d for d in docs if d.get("p50") is not None]
+    worst = [float(d["p999"]) for d in docs if d.get("p999") is not None]
+    first = docs[0] if docs else {}
+    return Latency(
+        setup=key[0], cores=key[1], rate_qps=float(runs[0].rate_qps),
+        implementation=runs[0].context.implementation, trials=len(docs),
+        typical_s=statistics.median(float(d["p50"]) for d in docs) if docs else None,
+        worst_s=statistics.median(worst) if worst else None,
+        resolution_s=first.get("resolution_s"), relative_resolution=first.get("relative_resolution"),
+        measured=str(first.get("of", "")),
+    )

@@ -1,0 +1,41 @@
+"""Latency at the throughput rate (RFC 8219 section 7.2, reported as the MAP-E paper does): typical latency
+is the median of the per-trial medians, worst-case latency the median of the per-trial 99.9th percentiles,
+both over the trials at the median throughput rate (the idle-capture runs), with the number of trials.
+"""
+
+from __future__ import annotations
+
+from xlatbench.analysis.evidence import Latency
+from xlatbench.analysis.tables import Table
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.3f}"
+
+
+def resolution_text(latencies: list[Latency]) -> str:
+    """What the tester timed and how finely, from its own JSON; '' when no trial recorded latency."""
+    first = next((lat for lat in latencies if lat.trials), None)
+    if first is None:
+        return ""
+    parts = [f"Measured by xlatperf: {first.measured}" if first.measured else "Measured by xlatperf"]
+    if first.resolution_s is not None and first.relative_resolution is not None:
+        parts.append(f"histogram resolution {1e9 * first.resolution_s:g} ns or "
+                     f"{100 * first.relative_resolution:.2f} % of the value, whichever is larger; "
+                     "a percentile is "
+                     "the upper edge of its bucket, so it overstates the sample by at most that much")
+    parts.append("the time includes the tester's own send call and kernel receive path (a small positive "
+                 "bias)")
+    return "; ".join(parts) + "."
+
+
+def latency_table(latencies: list[Latency]) -> Table | None:
+    rows = [[lat.setup, str(lat.cores), f"{lat.rate_qps:,.0f}", _ms(lat.typical_s), _ms(lat.worst_s),
+             str(lat.trials), lat.implementation] for lat in latencies]
+    if not rows:
+        return None
+    title = ("Latency at the median throughput rate: typical = median of the per-trial medians, worst case = "
+             "median of the per-trial 99.9th percentiles (RFC 8219 §7.2)")
+    header = ["Setup", "DUT cores", "Rate (queries/s)", "Typical latency (ms)", "Worst-case latency (ms)",
+              "Trials", "DUT implementation"]
+    return Table(title, header, rows)
