@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xlatbench.analysis.evidence import KERNEL_COLUMNS, Evidence, FailingTrial
+from .evidence import KERNEL_COLUMNS, Evidence, FailingTrial
 
 # A single-threaded translator at or above this share of one core has no headroom left, %.
 SATURATED_SHARE = 90.0

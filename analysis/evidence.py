@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from xlatbench.scripts.records import Context, IdleMean, IdleRun, Record, TrialEntry
+from ..scripts.records import Context, IdleMean, IdleRun, Record, TrialEntry
 
 # Columns of a CPU sample counted as kernel work (in-kernel NAT and forwarding run in softirq), %.
 KERNEL_COLUMNS = ("sys", "irq", "softirq")

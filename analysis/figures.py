@@ -13,8 +13,8 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from xlatbench.analysis.evidence import Evidence, Latency  # noqa: E402
-from xlatbench.analysis.plots import idle_lines  # noqa: E402
+from .evidence import Evidence, Latency  # noqa: E402
+from .plots import idle_lines  # noqa: E402
 
 
 def _sharing_note(evidence: Evidence, dut: str) -> str:

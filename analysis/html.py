@@ -12,10 +12,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from xlatbench.analysis.bottleneck import Verdict
-from xlatbench.analysis.evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
-from xlatbench.analysis.tables import Table, median_text, series_label
-from xlatbench.scripts.records import Context, IdleMean, Record, SummaryEntry, campaign_sha256
+from ..scripts.records import Context, IdleMean, Record, SummaryEntry, campaign_sha256
+from .bottleneck import Verdict
+from .evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
+from .tables import Table, median_text, series_label
 
 STYLE = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1d2430;

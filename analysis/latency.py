@@ -5,8 +5,8 @@ both over the trials at the median throughput rate (the idle-capture runs), with
 
 from __future__ import annotations
 
-from xlatbench.analysis.evidence import Latency
-from xlatbench.analysis.tables import Table
+from .evidence import Latency
+from .tables import Table
 
 
 def _ms(seconds: float | None) -> str:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlatbench.analysis.evidence import Evidence, evidence_from, shared_with_test_system
-from xlatbench.scripts.records import Record, SummaryEntry
-from xlatbench.scripts.store import ResultStore, StoreError
+from ..scripts.records import Record, SummaryEntry
+from ..scripts.store import ResultStore, StoreError
+from .evidence import Evidence, evidence_from, shared_with_test_system
 
 
 class ReportError(ValueError):

@@ -8,14 +8,14 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from xlatbench.analysis import plots
-from xlatbench.analysis.bottleneck import Verdict, verdict
-from xlatbench.analysis.evidence import Evidence, Latency, latency_from
-from xlatbench.analysis.figures import idle_per_dut, latency_plot
-from xlatbench.analysis.html import Figure, html_report, write_html
-from xlatbench.analysis.latency import latency_table, resolution_text
-from xlatbench.analysis.records import Campaign, load_campaign
-from xlatbench.analysis.tables import Table, comparison_table, throughput_table
+from . import plots
+from .bottleneck import Verdict, verdict
+from .evidence import Evidence, Latency, latency_from
+from .figures import idle_per_dut, latency_plot
+from .html import Figure, html_report, write_html
+from .latency import latency_table, resolution_text
+from .records import Campaign, load_campaign
+from .tables import Table, comparison_table, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xlatbench.analysis.report import write_report
-from xlatbench.paths import REPO_ROOT, tester_binary
-from xlatbench.scripts.campaign import CampaignRun
-from xlatbench.scripts.campaignfile import load_campaign, make_environment
-from xlatbench.scripts.cli import run_campaign
-from xlatbench.scripts.trial import TrialResult
+from .analysis.report import write_report
+from .paths import REPO_ROOT, tester_binary
+from .scripts.campaign import CampaignRun
+from .scripts.campaignfile import load_campaign, make_environment
+from .scripts.cli import run_campaign
+from .scripts.trial import TrialResult
 
 DEFAULT_CAMPAIGN = REPO_ROOT / "campaigns" / "demo.toml"
 DEFAULT_OUT = REPO_ROOT / "demo-results"
