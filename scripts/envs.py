@@ -27,7 +27,7 @@ from xlatbench.scripts.xlatperf import TesterOptions
 if TYPE_CHECKING:
     from xlatbench.setups.chain import Chain
 
-KINDS = ("fake", "loopback", "chain")
+KINDS = ("fake", "loopback", "chain", "testbed")
 
 
 class Environment:
@@ -60,6 +60,13 @@ class Environment:
         return {}
 
     def tester_version(self) -> str | None:
+        return None
+
+    def start_host_idle(self) -> None:
+        """Start per-host CPU samplers (a real testbed's DUT hosts) before an idle-capture trial."""
+
+    def collect_host_idle(self) -> dict[str, list[dict[str, Any]]] | None:
+        """Stop them: per host its samples; None where the hosts share the campaign's own machine."""
         return None
 
 

@@ -1,0 +1,122 @@
+"""A campaign setup on a real testbed (`[[setup]] kind = "testbed"`, `inventory = PATH`): the inventory's four
+hosts over SSH (setups.testbed.TestbedChain), measured with xlatperf on the client host.
+
+Core counts come from the preflight: a DUT can run with CPU 0 plus any of its inventory's `offline_cpus`
+that the host really has (`present`); core count N keeps CPU 0 and the N-1 lowest of those online on each
+DUT (CPU hotplug), and each trial's record says what every DUT then had online. The preflight is recorded
+with every result (the record's `dut.preflight`). The idle capture samples /proc/stat on each DUT host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlatbench.scripts.envs import Environment
+from xlatbench.scripts.measurers import ChainMeasurer
+from xlatbench.scripts.trial import Measurer
+from xlatbench.scripts.xlatperf import TesterOptions
+from xlatbench.setups.inventory import DUTS, Inventory, load_inventory
+from xlatbench.setups.placement import parse_cpu_list
+
+
+class TestbedSetupError(RuntimeError):
+    """The testbed cannot give what the campaign asks; the message names the host and the fix."""
+
+    __test__ = False  # not a pytest test class
+
+
+def usable_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
+    """CPU 0 and the DUT's offline-able CPUs it has (`present`), in the order core counts take them."""
+    found = preflight["hosts"][dut].get("cpus_present") or "0"
+    present = set(parse_cpu_list(str(found)))
+    return [0, *sorted(c for c in inventory.hosts[dut].offline_cpus if c in present and c != 0)]
+
+
+@dataclass
+class TestbedEnvironment(Environment):
+    """inventory: path of the inventory file; topology: what the campaign asks (must be the inventory's)."""
+
+    __test__ = False
+
+    inventory: str
+    tester: TesterOptions
+    topology: str | None = None
+    _inventory: Inventory | None = field(default=None, init=False)
+    _preflight: dict[str, Any] | None = field(default=None, init=False)
+    _chain: Any = field(default=None, init=False)
+    _measurer: ChainMeasurer | None = field(default=None, init=False)
+
+    def _inv(self) -> Inventory:
+        if self._inventory is None:
+            self._inventory = load_inventory(self.inventory)
+        return self._inventory
+
+    def preflight(self) -> dict[str, Any]:
+        """The chain's preflight once it is up, else one made now (every host reached over SSH)."""
+        if self._chain is not None:
+            return self._chain.preflight
+        if self._preflight is None:
+            from xlatbench.setups.preflight import check
+            from xlatbench.setups.testbed import machine_interfaces, transport_for
+
+            shell = transport_for(self._inv())
+            try:
+                self._preflight = check(self._inv(), shell, machine_interfaces(self._inv()))
+            finally:
+                shell.close()
+            if not self._preflight["ok"]:
+                raise TestbedSetupError(f"testbed {self.inventory}: preflight refused: "
+                                        + "; ".join(self._preflight["problems"]))
+        return self._preflight
+
+    def up(self) -> None:
+        from xlatbench.setups.testbed import TestbedChain
+
+        self._chain = TestbedChain.up(self._inv())
+        self._measurer = ChainMeasurer(self._chain, self.tester)
+
+    def down(self) -> None:
+        if self._chain is not None:
+            chain, self._chain = self._chain, None
+            chain.__exit__(None, None, None)
+
+    def max_cores(self) -> int:
+        return min(len(usable_cpus(self._inv(), self.preflight(), dut)) for dut in DUTS)
+
+    def per_dut_cpus(self, count: int) -> dict[str, list[int]]:
+        cpus = {dut: usable_cpus(self._inv(), self.preflight(), dut)[:count] for dut in DUTS}
+        short = [dut for dut, kept in cpus.items() if len(kept) < count]
+        if short:
+            raise TestbedSetupError(f"testbed {self.inventory}: {short[0]} cannot run {count} cores (CPU 0 "
+                                    f"and offline_cpus it has: {cpus[short[0]]}): lower the campaign's cores")
+        return cpus
+
+    def dut_cpus(self, count: int) -> list[int]:
+        return self.per_dut_cpus(count)[DUTS[0]]
+
+    def set_cores(self, count: int) -> dict[str, Any]:
+        assert self._chain is not None, "environment not up"
+        cpus = self.per_dut_cpus(count)
+        return {"cores": count, "cpus": cpus, "applied": self._chain.set_dut_cpus(cpus[DUTS[0]], cpus)}
+
+    def measurer(self) -> Measurer:
+        assert self._measurer is not None, "environment not up"
+        return self._measurer
+
+    def describe(self) -> dict[str, Any]:
+        if self._chain is not None:
+            return self._chain.describe()
+        return {"topology": self.topology or self._inv().topology_name, "world": "real testbed",
+                "inventory": self.inventory, "preflight": self._preflight}
+
+    def tester_version(self) -> str | None:
+        return self._measurer.last_tester_version if self._measurer else None
+
+    def start_host_idle(self) -> None:
+        assert self._chain is not None, "environment not up"
+        self._chain.start_idle()
+
+    def collect_host_idle(self) -> dict[str, list[dict[str, Any]]] | None:
+        assert self._chain is not None, "environment not up"
+        return self._chain.collect_idle()
