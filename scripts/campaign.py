@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from xlatbench.analysis.host_idle import host_bottleneck, host_bottleneck_text
 from xlatbench.analysis.records import series_of
 from xlatbench.analysis.tables import throughput_table
 from xlatbench.scripts.campaignfile import Campaign, SetupSpec, make_environment
@@ -404,11 +405,15 @@ class IdleCapture:
             return
         runs = [self._one_run(run, rate) for run in range(1, c.idle.runs + 1)]
         hosts = per_host_means([host_samples for _, host_samples in runs])
-        self.recorder.append(IdleMean(key=idle_mean_key(setup, cores), context=self.recorder.context(
-            self.session), rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
-            per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts))
+        mean = IdleMean(key=idle_mean_key(setup, cores), context=self.recorder.context(self.session),
+                        rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
+                        per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts)
+        self.recorder.append(mean)
         self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} runs at "
                                    f"{rate:.0f} queries/s")
+        verdict = host_bottleneck(mean)
+        if verdict is not None:
+            self.recorder.progress.say(host_bottleneck_text(verdict))
 
     def _rate(self) -> float | None:
         # A search that never failed still gives a rate the chain carried; the paper's idle capture needs

@@ -27,10 +27,18 @@ class TestbedSetupError(RuntimeError):
 
 
 def usable_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
-    """CPU 0 and the DUT's offline-able CPUs it has (`present`), in the order core counts take them."""
+    """The DUT's present CPUs in the order core counts take them: first those that stay online (CPU 0 and
+    any not in its offline_cpus), then its offline-able ones."""
     found = preflight["hosts"][dut].get("cpus_present") or "0"
-    present = set(parse_cpu_list(str(found)))
-    return [0, *sorted(c for c in inventory.hosts[dut].offline_cpus if c in present and c != 0)]
+    present = sorted(set(parse_cpu_list(str(found))) | {0})
+    allowed = set(inventory.hosts[dut].offline_cpus) - {0}
+    return [c for c in present if c not in allowed] + [c for c in present if c in allowed]
+
+
+def fixed_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
+    """The DUT's CPUs that hotplug may not take offline (CPU 0 and present CPUs not in offline_cpus)."""
+    allowed = set(inventory.hosts[dut].offline_cpus) - {0}
+    return [c for c in usable_cpus(inventory, preflight, dut) if c not in allowed]
 
 
 @dataclass
@@ -85,12 +93,16 @@ class TestbedEnvironment(Environment):
         return min(len(usable_cpus(self._inv(), self.preflight(), dut)) for dut in DUTS)
 
     def per_dut_cpus(self, count: int) -> dict[str, list[int]]:
-        cpus = {dut: usable_cpus(self._inv(), self.preflight(), dut)[:count] for dut in DUTS}
-        short = [dut for dut, kept in cpus.items() if len(kept) < count]
-        if short:
-            raise TestbedSetupError(f"testbed {self.inventory}: {short[0]} cannot run {count} cores (CPU 0 "
-                                    f"and offline_cpus it has: {cpus[short[0]]}): lower the campaign's cores")
-        return cpus
+        """Per DUT the CPUs online for `count` cores; one-line error when a DUT cannot run exactly that."""
+        inv, found = self._inv(), self.preflight()
+        for dut in DUTS:
+            fixed = fixed_cpus(inv, found, dut)
+            if len(fixed) > count:
+                raise TestbedSetupError(
+                    f"testbed {self.inventory}: {dut} keeps CPUs {fixed} online (CPU 0 and CPUs not in "
+                    f"hosts.{dut}.offline_cpus), so it cannot run {count} core(s): add them to offline_cpus "
+                    f"or drop {count} from the campaign's cores")
+        return {dut: usable_cpus(inv, found, dut)[:count] for dut in DUTS}
 
     def dut_cpus(self, count: int) -> list[int]:
         return self.per_dut_cpus(count)[DUTS[0]]
