@@ -16,7 +16,7 @@ from typing import Any
 from xlatbench.scripts.clock import RealClock, SimClock
 from xlatbench.scripts.envs import (
     DEFAULT_CHAIN_FACTORY,
-    KINDS,
+    SETUP_KINDS,
     ChainEnvironment,
     Environment,
     FakeEnvironment,
@@ -194,8 +194,8 @@ def _setups(raw: Any) -> tuple[SetupSpec, ...]:
     for i, table in enumerate(raw):
         where = f"[[setup]] #{i + 1}"
         kind = table.get("kind")
-        if kind not in KINDS:
-            raise CampaignFileError(f"{where}: kind must be one of {list(KINDS)}, got {kind!r}")
+        if kind not in SETUP_KINDS:
+            raise CampaignFileError(f"{where}: kind must be one of {list(SETUP_KINDS)}, got {kind!r}")
         _only(table, where, {"name", "kind"} | SETUP_KEYS[kind])
         name = str(table.get("name", table.get("topology", kind)))
         if "/" in name or not name:

@@ -27,7 +27,8 @@ from xlatbench.scripts.xlatperf import TesterOptions
 if TYPE_CHECKING:
     from xlatbench.setups.chain import Chain
 
-KINDS = ("fake", "loopback", "chain", "testbed")
+KINDS = ("fake", "loopback", "chain")  # what a command line's --dut may name
+SETUP_KINDS = (*KINDS, "testbed")  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
 
 
 class Environment:
