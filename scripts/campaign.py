@@ -459,12 +459,14 @@ class IdleCapture:
             sampler.start()
             env.start_host_idle()
         hosts: HostSamples = None
+        result: TrialResult | None = None
         try:
             result = measurer.measure(duration, rate)
         finally:
             samples = [] if env.simulated else sampler.stop()
             if not env.simulated:
-                hosts = env.collect_host_idle()
+                hosts = env.collect_host_idle(result)
+        assert result is not None
         return result, samples, hosts
 
     def _rate_source(self) -> str:

@@ -21,7 +21,7 @@ from xlatbench.scripts.clock import Clock, RealClock
 from xlatbench.scripts.fakes import FakeDut
 from xlatbench.scripts.hostinfo import usable_cpus
 from xlatbench.scripts.measurers import ChainMeasurer, LoopbackMeasurer
-from xlatbench.scripts.trial import Measurer
+from xlatbench.scripts.trial import Measurer, TrialResult
 from xlatbench.scripts.xlatperf import TesterOptions
 
 if TYPE_CHECKING:
@@ -66,8 +66,9 @@ class Environment:
     def start_host_idle(self) -> None:
         """Start per-host CPU samplers (a real testbed's DUT hosts) before an idle-capture trial."""
 
-    def collect_host_idle(self) -> dict[str, list[dict[str, Any]]] | None:
-        """Stop them: per host its samples; None where the hosts share the campaign's own machine."""
+    def collect_host_idle(self, result: TrialResult | None) -> dict[str, list[dict[str, Any]]] | None:
+        """Stop them: per host its samples during `result`'s trial (None: the trial failed); None where the
+        hosts share the campaign's own machine."""
         return None
 
 

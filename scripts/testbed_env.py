@@ -9,15 +9,19 @@ with every result (the record's `dut.preflight`). The idle capture samples /proc
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
 from xlatbench.scripts.envs import Environment
 from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.trial import Measurer
+from xlatbench.scripts.trial import Measurer, TrialResult
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.inventory import DUTS, Inventory, load_inventory
 from xlatbench.setups.placement import parse_cpu_list
+from xlatbench.setups.remote_idle import IdleSampler
+
+SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 
 
 class TestbedSetupError(RuntimeError):
@@ -129,6 +133,35 @@ class TestbedEnvironment(Environment):
         assert self._chain is not None, "environment not up"
         self._chain.start_idle()
 
-    def collect_host_idle(self) -> dict[str, list[dict[str, Any]]] | None:
+    def collect_host_idle(self, result: TrialResult | None) -> dict[str, list[dict[str, Any]]] | None:
+        """Each DUT's samples whose interval lies inside the trial (all of them when the trial's start is
+        unknown), t_s counted from the trial's start."""
         assert self._chain is not None, "environment not up"
-        return self._chain.collect_idle()
+        found = self._chain.collect_idle()
+        client = self._chain.preflight["hosts"]["client"].get("clock") or {}
+        window = trial_window(result, float(client.get("offset_s", 0.0))) if result is not None else None
+        if window is None:
+            return found
+        return {host: inside(samples, window) for host, samples in found.items()}
+
+
+def trial_window(result: TrialResult, client_offset_s: float) -> tuple[float, float] | None:
+    """(start, end) of a trial on the controller's clock, s since the epoch: the tester's start_utc (the
+    client host's clock) minus that clock's offset, plus the trial's duration. None without a start."""
+    start = ((result.raw or {}).get("header") or {}).get("start_utc")
+    if not isinstance(start, str):
+        return None
+    begin = dt.datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() - client_offset_s
+    return begin, begin + result.duration_s
+
+
+def inside(samples: list[dict[str, Any]], window: tuple[float, float]) -> list[dict[str, Any]]:
+    """The samples whose interval's middle lies in the window, t_s re-counted from the window's start."""
+    kept, previous = [], None
+    for sample in samples:
+        end = float(sample["t_controller"])
+        middle = end - (end - previous) / 2 if previous is not None else end - SAMPLE_INTERVAL_S / 2
+        previous = end
+        if window[0] <= middle <= window[1]:
+            kept.append({**sample, "t_s": round(end - window[0], 3)})
+    return kept

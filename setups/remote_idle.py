@@ -14,6 +14,10 @@ from xlatbench.scripts.cpuload import COLUMNS, usage_between
 from xlatbench.setups.ssh import Shell
 from xlatbench.setups.undo import append_line, with_record
 
+# Two DUTs whose active cores were idle within this many percentage points of each other are a tie: neither
+# is named the bottleneck (on this machine's emulated hosts both read the same CPUs and always tie).
+TIE_POINTS = 2.0
+
 
 @dataclass(frozen=True)
 class IdleSampler:
@@ -91,6 +95,11 @@ def bottleneck(idle: dict[str, list[dict[str, Any]]], active: dict[str, list[int
     if not known:
         return {"bottleneck": None, "idle_percent": figures,
                 "reason": "no idle samples of the active cores: was the sampler started?"}
-    host = min(known, key=lambda h: known[h])
+    ranked = sorted(known, key=lambda h: known[h])
+    host = ranked[0]
+    if len(ranked) > 1 and known[ranked[1]] - known[host] < TIE_POINTS:
+        return {"bottleneck": None, "idle_percent": figures,
+                "reason": f"{host} and {ranked[1]} were idle about as long ({known[host]:.1f} % and "
+                          f"{known[ranked[1]]:.1f} %, less than {TIE_POINTS:g} points apart): not determined"}
     return {"bottleneck": host, "idle_percent": figures,
             "reason": f"{host}'s active cores were idle {known[host]:.1f} % of the time, the least"}

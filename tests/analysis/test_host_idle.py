@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -69,3 +70,21 @@ def test_core_counts_take_cpu0_and_the_present_offline_cpus() -> None:
     assert env.per_dut_cpus(3) == {"dut1": [0, 1, 2], "dut2": [0, 1, 2]}
     with pytest.raises(TestbedSetupError, match=r"dut2 keeps CPUs \[0, 1\] online .* cannot run 1 core"):
         env.per_dut_cpus(1)
+
+
+def test_host_samples_are_cut_to_the_trial_on_the_controllers_clock() -> None:
+    from xlatbench.scripts.testbed_env import inside, trial_window
+    from xlatbench.scripts.trial import TrialResult
+
+    # The tester started at 100.0 s on the client's clock, which runs 0.5 s ahead of the controller's.
+    start = dt.datetime.fromtimestamp(100.0, dt.UTC).isoformat().replace("+00:00", "Z")
+    result = TrialResult(rate_qps=1000.0, duration_s=3.0, sent=3000, valid=3000, loss_ratio=0.0,
+                         raw={"header": {"start_utc": start}})
+    window = trial_window(result, client_offset_s=0.5)
+    assert window == (99.5, 102.5)
+    samples = [{"t_controller": t, "t_s": 0.0, "cpus": {}} for t in (98.9, 99.9, 100.9, 101.9, 102.9, 103.9)]
+    kept = inside(samples, window)  # interval middles 98.4 .. 103.4: those in [99.5, 102.5] stay
+    assert [s["t_controller"] for s in kept] == [100.9, 101.9, 102.9]
+    assert [s["t_s"] for s in kept] == [1.4, 2.4, 3.4]
+    no_start = TrialResult(rate_qps=1.0, duration_s=1.0, sent=1, valid=1, loss_ratio=0.0)
+    assert trial_window(no_start, 0.0) is None

@@ -204,3 +204,5 @@ def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
     assert verdict["bottleneck"] == "dut1"
     assert verdict["idle_percent"] == {"dut1": 10.0, "dut2": 60.0}
     assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
+    tie = bottleneck({"dut1": dut1, "dut2": dut1}, {"dut1": [0], "dut2": [0]})
+    assert tie["bottleneck"] is None and "not determined" in tie["reason"]

@@ -212,7 +212,7 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
         assert done.returncode == 0, done.stderr[-2000:]
         records[world] = [json.loads(line) for line in store.read_text().splitlines()]
         if world == "ssh":
-            assert "bottleneck dut" in done.stderr, done.stderr[-2000:]
+            assert "mean idle time of each DUT host's active cores: dut1" in done.stderr, done.stderr[-2000:]
     assert_as_before(hosts, before, tmp_path)  # the campaign took its testbed down
     by_type = {world: {r["type"] for r in stored} for world, stored in records.items()}
     assert by_type["ssh"] == by_type["netns"] >= {"trial", "search", "summary", "idle-run", "idle-mean"}
@@ -235,13 +235,15 @@ def check_host_idle(records: dict[str, list[dict]]) -> None:
     run = next(r for r in records["ssh"] if r["type"] == "idle-run")
     assert set(run["hosts"]) == {"dut1", "dut2"}
     for samples in run["hosts"].values():
-        assert len(samples) >= 2 and {"all", "0"} <= set(samples[0]["cpus"])
+        # Only the samples inside the 3 s trial (t_s counted from its start on the controller's clock).
+        assert 2 <= len(samples) <= 4 and {"all", "0"} <= set(samples[0]["cpus"])
+        assert all(0.5 <= s["t_s"] <= 3.6 for s in samples), [s["t_s"] for s in samples]
         assert abs(sum(samples[0]["cpus"]["all"].values()) - 100.0) < 0.5
-        assert samples[-1]["t_controller"] - samples[0]["t_controller"] >= 1.0
     mean = next(r for r in records["ssh"] if r["type"] == "idle-mean")
     assert set(mean["hosts"]) == {"dut1", "dut2"}
     assert all(r["hosts"] is None for r in records["netns"] if r["type"] in ("idle-run", "idle-mean"))
     verdict = host_bottleneck(record_from_json(mean))  # type: ignore[arg-type]
-    assert verdict is not None and verdict["bottleneck"] in ("dut1", "dut2")
+    # Both "hosts" read this one machine's CPUs: a tie (not determined) unless the load moved meanwhile.
+    assert verdict is not None and verdict["bottleneck"] in ("dut1", "dut2", None)
     assert verdict["active_cpus"] == {"dut1": [0], "dut2": [0]}
     assert all(0.0 <= v <= 100.0 for v in verdict["idle_percent"].values())
