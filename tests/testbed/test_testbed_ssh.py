@@ -150,7 +150,7 @@ def write_campaign(tmp_path: Path, world: str, setup: str, duration: float = 1.0
     return campaign, store
 
 
-def testbed_setup(inventory: Path) -> str:
+def setup_on_testbed(inventory: Path) -> str:
     return f'kind = "testbed"\ninventory = "{inventory}"\ntopology = "464xlat"'
 
 
@@ -159,7 +159,7 @@ def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: P
     """kill -9 of the campaign (its whole process group, ssh clients included) while a trial runs on the
     client host, then `testbed down`: the tester left running there is ended, every host is as before."""
     before = hosts.snapshot()
-    campaign, _ = write_campaign(tmp_path, "killed", testbed_setup(inventory), duration=30.0)
+    campaign, _ = write_campaign(tmp_path, "killed", setup_on_testbed(inventory), duration=30.0)
     controller = subprocess.Popen([sys.executable, "-c", RUN_CLI, "campaign", "run", "--no-progress",
                                    str(campaign)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)
@@ -199,7 +199,7 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
     the same shape, key by key; the testbed's idle capture has per-host samples of both DUTs."""
     before = hosts.snapshot()
     runs = {
-        "ssh": testbed_setup(inventory),
+        "ssh": setup_on_testbed(inventory),
         "netns": f'kind = "chain"\ntopology = "464xlat"\n'
                  f'options = {{ prefix = "{hosts.prefix}e", backend = "tayga" }}\ncpu_map = {{ 1 = [1] }}',
     }
