@@ -14,27 +14,34 @@ import sys
 import uuid
 
 
+def remote_scripts(tester: str, remote_dir: str, command: list[str],
+                   trial: str) -> tuple[str, str, str | None]:
+    """(run, fetch, remote JSON path or None) for one trial: `run` writes the tester's pid file and execs the
+    client's tester (argv[0] replaced, --json moved into remote_dir); `fetch` removes the pid file and
+    prints then deletes the JSON."""
+    command = [tester, *command[1:]]
+    base = f"{remote_dir}/trial-{trial}"
+    remote_json = None
+    if "--json" in command:
+        at = command.index("--json") + 1
+        command[at] = remote_json = f"{base}.json"
+    pidfile = shlex.quote(f"{base}.pid")
+    run = f"mkdir -p {shlex.quote(remote_dir)} && echo $$ >{pidfile} && exec {shlex.join(command)}"
+    fetch = f"rm -f {pidfile}" + (f"; cat {shlex.quote(remote_json)} && rm -f {shlex.quote(remote_json)}"
+                                  if remote_json else "")
+    return run, fetch, remote_json
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 5 or argv[3] != "--":
         print("usage: remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- BINARY ARGS...", file=sys.stderr)
         return 2
     ssh, tester, remote_dir, command = json.loads(argv[0]), argv[1], argv[2], argv[4:]
-    command = [tester, *command[1:]]
-    local_json = None
-    trial = f"{remote_dir}/trial-{uuid.uuid4().hex}"
-    if "--json" in command:
-        at = command.index("--json") + 1
-        local_json = command[at]
-        command[at] = f"{trial}.json"
-    pidfile = shlex.quote(f"{trial}.pid")
-    run = f"mkdir -p {shlex.quote(remote_dir)} && echo $$ >{pidfile} && exec {shlex.join(command)}"
+    local_json = command[command.index("--json") + 1] if "--json" in command else None
+    run, fetch, _ = remote_scripts(tester, remote_dir, command, uuid.uuid4().hex)
     code = subprocess.run([*ssh, "--", run], check=False).returncode
-    if local_json is None:
-        subprocess.run([*ssh, "--", f"rm -f {pidfile}"], check=False)
-    else:
-        remote = shlex.quote(command[command.index("--json") + 1])
-        fetch = [*ssh, "--", f"rm -f {pidfile}; cat {remote} && rm -f {remote}"]
-        got = subprocess.run(fetch, capture_output=True, check=False)
+    got = subprocess.run([*ssh, "--", fetch], capture_output=True, check=False)
+    if local_json is not None:
         if got.returncode == 0:
             with open(local_json, "wb") as out:
                 out.write(got.stdout)
