@@ -11,7 +11,37 @@ from __future__ import annotations
 from typing import Any
 
 from xlatbench.scripts.records import IdleMean
-from xlatbench.setups.remote_idle import bottleneck
+
+# Two DUTs whose active cores were idle within this many percentage points of each other are a tie: neither
+# is named the bottleneck (on this machine's emulated hosts both read the same CPUs and always tie).
+TIE_POINTS = 2.0
+
+
+def active_idle(samples: list[dict[str, Any]], cores: list[int]) -> float | None:
+    """Mean idle time (%) of the `cores` over all samples; None without samples for them."""
+    values = [s["cpus"][str(c)]["idle"] for s in samples for c in cores if str(c) in s["cpus"]]
+    return round(sum(values) / len(values), 2) if values else None
+
+
+def bottleneck(idle: dict[str, list[dict[str, Any]]], active: dict[str, list[int]]) -> dict[str, Any]:
+    """The paper's verdict on a real testbed: of the DUT hosts, the one whose active cores had the least
+    idle time during the capture (taken at the median throughput rate), with every host's figure.
+
+    idle: host -> samples (setups.remote_idle.IdleSampler.collect) or their per-second means; active: host ->
+    the CPUs online for the trial."""
+    figures = {host: active_idle(samples, active.get(host, [])) for host, samples in idle.items()}
+    known = {host: value for host, value in figures.items() if value is not None}
+    if not known:
+        return {"bottleneck": None, "idle_percent": figures,
+                "reason": "no idle samples of the active cores: was the sampler started?"}
+    ranked = sorted(known, key=lambda h: known[h])
+    host = ranked[0]
+    if len(ranked) > 1 and known[ranked[1]] - known[host] < TIE_POINTS:
+        return {"bottleneck": None, "idle_percent": figures,
+                "reason": f"{host} and {ranked[1]} were idle about as long ({known[host]:.1f} % and "
+                          f"{known[ranked[1]]:.1f} %, less than {TIE_POINTS:g} points apart): not determined"}
+    return {"bottleneck": host, "idle_percent": figures,
+            "reason": f"{host}'s active cores were idle {known[host]:.1f} % of the time, the least"}
 
 
 def active_cpus(dut_cpus: dict[str, Any] | None) -> dict[str, list[int]]:

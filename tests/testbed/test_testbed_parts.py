@@ -191,7 +191,8 @@ def test_preflight_refuses_another_tester_version() -> None:
 
 
 def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
-    from xlatbench.setups.remote_idle import bottleneck, samples_from
+    from xlatbench.analysis.host_idle import bottleneck
+    from xlatbench.setups.remote_idle import samples_from
 
     def stat(t: float, ticks: list[tuple[int, int]]) -> str:
         lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]
