@@ -49,7 +49,13 @@ def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
 
 def processes(hosts: SshHosts, role: str) -> list[str]:
     pids = sh("ip", "netns", "pids", hosts.netns(role)).split()
-    return [Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids if Path(f"/proc/{pid}").exists()]
+    names = []
+    for pid in pids:
+        try:
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:  # it ended meanwhile
+            continue
+    return names
 
 
 def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) -> None:
