@@ -171,7 +171,8 @@ def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: P
                                   start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while "xlatperf" not in processes(hosts, "client"):
+        # A trial's tester writes its pid file on the client (preflight's `xlatperf --version` does not).
+        while not list((tmp_path / "run").rglob("trial-*.pid")):
             assert controller.poll() is None and time.monotonic() < deadline, "no trial started"
             time.sleep(0.2)
         time.sleep(1.0)  # mid-trial
