@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 from sshnet import ROLES, SshHosts, fake_sysfs, online_states, sh
 
@@ -229,6 +230,11 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
         for record in stored:
             shapes[world].setdefault(record["type"], set()).update(_keys(record))
     assert shapes["ssh"] == shapes["netns"]
+    schema = json.loads((Path(__file__).parents[2] / "scripts" / "schema" / "store.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    for record in records["ssh"]:
+        errors = list(validator.iter_errors(record))
+        assert not errors, (record["key"], errors[0].message)
     first = next(r for r in records["ssh"] if r["type"] == "trial")
     assert first["dut"]["world"] == "real testbed" and first["dut"]["preflight"]["ok"]
     assert first["dut"]["knot"]["threads"], "knotd's threads and their CPUs, read on the server host"
