@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xlatbench.scripts.records import IdleMean
+from ..scripts.records import IdleMean
 
 # Two DUTs whose active cores were idle within this many percentage points of each other are a tie: neither
 # is named the bottleneck (on this machine's emulated hosts both read the same CPUs and always tie).

@@ -13,8 +13,10 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from xlatbench.scripts.clock import RealClock, SimClock
-from xlatbench.scripts.envs import (
+from ..setups.placement import parse_cpu_list
+from ..setups.testbeds import TOPOLOGIES
+from .clock import RealClock, SimClock
+from .envs import (
     DEFAULT_CHAIN_FACTORY,
     SETUP_KINDS,
     ChainEnvironment,
@@ -23,15 +25,13 @@ from xlatbench.scripts.envs import (
     LoopbackEnvironment,
     emulation_config,
 )
-from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
-from xlatbench.scripts.xlatperf import (
+from .search import METHODS, RFC8219, SearchSettings
+from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
     outstanding_per_socket,
     sockets_needed,
 )
-from xlatbench.setups.placement import parse_cpu_list
-from xlatbench.setups.testbeds import TOPOLOGIES
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
 
@@ -234,7 +234,7 @@ def _number(low: float, inclusive: bool = True, integer: bool = False) -> Any:
 
 def _cpus(where: str, value: Any) -> tuple[int, ...]:
     """A CPU list (a TOML list of integers, or text such as "0,1") of CPUs this process may run on."""
-    from xlatbench.scripts.hostinfo import usable_cpus
+    from .hostinfo import usable_cpus
 
     if isinstance(value, str):
         try:
@@ -307,8 +307,8 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
     """Catch a typo in a chain's options now rather than hours into a campaign."""
     if not isinstance(options, dict):
         raise CampaignFileError(f"{where}: options must be a table")
-    from xlatbench.setups import EmulationConfig
-    from xlatbench.setups.names import check_prefix
+    from ..setups import EmulationConfig
+    from ..setups.names import check_prefix
 
     allowed = {f.name for f in fields(EmulationConfig)} - {"topology"}
     _only(options, f"{where} options", allowed)
@@ -324,7 +324,7 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
 
 def _check_testbed(where: str, table: dict[str, Any]) -> None:
     """A testbed setup names a valid inventory file; a topology, if given, is the inventory's."""
-    from xlatbench.setups.inventory import InventoryError, load_inventory
+    from ..setups.inventory import InventoryError, load_inventory
 
     path = table.get("inventory")
     if not isinstance(path, str) or not path:
@@ -345,7 +345,7 @@ def _check_testbed(where: str, table: dict[str, Any]) -> None:
 def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
     p = setup.params
     if setup.kind == "testbed":
-        from xlatbench.scripts.testbed_env import TestbedEnvironment
+        from .testbed_env import TestbedEnvironment
 
         return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"))
     if setup.kind == "fake":

@@ -13,13 +13,13 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from xlatbench.scripts.envs import Environment
-from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.trial import Measurer, TrialResult
-from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.inventory import DUTS, Inventory, load_inventory
-from xlatbench.setups.placement import parse_cpu_list
-from xlatbench.setups.remote_idle import IdleSampler
+from ..setups.inventory import DUTS, Inventory, load_inventory
+from ..setups.placement import parse_cpu_list
+from ..setups.remote_idle import IdleSampler
+from .envs import Environment
+from .measurers import ChainMeasurer
+from .trial import Measurer, TrialResult
+from .xlatperf import TesterOptions
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 
@@ -69,8 +69,8 @@ class TestbedEnvironment(Environment):
         if self._chain is not None:
             return self._chain.preflight
         if self._preflight is None:
-            from xlatbench.setups.preflight import check
-            from xlatbench.setups.testbed import machine_interfaces, transport_for
+            from ..setups.preflight import check
+            from ..setups.testbed import machine_interfaces, transport_for
 
             shell = transport_for(self._inv())
             try:
@@ -83,7 +83,7 @@ class TestbedEnvironment(Environment):
         return self._preflight
 
     def up(self) -> None:
-        from xlatbench.setups.testbed import TestbedChain
+        from ..setups.testbed import TestbedChain
 
         self._chain = TestbedChain.up(self._inv())
         self._measurer = ChainMeasurer(self._chain, self.tester)

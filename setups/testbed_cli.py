@@ -8,12 +8,12 @@ import shlex
 import sys
 from typing import TextIO
 
-from xlatbench.setups.inventory import DUTS, Inventory, load_inventory
-from xlatbench.setups.plan import BackendChoice, header
-from xlatbench.setups.preflight import check
-from xlatbench.setups.remote_run import remote_scripts
-from xlatbench.setups.steps import Cmd, Step, WriteFile
-from xlatbench.setups.testbed import (
+from .inventory import DUTS, Inventory, load_inventory
+from .plan import BackendChoice, header
+from .preflight import check
+from .remote_run import remote_scripts
+from .steps import Cmd, Step, WriteFile
+from .testbed import (
     ORDER,
     TestbedChain,
     down_all,
@@ -26,7 +26,7 @@ from xlatbench.setups.testbed import (
     samplers,
     transport_for,
 )
-from xlatbench.setups.undo import stop_testers, undo_line
+from .undo import stop_testers, undo_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
