@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from ..analysis.host_idle import host_bottleneck, host_bottleneck_text
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
 from .campaignfile import Campaign, SetupSpec, make_environment
@@ -59,6 +60,9 @@ from .search import (
 from .store import ResultStore
 from .trial import Measurer, TrialResult
 from .xlatperf import TesterError
+
+# Per host (a real testbed's DUTs), its CPU samples of one idle run; None where hosts share this machine.
+HostSamples = dict[str, list[dict[str, Any]]] | None
 
 
 class CampaignMismatch(RuntimeError):
@@ -400,11 +404,16 @@ class IdleCapture:
                                        "search gave no median rate")
             return
         runs = [self._one_run(run, rate) for run in range(1, c.idle.runs + 1)]
-        self.recorder.append(IdleMean(key=idle_mean_key(setup, cores), context=self.recorder.context(
-            self.session), rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
-            per_second=mean_per_second(runs)))
+        hosts = per_host_means([host_samples for _, host_samples in runs])
+        mean = IdleMean(key=idle_mean_key(setup, cores), context=self.recorder.context(self.session),
+                        rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
+                        per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts)
+        self.recorder.append(mean)
         self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} runs at "
                                    f"{rate:.0f} queries/s")
+        verdict = host_bottleneck(mean)
+        if verdict is not None:
+            self.recorder.progress.say(host_bottleneck_text(verdict))
 
     def _rate(self) -> float | None:
         # A search that never failed still gives a rate the chain carried; the paper's idle capture needs
@@ -415,8 +424,8 @@ class IdleCapture:
             return None
         return float(round(source.repeated.summary.median))
 
-    def _one_run(self, run: int, rate: float) -> list[dict[str, Any]]:
-        """One idle run's CPU samples: from the store, or measured now and stored."""
+    def _one_run(self, run: int, rate: float) -> tuple[list[dict[str, Any]], HostSamples]:
+        """One idle run's CPU samples and per-host samples: from the store, or measured now and stored."""
         c, session, runner = self.campaign, self.session, self.session.runner
         duration, rest = c.idle_timing()
         key = idle_run_key(session.spec.name, session.cores, run)
@@ -424,32 +433,41 @@ class IdleCapture:
         stored = self.stored.get(key)
         if isinstance(stored, IdleRun):
             runner.owe_rest(rest)
-            return stored.samples
+            return stored.samples, stored.hosts
         self.recorder.progress.status(f"{session.spec.name} cores={session.cores} idle capture "
                                       f"{run}/{c.idle.runs}")
         measurer = runner.ensure_measurer()
         rest_taken = runner.take_rest()
-        result, samples = self._measure(measurer, duration, rate)
+        result, samples, hosts = self._measure(measurer, duration, rate)
         runner.owe_rest(rest)
         self.recorder.append(IdleRun(
             key=key, context=self.recorder.context(session), run=run, rate_qps=rate,
             interval_s=c.idle.interval_s, rate_source=self._rate_source(),
             result={**result.to_dict(with_raw=False), "rest_before_s": rest_taken}, samples=samples,
-            raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None))
+            raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None,
+            hosts=hosts))
         self.recorder.progress.advance(duration + rest_taken)
-        return samples
+        return samples, hosts
 
     def _measure(self, measurer: Measurer, duration: float, rate: float
-                 ) -> tuple[TrialResult, list[dict[str, Any]]]:
-        simulated = self.session.env.simulated
+                 ) -> tuple[TrialResult, list[dict[str, Any]], HostSamples]:
+        """The trial with this machine's CPU sampled, and each host's where the environment has hosts of
+        its own (a real testbed's DUTs: started before, collected after)."""
+        env = self.session.env
         sampler = CpuSampler(self.campaign.idle.interval_s)
-        if not simulated:
+        if not env.simulated:
             sampler.start()
+            env.start_host_idle()
+        hosts: HostSamples = None
+        result: TrialResult | None = None
         try:
             result = measurer.measure(duration, rate)
         finally:
-            samples = [] if simulated else sampler.stop()
-        return result, samples
+            samples = [] if env.simulated else sampler.stop()
+            if not env.simulated:
+                hosts = env.collect_host_idle(result)
+        assert result is not None
+        return result, samples, hosts
 
     def _rate_source(self) -> str:
         assert self.source is not None
@@ -457,6 +475,14 @@ class IdleCapture:
         repeated = self.source.repeated
         return f"median of {repeated.method} search {name!r}" + (
             " (a lower bound: the search never failed)" if repeated.status == UPPER_NOT_FAILED else "")
+
+
+def per_host_means(runs: list[HostSamples]) -> HostSamples:
+    """Per host, the per-second mean of its samples over the runs (None when no run has per-host ones)."""
+    hosts = sorted({host for run in runs if run for host in run})
+    if not hosts:
+        return None
+    return {host: mean_per_second([run[host] for run in runs if run and host in run]) for host in hosts}
 
 
 def _tester(campaign: Campaign) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from ..setups.testbeds import TOPOLOGIES
 from .clock import RealClock, SimClock
 from .envs import (
     DEFAULT_CHAIN_FACTORY,
-    KINDS,
+    SETUP_KINDS,
     ChainEnvironment,
     Environment,
     FakeEnvironment,
@@ -180,18 +180,20 @@ SETUP_KEYS = {
              "cores_available", "background_loss"},
     "loopback": {"knot_cpus", "udp_workers", "rmem_bytes"},
     "chain": {"topology", "options", "factory", "cpu_map"},
+    "testbed": {"inventory", "topology"},
 }
 
 
 def _setups(raw: Any) -> tuple[SetupSpec, ...]:
     if not raw or not isinstance(raw, list):
-        raise CampaignFileError("no [[setup]] tables: say what to measure (kind = fake | loopback | chain)")
+        raise CampaignFileError("no [[setup]] tables: say what to measure (kind = fake | loopback | chain | "
+                                "testbed)")
     setups = []
     for i, table in enumerate(raw):
         where = f"[[setup]] #{i + 1}"
         kind = table.get("kind")
-        if kind not in KINDS:
-            raise CampaignFileError(f"{where}: kind must be one of {list(KINDS)}, got {kind!r}")
+        if kind not in SETUP_KINDS:
+            raise CampaignFileError(f"{where}: kind must be one of {list(SETUP_KINDS)}, got {kind!r}")
         _only(table, where, {"name", "kind"} | SETUP_KEYS[kind])
         name = str(table.get("name", table.get("topology", kind)))
         if "/" in name or not name:
@@ -202,6 +204,8 @@ def _setups(raw: Any) -> tuple[SetupSpec, ...]:
             raise CampaignFileError(f"{where}: a chain setup needs topology ({' | '.join(TOPOLOGIES)})")
         if kind == "chain":
             _topology(f"{where} topology", table["topology"])
+        if kind == "testbed":
+            _check_testbed(where, table)
         if kind == "chain" and table.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
             _check_emulation_options(where, str(table["topology"]), table.get("options", {}))
         for key, value in table.items():
@@ -316,8 +320,32 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
             _cpus(f"{where} options {key}", list(getattr(config, key)))
 
 
+def _check_testbed(where: str, table: dict[str, Any]) -> None:
+    """A testbed setup names a valid inventory file; a topology, if given, is the inventory's."""
+    from ..setups.inventory import InventoryError, load_inventory
+
+    path = table.get("inventory")
+    if not isinstance(path, str) or not path:
+        raise CampaignFileError(f"{where}: a testbed setup needs inventory = \"PATH\" (its inventory file, "
+                                "see docs/testbed.md)")
+    try:
+        inventory = load_inventory(path)
+    except InventoryError as err:
+        raise CampaignFileError(f"{where} inventory: {err}") from None
+    if "topology" in table:
+        _topology(f"{where} topology", table["topology"])
+    topology = table.get("topology", inventory.topology_name)
+    if topology != inventory.topology_name:
+        raise CampaignFileError(f"{where} topology: {topology!r}, but inventory {path} describes "
+                                f"{inventory.topology_name!r}: drop topology or make them agree")
+
+
 def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
     p = setup.params
+    if setup.kind == "testbed":
+        from .testbed_env import TestbedEnvironment
+
+        return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"))
     if setup.kind == "fake":
         realtime = bool(p.get("realtime", False))
         return FakeEnvironment(

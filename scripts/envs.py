@@ -21,13 +21,14 @@ from .clock import Clock, RealClock
 from .fakes import FakeDut
 from .hostinfo import usable_cpus
 from .measurers import ChainMeasurer, LoopbackMeasurer
-from .trial import Measurer
+from .trial import Measurer, TrialResult
 from .xlatperf import TesterOptions
 
 if TYPE_CHECKING:
     from ..setups.chain import Chain
 
-KINDS = ("fake", "loopback", "chain")
+KINDS = ("fake", "loopback", "chain")  # what a command line's --dut may name
+SETUP_KINDS = (*KINDS, "testbed")  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
 
 
 class Environment:
@@ -60,6 +61,14 @@ class Environment:
         return {}
 
     def tester_version(self) -> str | None:
+        return None
+
+    def start_host_idle(self) -> None:
+        """Start per-host CPU samplers (a real testbed's DUT hosts) before an idle-capture trial."""
+
+    def collect_host_idle(self, result: TrialResult | None) -> dict[str, list[dict[str, Any]]] | None:
+        """Stop them: per host its samples during `result`'s trial (None: the trial failed); None where the
+        hosts share the campaign's own machine."""
         return None
 
 

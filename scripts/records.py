@@ -370,6 +370,8 @@ class FlatRecord(Record):
     """A record whose body is top-level fields: FIELDS = (attribute, JSON name, accepted types)."""
 
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = ()
+    # JSON names added later: older records lack them and read as None.
+    ADDED: ClassVar[frozenset[str]] = frozenset()
 
     def body_json(self) -> dict[str, Any]:
         return {name: getattr(self, attribute) for attribute, name, _ in self.FIELDS}
@@ -377,7 +379,8 @@ class FlatRecord(Record):
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FlatRecord:
         head = cls.envelope(data)
-        return cls(**head, **{attribute: _need(data, name, kind, head["key"])
+        return cls(**head, **{attribute: None if name in cls.ADDED and name not in data
+                              else _need(data, name, kind, head["key"])
                               for attribute, name, kind in cls.FIELDS})
 
 
@@ -385,14 +388,17 @@ class FlatRecord(Record):
 class IdleRun(FlatRecord):
     """One idle-capture run: a full-length trial at rate_qps (queries/s) with CPU samples every interval_s
     (s). rate_source says which median the rate is; result as in TrialEntry plus rest_before_s; samples:
-    [{"t_s": end of the interval since the start, s, "cpus": {cpu: {column: %}}}]; note: why there are no
-    samples (simulated time), or None."""
+    [{"t_s": end of the interval since the start, s, "cpus": {cpu: {column: %}}}] of the machine that ran
+    the campaign (in emulation: every host); note: why there are no samples (simulated time), or None.
+    hosts: on a real testbed, per DUT host its own samples (setups.remote_idle: "t_s", "t_host",
+    "t_controller", "cpus"); None elsewhere and in records written before it existed."""
 
     TYPE: ClassVar[str] = "idle-run"
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
         ("run", "run", int), ("rate_qps", "rate_qps", NUMBER), ("interval_s", "interval_s", NUMBER),
         ("rate_source", "rate_source", str), ("result", "trial", dict), ("samples", "samples", list),
-        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))))
+        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))), ("hosts", "hosts", OPTIONAL_DICT))
+    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts"})
     run: int
     rate_qps: float
     interval_s: float
@@ -401,21 +407,25 @@ class IdleRun(FlatRecord):
     samples: list[dict[str, Any]]
     raw: dict[str, Any] | None
     note: str | None
+    hosts: dict[str, list[dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class IdleMean(FlatRecord):
     """The per-second mean of `runs` idle runs at rate_qps (queries/s), sampled every interval_s (s):
-    per_second = [{"second": i, "runs": k, "cpus": {cpu: {column: mean %}}}]."""
+    per_second = [{"second": i, "runs": k, "cpus": {cpu: {column: mean %}}}]; hosts: on a real testbed,
+    the same per DUT host ({host: per_second}), else None."""
 
     TYPE: ClassVar[str] = "idle-mean"
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
         ("rate_qps", "rate_qps", NUMBER), ("runs", "runs", int), ("interval_s", "interval_s", NUMBER),
-        ("per_second", "per_second", list))
+        ("per_second", "per_second", list), ("hosts", "hosts", OPTIONAL_DICT))
+    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts"})
     rate_qps: float
     runs: int
     interval_s: float
     per_second: list[dict[str, Any]]
+    hosts: dict[str, list[dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -73,24 +73,3 @@ def samples_from(text: str, clock_offset_s: float = 0.0) -> list[dict[str, Any]]
         samples.append({"t_host": t1, "t_controller": round(t1 - clock_offset_s, 3),
                         "t_s": round(t1 - snapshots[0][0], 3), "cpus": usage_between(before, after)})
     return samples
-
-
-def active_idle(samples: list[dict[str, Any]], cores: list[int]) -> float | None:
-    """Mean idle time (%) of the `cores` over all samples; None without samples for them."""
-    values = [s["cpus"][str(c)]["idle"] for s in samples for c in cores if str(c) in s["cpus"]]
-    return round(sum(values) / len(values), 2) if values else None
-
-
-def bottleneck(idle: dict[str, list[dict[str, Any]]], active: dict[str, list[int]]) -> dict[str, Any]:
-    """The paper's verdict on a real testbed: of the DUT hosts, the one whose active cores had the least
-    idle time during the capture (taken at the median throughput rate), with every host's figure.
-
-    idle: host -> samples from IdleSampler.collect; active: host -> the CPUs online for the trial."""
-    figures = {host: active_idle(samples, active.get(host, [])) for host, samples in idle.items()}
-    known = {host: value for host, value in figures.items() if value is not None}
-    if not known:
-        return {"bottleneck": None, "idle_percent": figures,
-                "reason": "no idle samples of the active cores: was the sampler started?"}
-    host = min(known, key=lambda h: known[h])
-    return {"bottleneck": host, "idle_percent": figures,
-            "reason": f"{host}'s active cores were idle {known[host]:.1f} % of the time, the least"}

@@ -1,8 +1,9 @@
 """`python -m xlatbench.setups.remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- XLATPERF_ARGV...`: run the
 tester on the client host and bring its `--json FILE` back to FILE here (what TestbedChain.client_argv
 wraps). The local binary path in argv[0] is replaced by the client's TESTER; the remote JSON lives in
-REMOTE_DIR (the client's state directory: `testbed down` removes what a killed trial left); exit status
-is the tester's."""
+REMOTE_DIR (the client's state directory: `testbed down` removes what a killed trial left). The tester
+writes its pid to REMOTE_DIR/trial-ID.pid while it runs: after a killed controller the tester (no terminal,
+so no hangup) would run on; `testbed down` ends it through that file. Exit status is the tester's."""
 
 from __future__ import annotations
 
@@ -13,23 +14,34 @@ import sys
 import uuid
 
 
+def remote_scripts(tester: str, remote_dir: str, command: list[str],
+                   trial: str) -> tuple[str, str, str | None]:
+    """(run, fetch, remote JSON path or None) for one trial: `run` writes the tester's pid file and execs the
+    client's tester (argv[0] replaced, --json moved into remote_dir); `fetch` removes the pid file and
+    prints then deletes the JSON."""
+    command = [tester, *command[1:]]
+    base = f"{remote_dir}/trial-{trial}"
+    remote_json = None
+    if "--json" in command:
+        at = command.index("--json") + 1
+        command[at] = remote_json = f"{base}.json"
+    pidfile = shlex.quote(f"{base}.pid")
+    run = f"mkdir -p {shlex.quote(remote_dir)} && echo $$ >{pidfile} && exec {shlex.join(command)}"
+    fetch = f"rm -f {pidfile}" + (f"; cat {shlex.quote(remote_json)} && rm -f {shlex.quote(remote_json)}"
+                                  if remote_json else "")
+    return run, fetch, remote_json
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 5 or argv[3] != "--":
         print("usage: remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- BINARY ARGS...", file=sys.stderr)
         return 2
     ssh, tester, remote_dir, command = json.loads(argv[0]), argv[1], argv[2], argv[4:]
-    command = [tester, *command[1:]]
-    local_json = None
-    if "--json" in command:
-        at = command.index("--json") + 1
-        local_json = command[at]
-        command[at] = f"{remote_dir}/trial-{uuid.uuid4().hex}.json"
-    run = f"mkdir -p {shlex.quote(remote_dir)} && {shlex.join(command)}"
+    local_json = command[command.index("--json") + 1] if "--json" in command else None
+    run, fetch, _ = remote_scripts(tester, remote_dir, command, uuid.uuid4().hex)
     code = subprocess.run([*ssh, "--", run], check=False).returncode
+    got = subprocess.run([*ssh, "--", fetch], capture_output=True, check=False)
     if local_json is not None:
-        remote = shlex.quote(command[command.index("--json") + 1])
-        fetch = [*ssh, "--", f"cat {remote} && rm -f {remote}"]
-        got = subprocess.run(fetch, capture_output=True, check=False)
         if got.returncode == 0:
             with open(local_json, "wb") as out:
                 out.write(got.stdout)

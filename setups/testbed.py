@@ -35,6 +35,7 @@ from .topology import Endpoint, Host, Interface, Link, Topology
 from .undo import down_script, guarded, pending
 
 ORDER = ("dut1", "dut2", "server", "client")
+KNOT_UDP_WORKERS = 1
 T = TypeVar("T")
 
 
@@ -93,14 +94,32 @@ def knot_steps(inventory: Inventory, topo: Topology) -> list[Step]:
     workdir = f"{inventory.rundir('server')}/knot"
     zonefile = f"{workdir}/{DEFAULT_DOMAIN}.zone"
     conf = Template(TEMPLATE.read_text()).substitute(
-        rundir=workdir, udp_workers=1, listen=f"{topo.server_address}@53", domain=DEFAULT_DOMAIN,
-        zonefile=zonefile)
+        rundir=workdir, udp_workers=KNOT_UDP_WORKERS, listen=f"{topo.server_address}@53",
+        domain=DEFAULT_DOMAIN, zonefile=zonefile)
     with tempfile.TemporaryDirectory() as tmp:
         write_zone(Path(tmp) / "zone", DEFAULT_DOMAIN, DEFAULT_SUBNET)
         zone = (Path(tmp) / "zone").read_text()
     return [Cmd(("mkdir", "-p", workdir)), WriteFile(f"{workdir}/knot.conf", conf), WriteFile(zonefile, zone),
             Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid",
                    f"{workdir}/knotd.log")]
+
+
+def knot_placement_script(inventory: Inventory) -> str:
+    """Per knotd thread on the server host: tid, name, the CPUs it may use, the CPU it last ran on (Knot
+    pins its UDP workers itself, whatever it was started with: NOTES)."""
+    pidfile = shlex.quote(f"{inventory.rundir('server')}/knot/knotd.daemon.pid")
+    return (f"p=$(cat {pidfile}); for t in /proc/$p/task/*; do "
+            f"echo \"$(basename $t) $(tr ' ' _ <$t/comm) "
+            f"$(awk '/^Cpus_allowed_list/ {{print $2}}' $t/status) "
+            f"$(cut -d')' -f2 $t/stat | awk '{{print $37}}')\"; done")
+
+
+def knot_placement(inventory: Inventory, shell: Shell) -> dict[str, Any]:
+    out = shell.capture("server", knot_placement_script(inventory), check=False).stdout
+    rows = [line.split() for line in out.splitlines() if len(line.split()) == 4]
+    return {"threads": [{"tid": int(tid), "name": name, "cpus_allowed": cpus, "last_cpu": int(last)}
+                        for tid, name, cpus, last in rows if tid.isdigit() and last.isdigit()],
+            "udp_workers": KNOT_UDP_WORKERS}
 
 
 def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
@@ -182,6 +201,9 @@ def down_all(inventory: Inventory, shell: Shell) -> dict[str, Any]:
         report: dict[str, Any] = {"undone": sum(1 for line in lines if line.startswith("undone")),
                                   "failed": [line[8:] for line in lines if line.startswith("failed: ")],
                                   "exit": out.returncode}
+        stopped = [line.split()[-1] for line in lines if line.startswith("stopped tester ")]
+        if stopped:
+            report["stopped_testers"] = stopped
         if out.returncode == 255:
             report["error"] = out.stderr.strip().splitlines()[-1:] or ["ssh failed"]
         if role in plugs:
@@ -217,6 +239,7 @@ class TestbedChain:
         self.client_address = self.machine.client_address
         self.max_flows = self.machine.max_flows()
         self.placement: dict[str, Any] = {}
+        self.knot: dict[str, Any] = {}
         self._clk_tck: dict[str, int] = {}
 
     @classmethod
@@ -234,6 +257,7 @@ class TestbedChain:
             steps = plan(inventory)
             each(ORDER, lambda role: chain.apply(role, steps[role]))
             shell.capture("server", knot_ready_script(chain.machine))
+            chain.knot = knot_placement(inventory, shell)
         except BaseException:
             chain.down()
             shell.close()
@@ -268,7 +292,8 @@ class TestbedChain:
         return {"topology": self.topology, "description": self.machine.description, "world": "real testbed",
                 "inventory": self.inventory.path, "translators": translators,
                 "nat64_prefix": self.machine.nat64_prefix, "max_flows": self.max_flows,
-                "preflight": self.preflight, "placement": self.placement, "notes": list(self.machine.notes),
+                "preflight": self.preflight, "placement": self.placement, "knot": self.knot,
+                "notes": list(self.machine.notes),
                 "dut_cpu_times_cover": "user-space translator processes only (tayga); Jool works in the "
                                        "kernel: read the per-host idle samples"}
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import TextIO
 
 from .inventory import DUTS, Inventory, load_inventory
 from .plan import BackendChoice, header
 from .preflight import check
+from .remote_run import remote_scripts
 from .steps import Cmd, Step, WriteFile
 from .testbed import (
     ORDER,
@@ -24,7 +26,7 @@ from .testbed import (
     samplers,
     transport_for,
 )
-from .undo import undo_line
+from .undo import stop_testers, undo_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -103,6 +105,15 @@ def teardown_lines(steps: list[Step]) -> list[str]:
     return lines
 
 
+def _dry_trial(inventory: Inventory, out: TextIO) -> None:
+    print("## each trial (the tester, its pid file while it runs; its --json is copied back to the "
+          "controller)", file=out)
+    argv = ["xlatperf", "--server", machine_topology(inventory).server_address, "--rate", "RATE",
+            "--duration", "S", "--json", "/tmp/xlatbench-ID.json", "--quiet"]
+    run, fetch, _ = remote_scripts(inventory.hosts["client"].tester, inventory.rundir("client"), argv, "ID")
+    print(f"{run}\n{fetch}", file=out)
+
+
 def dry_run(inventory: Inventory, out: TextIO) -> None:
     """Every host's commands, touching nothing."""
     topo = machine_topology(inventory)
@@ -125,12 +136,13 @@ def dry_run(inventory: Inventory, out: TextIO) -> None:
             print(sampler.start_script(record=False), file=out)
             print(sampler.stop_script(), file=out)
         if role == "client":
-            print("## each trial (the tester; its --json is copied back to the controller)", file=out)
-            print(f"{host.tester} --server {topo.server_address} --rate RATE --duration S "
-                  "--json /tmp/xlatbench-ID.json --quiet ...", file=out)
+            _dry_trial(inventory, out)
         print("## teardown (xlatbench testbed down: the state file's lines, newest first)", file=out)
         for line in teardown_lines(steps[role]):
             print(line, file=out)
+        if role == "client":
+            print(f"{stop_testers(shlex.quote(inventory.rundir(role)))}   # a killed controller's tester",
+                  file=out)
         if role in DUTS:
             print(f"# then every CPU of offline_cpus {list(host.offline_cpus)} back online", file=out)
 

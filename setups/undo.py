@@ -114,18 +114,29 @@ def with_record(record: str | None, step_script: str, statefile: str) -> str:
 
 
 def down_script(statefile: str) -> str:
-    """Run the state file's lines newest first (each tolerated to fail, reported), then delete it, the
-    tester's result files of killed trials (`trial-*.json`) and the then empty directories.
-    Prints `undone N` and `failed: LINE` lines."""
+    """Run the state file's lines newest first (each tolerated to fail, reported), then delete it; stop a
+    tester a killed controller left running (its `trial-*.pid`, see remote_run), delete the tester's result
+    files of killed trials (`trial-*.json`, and the `.tmp-PID` file xlatperf writes before renaming) and
+    the then empty directories.
+    Prints `undone N`, `failed: LINE` and `stopped tester PID` lines."""
     path = shlex.quote(statefile)
     role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
     return (f"if [ -f {path} ]; then n=0; tac {path} | while IFS= read -r line; do "
             f"sh -c \"$line\" >/dev/null 2>&1 || echo \"failed: $line\"; n=$((n+1)); echo \"undone $n\"; "
-            f"done; rm -f {path}; fi; rm -f {role_dir}/trial-*.json; "
+            f"done; rm -f {path}; fi; {stop_testers(role_dir)}; "
+            f"rm -f {role_dir}/trial-*.json {role_dir}/trial-*.json.tmp-*; "
             f"rmdir {role_dir} \"$(dirname {role_dir})\" 2>/dev/null; true")
 
 
+def stop_testers(role_dir: str) -> str:
+    """Snippet ending every tester whose pid file is still in the (quoted) directory, then the files."""
+    return (f"for p in {role_dir}/trial-*.pid; do [ -f \"$p\" ] || continue; "
+            f"pkill -KILL -F \"$p\" && echo \"stopped tester $(cat \"$p\")\"; rm -f \"$p\"; done")
+
+
 def pending(statefile: str) -> str:
-    """Snippet printing what the state file still lists (empty when nothing is left to undo)."""
+    """Snippet printing what the state file still lists and any tester still running from a killed
+    controller (empty when nothing is left to undo)."""
     path = shlex.quote(statefile)
-    return f"cat {path} 2>/dev/null || true"
+    role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
+    return f"cat {path} 2>/dev/null; ls {role_dir}/trial-*.pid 2>/dev/null; true"

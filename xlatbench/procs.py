@@ -44,9 +44,13 @@ TESTER_JSON_PREFIX = "xlatperf-"  # + controller pid + "-": a trial's JSON file 
 
 
 def sweep_stale_json() -> list[str]:
-    """Remove our trial JSON files whose controller (the pid in the name) no longer runs; returns them."""
+    """Remove our trial JSON files (and the `.tmp-PID` files xlatperf writes before renaming them) whose
+    controller (the pid in the name) no longer runs; returns them."""
     removed = []
-    for path in Path(tempfile.gettempdir()).glob(f"{TESTER_JSON_PREFIX}*-*.json"):
+    tmp = Path(tempfile.gettempdir())
+    paths = [path for pattern in ("*-*.json", "*-*.json.tmp-*")
+             for path in tmp.glob(TESTER_JSON_PREFIX + pattern)]
+    for path in paths:
         pid = path.name.removeprefix(TESTER_JSON_PREFIX).split("-", 1)[0]
         with contextlib.suppress(FileNotFoundError):
             if pid.isdigit() and not alive(int(pid)) and path.stat().st_uid == os.getuid():

@@ -13,6 +13,7 @@ import pytest
 from xlatbench.cli import main
 from xlatbench.zones.knot import loopback_root
 
+PAPER_MAPT = Path(__file__).resolve().parents[2] / "docs" / "examples" / "paper-mapt.toml"
 BASE = {
     "campaign": 'name = "bad"\ncores = [1]',
     "search": "max_rate_qps = 20000\nerror_qps = 500\nduration_s = 1\nrest_s = 0\nrepetitions = 1",
@@ -115,7 +116,8 @@ FILES = [
         render(search="max_rate_qps = 20000\nerror_qps = 500\nduraton_s = 5"),
         ("[[search]] #1", "duraton_s", "allowed:"),
     ),
-    Bad("no [[setup]]", render(setup=None), ("no [[setup]] tables", "kind = fake | loopback | chain")),
+    Bad("no [[setup]]", render(setup=None),
+        ("no [[setup]] tables", "kind = fake | loopback | chain | testbed")),
     Bad("unknown setup kind", render(setup='kind = "vm"'), ("[[setup]] #1", "kind must be one of", "'vm'")),
     Bad("fake without capacity", render(setup='kind = "fake"'), ("[[setup]] #1", "needs capacity_qps")),
     Bad(
@@ -170,6 +172,15 @@ FILES = [
         render(setup='kind = "chain"\ntopology = "baseline"\ncpu_map = { 1 = [99] }'),
         ("[[setup]] #1 cpu_map 1", "this machine's CPUs"),
     ),
+    Bad("testbed without inventory", render(setup='kind = "testbed"'),
+        ("[[setup]] #1", "needs inventory = \"PATH\"")),
+    Bad("testbed inventory missing", render(setup='kind = "testbed"\ninventory = "lab.toml"'),
+        ("[[setup]] #1 inventory", "lab.toml: no such inventory file")),
+    Bad("testbed inventory not an inventory", render(setup='kind = "testbed"\ninventory = "bad.toml"'),
+        ("[[setup]] #1 inventory", "bad.toml", "unknown key")),
+    Bad("testbed topology not the inventory's",
+        render(setup=f'kind = "testbed"\ninventory = "{PAPER_MAPT}"\ntopology = "464xlat"'),
+        ("[[setup]] #1 topology", "'464xlat'", "describes 'mapt'", "make them agree")),
     Bad("zero tester threads", render(tester="threads = 0"), ("[tester]", "threads must be > 0")),
     Bad("tester port out of range", render(tester="port = 70000"), ("[tester]", "port must be 1-65535")),
     Bad("fractional threads", render(tester="threads = 1.5"), ("[tester]", "threads must be an integer")),

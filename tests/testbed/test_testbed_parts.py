@@ -191,7 +191,8 @@ def test_preflight_refuses_another_tester_version() -> None:
 
 
 def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
-    from xlatbench.setups.remote_idle import bottleneck, samples_from
+    from xlatbench.analysis.host_idle import bottleneck
+    from xlatbench.setups.remote_idle import samples_from
 
     def stat(t: float, ticks: list[tuple[int, int]]) -> str:
         lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]
@@ -204,3 +205,5 @@ def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
     assert verdict["bottleneck"] == "dut1"
     assert verdict["idle_percent"] == {"dut1": 10.0, "dut2": 60.0}
     assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
+    tie = bottleneck({"dut1": dut1, "dut2": dut1}, {"dut1": [0], "dut2": [0]})
+    assert tie["bottleneck"] is None and "not determined" in tie["reason"]

@@ -13,12 +13,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 from sshnet import ROLES, SshHosts, fake_sysfs, online_states, sh
 
+from xlatbench.analysis.host_idle import host_bottleneck
 from xlatbench.cli import main
 from xlatbench.paths import build_dir
 from xlatbench.scripts.measurers import ChainMeasurer
+from xlatbench.scripts.records import record_from_json
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.inventory import load_inventory
 from xlatbench.setups.testbed import TestbedChain
@@ -47,7 +50,13 @@ def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
 
 def processes(hosts: SshHosts, role: str) -> list[str]:
     pids = sh("ip", "netns", "pids", hosts.netns(role)).split()
-    return [Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids if Path(f"/proc/{pid}").exists()]
+    names = []
+    for pid in pids:
+        try:
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:  # it ended meanwhile
+            continue
+    return names
 
 
 def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) -> None:
@@ -56,6 +65,7 @@ def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) ->
         assert online_states(tmp_path / "sys" / dut / "devices" / "system" / "cpu", 4) == ["1", "1", "1"]
         assert not {"tayga", "knotd", "sh"} & set(processes(hosts, dut))
     assert "knotd" not in processes(hosts, "server")
+    assert "xlatperf" not in processes(hosts, "client")
     assert not list((tmp_path / "run").rglob("*"))  # state files, tester results, their directories
 
 
@@ -106,39 +116,6 @@ def test_preflight_refuses_an_interface_with_addresses(hosts: SshHosts, inventor
         TestbedChain.up(load_inventory(inventory))
 
 
-CONTROLLER = """
-import sys
-from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.inventory import load_inventory
-from xlatbench.setups.testbed import TestbedChain
-chain = TestbedChain.up(load_inventory(sys.argv[1]))
-chain.set_dut_cpus([0])
-chain.start_idle()
-print("up", flush=True)
-ChainMeasurer(chain, TesterOptions()).measure(20.0, 1000.0)
-"""
-
-
-def test_killed_controller_then_down(hosts: SshHosts, inventory: Path, tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
-    before = hosts.snapshot()
-    controller = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(inventory)], stdout=subprocess.PIPE,
-                                  text=True, start_new_session=True)
-    try:
-        assert controller.stdout is not None
-        assert controller.stdout.readline().strip() == "up"
-        time.sleep(2.0)  # mid-trial
-    finally:
-        os.killpg(controller.pid, signal.SIGKILL)
-        controller.wait()
-    assert hosts.snapshot() != before
-    assert main(["testbed", "down", str(inventory)]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["dut1"]["undone"] > 10 and report["dut1"]["failed"] == []
-    assert_as_before(hosts, before, tmp_path)
-
-
 CAMPAIGN = """
 [campaign]
 name = "{name}"
@@ -150,7 +127,7 @@ cores = [1]
 min_rate_qps = 0
 max_rate_qps = 4000
 error_qps = 1000
-duration_s = 1
+duration_s = {duration}
 rest_s = 0
 repetitions = 1
 short_duration_s = 1
@@ -162,12 +139,11 @@ ports_per_thread = 4
 timeout_s = 0.25
 
 [idle]
-runs = 0
+runs = 1
+duration_s = 3
 
 [[setup]]
 name = "c464"
-kind = "chain"
-topology = "464xlat"
 {setup}
 """
 
@@ -175,44 +151,112 @@ topology = "464xlat"
 RUN_CLI = "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
+def write_campaign(tmp_path: Path, world: str, setup: str, duration: float = 1.0) -> tuple[Path, Path]:
+    store, campaign = tmp_path / f"{world}.jsonl", tmp_path / f"{world}.toml"
+    campaign.write_text(CAMPAIGN.format(name=world, store=store, setup=setup, duration=duration))
+    return campaign, store
+
+
+def setup_on_testbed(inventory: Path) -> str:
+    return f'kind = "testbed"\ninventory = "{inventory}"\ntopology = "464xlat"'
+
+
+def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """kill -9 of the campaign (its whole process group, ssh clients included) while a trial runs on the
+    client host, then `testbed down`: the tester left running there is ended, every host is as before."""
+    before = hosts.snapshot()
+    campaign, _ = write_campaign(tmp_path, "killed", setup_on_testbed(inventory), duration=30.0)
+    controller = subprocess.Popen([sys.executable, "-c", RUN_CLI, "campaign", "run", "--no-progress",
+                                   str(campaign)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        # A trial's tester writes its pid file on the client (preflight's `xlatperf --version` does not).
+        while not list((tmp_path / "run").rglob("trial-*.pid")):
+            assert controller.poll() is None and time.monotonic() < deadline, "no trial started"
+            time.sleep(0.2)
+        time.sleep(1.0)  # mid-trial
+    finally:
+        os.killpg(controller.pid, signal.SIGKILL)
+        controller.wait()
+    assert hosts.snapshot() != before
+    assert "xlatperf" in processes(hosts, "client"), "the tester runs on without its controller"
+    assert main(["testbed", "down", str(inventory)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dut1"]["undone"] > 10 and report["dut1"]["failed"] == []
+    assert len(report["client"]["stopped_testers"]) == 1
+    assert_as_before(hosts, before, tmp_path)
+
+
 def _keys(record: dict, depth: int = 2) -> set[str]:
-    """Dotted key paths of a record down to `depth` levels (the record's shape, not its values)."""
+    """Dotted key paths of a record down to `depth` levels (the record's shape, not its values). Not
+    entered: what describes the world itself (dut, setup), the tester's raw JSON, and hosts (per-host
+    samples exist only on a testbed: checked on their own)."""
     keys = set()
     for key, value in record.items():
         keys.add(key)
-        if depth > 1 and isinstance(value, dict) and key not in ("dut", "raw", "setup"):
+        if depth > 1 and isinstance(value, dict) and key not in ("dut", "raw", "setup", "hosts"):
             keys |= {f"{key}.{sub}" for sub in _keys(value, depth - 1)}
     return keys
 
 
 def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, inventory: Path,
                                                          tmp_path: Path) -> None:
-    """The same campaign through the SSH testbed and through the namespace emulation: the same records."""
+    """The same campaign on the SSH testbed (`kind = "testbed"`) and on the namespace emulation: records of
+    the same shape, key by key; the testbed's idle capture has per-host samples of both DUTs."""
+    before = hosts.snapshot()
     runs = {
-        "ssh": 'factory = "xlatbench.setups.testbed:testbed_chain"\n'
-               f'options = {{ inventory = "{inventory}" }}\ncpu_map = {{ 1 = [0] }}',
-        "netns": f'options = {{ prefix = "{hosts.prefix}e", backend = "tayga" }}\ncpu_map = {{ 1 = [1] }}',
+        "ssh": setup_on_testbed(inventory),
+        "netns": f'kind = "chain"\ntopology = "464xlat"\n'
+                 f'options = {{ prefix = "{hosts.prefix}e", backend = "tayga" }}\ncpu_map = {{ 1 = [1] }}',
     }
     records = {}
     for world, setup in runs.items():
-        store = tmp_path / f"{world}.jsonl"
-        campaign = tmp_path / f"{world}.toml"
-        campaign.write_text(CAMPAIGN.format(name=world, store=store, setup=setup))
+        campaign, store = write_campaign(tmp_path, world, setup)
         # In a process of its own, as a user runs it (its progress output outlives pytest's capture).
         done = subprocess.run([sys.executable, "-c", RUN_CLI, "campaign", "run", str(campaign)],
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         records[world] = [json.loads(line) for line in store.read_text().splitlines()]
-    ssh_trials = [r for r in records["ssh"] if r["type"] == "trial"]
-    netns_trials = [r for r in records["netns"] if r["type"] == "trial"]
-    assert ssh_trials and netns_trials
+        if world == "ssh":
+            assert "mean idle time of each DUT host's active cores: dut1" in done.stderr, done.stderr[-2000:]
+    assert_as_before(hosts, before, tmp_path)  # the campaign took its testbed down
+    by_type = {world: {r["type"] for r in stored} for world, stored in records.items()}
+    assert by_type["ssh"] == by_type["netns"] >= {"trial", "search", "summary", "idle-run", "idle-mean"}
     # The searches may take different paths (trial outcomes differ): compare each record type's shape.
     shapes: dict[str, dict[str, set[str]]] = {"ssh": {}, "netns": {}}
     for world, stored in records.items():
         for record in stored:
             shapes[world].setdefault(record["type"], set()).update(_keys(record))
     assert shapes["ssh"] == shapes["netns"]
-    first = ssh_trials[0]
+    schema = json.loads((Path(__file__).parents[2] / "scripts" / "schema" / "store.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    for record in records["ssh"]:
+        errors = list(validator.iter_errors(record))
+        assert not errors, (record["key"], errors[0].message)
+    first = next(r for r in records["ssh"] if r["type"] == "trial")
     assert first["dut"]["world"] == "real testbed" and first["dut"]["preflight"]["ok"]
+    assert first["dut"]["knot"]["threads"], "knotd's threads and their CPUs, read on the server host"
     assert first["dut_cpus"]["applied"]["dut1"]["online"] == [0]
     assert first["trial"]["sent"] == first["trial"]["rate_qps"] * first["trial"]["duration_s"]
+    check_host_idle(records)
+
+
+def check_host_idle(records: dict[str, list[dict]]) -> None:
+    """Per-host idle samples of each DUT on the testbed (none in emulation), and the paper's verdict."""
+    run = next(r for r in records["ssh"] if r["type"] == "idle-run")
+    assert set(run["hosts"]) == {"dut1", "dut2"}
+    for samples in run["hosts"].values():
+        # Only the samples inside the 3 s trial (t_s counted from its start on the controller's clock).
+        assert 2 <= len(samples) <= 4 and {"all", "0"} <= set(samples[0]["cpus"])
+        assert all(0.5 <= s["t_s"] <= 3.6 for s in samples), [s["t_s"] for s in samples]
+        assert abs(sum(samples[0]["cpus"]["all"].values()) - 100.0) < 0.5
+    mean = next(r for r in records["ssh"] if r["type"] == "idle-mean")
+    assert set(mean["hosts"]) == {"dut1", "dut2"}
+    assert all(r["hosts"] is None for r in records["netns"] if r["type"] in ("idle-run", "idle-mean"))
+    verdict = host_bottleneck(record_from_json(mean))  # type: ignore[arg-type]
+    # Both "hosts" read this one machine's CPUs: a tie (not determined) unless the load moved meanwhile.
+    assert verdict is not None and verdict["bottleneck"] in ("dut1", "dut2", None)
+    assert verdict["active_cpus"] == {"dut1": [0], "dut2": [0]}
+    assert all(0.0 <= v <= 100.0 for v in verdict["idle_percent"].values())

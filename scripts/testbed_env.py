@@ -1,0 +1,167 @@
+"""A campaign setup on a real testbed (`[[setup]] kind = "testbed"`, `inventory = PATH`): the inventory's four
+hosts over SSH (setups.testbed.TestbedChain), measured with xlatperf on the client host.
+
+Core counts come from the preflight: a DUT can run with CPU 0 plus any of its inventory's `offline_cpus`
+that the host really has (`present`); core count N keeps CPU 0 and the N-1 lowest of those online on each
+DUT (CPU hotplug), and each trial's record says what every DUT then had online. The preflight is recorded
+with every result (the record's `dut.preflight`). The idle capture samples /proc/stat on each DUT host.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..setups.inventory import DUTS, Inventory, load_inventory
+from ..setups.placement import parse_cpu_list
+from ..setups.remote_idle import IdleSampler
+from .envs import Environment
+from .measurers import ChainMeasurer
+from .trial import Measurer, TrialResult
+from .xlatperf import TesterOptions
+
+SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
+
+
+class TestbedSetupError(RuntimeError):
+    """The testbed cannot give what the campaign asks; the message names the host and the fix."""
+
+    __test__ = False  # not a pytest test class
+
+
+def usable_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
+    """The DUT's present CPUs in the order core counts take them: first those that stay online (CPU 0 and
+    any not in its offline_cpus), then its offline-able ones."""
+    found = preflight["hosts"][dut].get("cpus_present") or "0"
+    present = sorted(set(parse_cpu_list(str(found))) | {0})
+    allowed = set(inventory.hosts[dut].offline_cpus) - {0}
+    return [c for c in present if c not in allowed] + [c for c in present if c in allowed]
+
+
+def fixed_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
+    """The DUT's CPUs that hotplug may not take offline (CPU 0 and present CPUs not in offline_cpus)."""
+    allowed = set(inventory.hosts[dut].offline_cpus) - {0}
+    return [c for c in usable_cpus(inventory, preflight, dut) if c not in allowed]
+
+
+@dataclass
+class TestbedEnvironment(Environment):
+    """inventory: path of the inventory file; topology: what the campaign asks (must be the inventory's)."""
+
+    __test__ = False
+
+    inventory: str
+    tester: TesterOptions
+    topology: str | None = None
+    _inventory: Inventory | None = field(default=None, init=False)
+    _preflight: dict[str, Any] | None = field(default=None, init=False)
+    _chain: Any = field(default=None, init=False)
+    _measurer: ChainMeasurer | None = field(default=None, init=False)
+
+    def _inv(self) -> Inventory:
+        if self._inventory is None:
+            self._inventory = load_inventory(self.inventory)
+        return self._inventory
+
+    def preflight(self) -> dict[str, Any]:
+        """The chain's preflight once it is up, else one made now (every host reached over SSH)."""
+        if self._chain is not None:
+            return self._chain.preflight
+        if self._preflight is None:
+            from ..setups.preflight import check
+            from ..setups.testbed import machine_interfaces, transport_for
+
+            shell = transport_for(self._inv())
+            try:
+                self._preflight = check(self._inv(), shell, machine_interfaces(self._inv()))
+            finally:
+                shell.close()
+            if not self._preflight["ok"]:
+                raise TestbedSetupError(f"testbed {self.inventory}: preflight refused: "
+                                        + "; ".join(self._preflight["problems"]))
+        return self._preflight
+
+    def up(self) -> None:
+        from ..setups.testbed import TestbedChain
+
+        self._chain = TestbedChain.up(self._inv())
+        self._measurer = ChainMeasurer(self._chain, self.tester)
+
+    def down(self) -> None:
+        if self._chain is not None:
+            chain, self._chain = self._chain, None
+            chain.__exit__(None, None, None)
+
+    def max_cores(self) -> int:
+        return min(len(usable_cpus(self._inv(), self.preflight(), dut)) for dut in DUTS)
+
+    def per_dut_cpus(self, count: int) -> dict[str, list[int]]:
+        """Per DUT the CPUs online for `count` cores; one-line error when a DUT cannot run exactly that."""
+        inv, found = self._inv(), self.preflight()
+        for dut in DUTS:
+            fixed = fixed_cpus(inv, found, dut)
+            if len(fixed) > count:
+                raise TestbedSetupError(
+                    f"testbed {self.inventory}: {dut} keeps CPUs {fixed} online (CPU 0 and CPUs not in "
+                    f"hosts.{dut}.offline_cpus), so it cannot run {count} core(s): add them to offline_cpus "
+                    f"or drop {count} from the campaign's cores")
+        return {dut: usable_cpus(inv, found, dut)[:count] for dut in DUTS}
+
+    def dut_cpus(self, count: int) -> list[int]:
+        return self.per_dut_cpus(count)[DUTS[0]]
+
+    def set_cores(self, count: int) -> dict[str, Any]:
+        assert self._chain is not None, "environment not up"
+        cpus = self.per_dut_cpus(count)
+        return {"cores": count, "cpus": cpus, "applied": self._chain.set_dut_cpus(cpus[DUTS[0]], cpus)}
+
+    def measurer(self) -> Measurer:
+        assert self._measurer is not None, "environment not up"
+        return self._measurer
+
+    def describe(self) -> dict[str, Any]:
+        if self._chain is not None:
+            return self._chain.describe()
+        return {"topology": self.topology or self._inv().topology_name, "world": "real testbed",
+                "inventory": self.inventory, "preflight": self._preflight}
+
+    def tester_version(self) -> str | None:
+        return self._measurer.last_tester_version if self._measurer else None
+
+    def start_host_idle(self) -> None:
+        assert self._chain is not None, "environment not up"
+        self._chain.start_idle()
+
+    def collect_host_idle(self, result: TrialResult | None) -> dict[str, list[dict[str, Any]]] | None:
+        """Each DUT's samples whose interval lies inside the trial (all of them when the trial's start is
+        unknown), t_s counted from the trial's start."""
+        assert self._chain is not None, "environment not up"
+        found = self._chain.collect_idle()
+        client = self._chain.preflight["hosts"]["client"].get("clock") or {}
+        window = trial_window(result, float(client.get("offset_s", 0.0))) if result is not None else None
+        if window is None:
+            return found
+        return {host: inside(samples, window) for host, samples in found.items()}
+
+
+def trial_window(result: TrialResult, client_offset_s: float) -> tuple[float, float] | None:
+    """(start, end) of a trial on the controller's clock, s since the epoch: the tester's start_utc (the
+    client host's clock) minus that clock's offset, plus the trial's duration. None without a start."""
+    start = ((result.raw or {}).get("header") or {}).get("start_utc")
+    if not isinstance(start, str):
+        return None
+    begin = dt.datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() - client_offset_s
+    return begin, begin + result.duration_s
+
+
+def inside(samples: list[dict[str, Any]], window: tuple[float, float]) -> list[dict[str, Any]]:
+    """The samples whose interval's middle lies in the window, t_s re-counted from the window's start."""
+    kept, previous = [], None
+    for sample in samples:
+        end = float(sample["t_controller"])
+        middle = end - (end - previous) / 2 if previous is not None else end - SAMPLE_INTERVAL_S / 2
+        previous = end
+        if window[0] <= middle <= window[1]:
+            kept.append({**sample, "t_s": round(end - window[0], 3)})
+    return kept
