@@ -1,4 +1,5 @@
-"""Campaign files (TOML): topologies x core counts x search settings x idle capture, validated up front.
+"""Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture,
+validated up front.
 
 Every table rejects keys it does not know, so a typo fails at once with the key's name instead of running a
 38-hour campaign with a default. See README (section "Measurement") and campaigns/*.toml for examples.
@@ -27,8 +28,10 @@ from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
 from xlatbench.scripts.xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
+    flows,
     outstanding_per_socket,
     sockets_needed,
+    tester_for_sessions,
 )
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
@@ -74,7 +77,8 @@ class SetupSpec:
 
 @dataclass(frozen=True)
 class Campaign:
-    """A parsed campaign file. sha256: hash of its normalized content (every record carries it)."""
+    """A parsed campaign file. sha256: hash of its normalized content (every record carries it).
+    sessions: the tester flow counts swept ([campaign] sessions); () = no sweep, [tester] as given."""
 
     name: str
     file: str
@@ -86,6 +90,15 @@ class Campaign:
     idle: IdleSpec
     setups: tuple[SetupSpec, ...]
     sha256: str
+    sessions: tuple[int, ...] = ()
+
+    def session_counts(self) -> tuple[int | None, ...]:
+        """The sweep's session counts in order; (None,) without a sweep."""
+        return self.sessions or (None,)
+
+    def tester_for(self, sessions: int | None) -> TesterOptions:
+        """The tester options of one point of the sweep (docs/measurement.md, "Sessions")."""
+        return self.tester if sessions is None else tester_for_sessions(self.tester, sessions)
 
     def idle_search(self) -> tuple[str, SearchSettings]:
         if self.idle.search is None:
@@ -123,7 +136,7 @@ def load_campaign(path: Path, store: Path | None = None) -> Campaign:
 def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -> Campaign:
     _only(data, "top level", {"campaign", "search", "tester", "idle", "setup"})
     head = _table(data, "campaign")
-    _only(head, "[campaign]", {"name", "store", "methods", "cores"})
+    _only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
     name = _str(head, "name", "[campaign]")
     methods = tuple(head.get("methods", [RFC8219]))
     for method in methods:
@@ -147,12 +160,36 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
     setups = _setups(data.get("setup"))
+    sessions = _sessions(head, _table(data, "tester", required=False))
+    try:
+        testers = [tester if s is None else tester_for_sessions(tester, s) for s in sessions or (None,)]
+    except ValueError as err:
+        raise CampaignFileError(f"[campaign] {err}") from None
     if any(setup.kind != "fake" for setup in setups):
         for search_name, settings in searches:
-            _check_outstanding(search_name, settings, tester)
+            for options in testers:
+                _check_outstanding(search_name, settings, options, swept=bool(sessions))
+    for setup in setups:
+        _check_flows(setup, max(flows(options) for options in testers))
     normalized = json.dumps(data, sort_keys=True, default=str).encode()
     return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                    hashlib.sha256(normalized).hexdigest())
+                    hashlib.sha256(normalized).hexdigest(), sessions)
+
+
+def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:
+    """[campaign] sessions: distinct positive counts; it sets ports_per_thread, so [tester] must not."""
+    if "sessions" not in head:
+        return ()
+    sessions = head["sessions"]
+    if not isinstance(sessions, list) or not sessions or \
+            any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sessions):
+        raise CampaignFileError(f"[campaign] sessions must be a list of positive integers, got {sessions!r}")
+    if len(set(sessions)) != len(sessions):
+        raise CampaignFileError(f"[campaign] sessions has repeated values: {sessions}")
+    if "ports_per_thread" in tester:
+        raise CampaignFileError("[tester] ports_per_thread and [campaign] sessions both given: sessions sets "
+                                "ports_per_thread = sessions / threads; remove ports_per_thread")
+    return tuple(sessions)
 
 
 def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
@@ -174,7 +211,7 @@ def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
 
 SETUP_KEYS = {
     "fake": {"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed", "realtime",
-             "cores_available", "background_loss"},
+             "cores_available", "background_loss", "half_capacity_sessions"},
     "loopback": {"knot_cpus", "udp_workers", "rmem_bytes"},
     "chain": {"topology", "options", "factory", "cpu_map"},
 }
@@ -206,7 +243,8 @@ def _setups(raw: Any) -> tuple[SetupSpec, ...]:
     return tuple(setups)
 
 
-def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions) -> None:
+def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions,
+                       swept: bool = False) -> None:
     """Fail now, not at the first trial, when max_rate_qps is more than xlatperf can keep in flight."""
     sockets = tester.threads * tester.ports_per_thread
     outstanding = outstanding_per_socket(settings.max_rate_qps, sockets, tester.timeout_s)
@@ -215,8 +253,31 @@ def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOption
         raise CampaignFileError(
             f"search {name!r}: max_rate_qps {settings.max_rate_qps:.0f} over {sockets} tester socket(s) "
             f"keeps {outstanding:.0f} queries in flight per socket, xlatperf allows "
-            f"{MAX_OUTSTANDING_PER_SOCKET}: "
-            f"set [tester] threads x ports_per_thread >= {needed}")
+            f"{MAX_OUTSTANDING_PER_SOCKET}: " + (
+                f"use [campaign] sessions >= {needed} or a lower max_rate_qps" if swept
+                else f"set [tester] threads x ports_per_thread >= {needed}"))
+
+
+def _check_flows(setup: SetupSpec, most: int) -> None:
+    """Fail now when the tester would use more flows than an emulated chain carries (a MAP-T port set)."""
+    if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
+        return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
+    from xlatbench.setups.mapt import MapCe
+    from xlatbench.setups.testbeds import topology
+
+    config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
+    chain = topology(config.topology, config.effective_nat64_prefix, config.ces)
+    limit = chain.max_flows()
+    if limit is None or most <= limit:
+        return
+    ces = [ce for t in chain.translators().values() if isinstance(ce := getattr(t, "ce", None), MapCe)]
+    ce = (ces or list(chain.tester_ces))[0]
+    ranges = ", ".join(f"{first}-{last}" for first, last in ce.port_ranges)
+    raise CampaignFileError(
+        f"setup {setup.name!r}: {most} tester sessions (threads x ports_per_thread) do not fit the "
+        f"{config.topology} chain's {limit} flows (MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length "
+        f"{ce.psid_len} leaves 2^(16 - {ce.psid_len}) = {ce.port_count} ports, {ranges}): "
+        f"use sessions <= {limit}")
 
 
 def _check_emulation_options(where: str, topology: str, options: Any) -> None:
@@ -242,7 +303,8 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
             noise=float(p.get("noise", 0.0)), buffer_queries=float(p.get("buffer_queries", 0.0)),
             background_loss=float(p.get("background_loss", 0.0)),
             tester_limit_qps=p.get("tester_limit_qps"), seed=int(p.get("seed", 1)), realtime=realtime,
-            cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock())
+            cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock(),
+            half_capacity_sessions=p.get("half_capacity_sessions"), sessions=flows(tester))
     if setup.kind == "loopback":
         cpus = p.get("knot_cpus")
         return LoopbackEnvironment(tester, knot_cpus=tuple(cpus) if cpus is not None else None,

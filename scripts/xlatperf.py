@@ -8,7 +8,7 @@ import math
 import os
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,25 @@ class TesterOptions:
             raise ValueError("tester threads and ports_per_thread must be at least 1")
         if self.timeout_s <= 0:
             raise ValueError(f"tester timeout must be positive, got {self.timeout_s} s")
+
+
+def flows(options: TesterOptions) -> int:
+    """Distinct flows (source address x source port) xlatperf uses: one socket per port, threads x
+    ports_per_thread, all from one source address."""
+    return options.threads * options.ports_per_thread
+
+
+def tester_for_sessions(options: TesterOptions, sessions: int) -> TesterOptions:
+    """The tester options that give exactly `sessions` flows: [tester] threads kept (fewer when sessions is
+    smaller), ports_per_thread = sessions / threads. ValueError when sessions does not divide evenly."""
+    if sessions < 1:
+        raise ValueError(f"sessions must be positive, got {sessions}")
+    threads = min(options.threads, sessions)
+    if sessions % threads:
+        raise ValueError(f"sessions {sessions} is not a multiple of [tester] threads {threads}: xlatperf "
+                         "gives every thread the same number of source ports (sessions = threads x "
+                         "ports_per_thread)")
+    return replace(options, threads=threads, ports_per_thread=sessions // threads)
 
 
 def _num(value: float) -> str:
