@@ -52,7 +52,7 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         short = "RFC 8219" if series.rfc8219_exact else "fast, not RFC 8219 exact"
         colour = colours[setups.index(series.setup) % len(colours)]
         ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,
-                    label=f"{series.setup} ({short})")
+                    label=f"{series.label} ({short})")
         plotted = True
     if not plotted:
         plt.close(fig)

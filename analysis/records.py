@@ -48,11 +48,13 @@ class Throughput:
     implementation: str
     trials: int = 0
     elapsed_s: float = 0.0
+    sessions: int = 4
 
 
 @dataclass
 class Series:
-    """All core counts of one setup searched with one method (one table of the paper)."""
+    """All core counts of one setup searched with one method (one table of the paper); in a sessions sweep,
+    at one session count (sessions: the tester's flows; None when the campaign did not sweep them)."""
 
     setup: str
     topology: str
@@ -60,6 +62,12 @@ class Series:
     rfc8219_exact: bool
     conditions: dict[str, Any]
     cells: dict[int, Throughput] = field(default_factory=dict)
+    sessions: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The setup's name, with the session count in a sweep."""
+        return self.setup if self.sessions is None else f"{self.setup}, {self.sessions} tester sessions"
 
 
 @dataclass(frozen=True)
@@ -129,16 +137,18 @@ def load_campaign(path: Path) -> Campaign:
 
 
 def series_of(summaries: list[SummaryEntry]) -> list[Series]:
-    """One Series per (setup, method), in the order of the summaries; a later summary of the same cores
-    replaces an earlier one."""
-    grouped: dict[tuple[str, str], Series] = {}
+    """One Series per (setup, method, swept session count), in the order of the summaries; a later summary
+    of the same cores replaces an earlier one."""
+    grouped: dict[tuple[str, str, int | None], Series] = {}
     for record in summaries:
         setup = record.context.setup
-        key = (record.context.setup_name, record.method)
+        sessions = record.context.sessions if record.context.swept else None
+        key = (record.context.setup_name, record.method, sessions)
         if key not in grouped:
             grouped[key] = Series(
                 setup=record.context.setup_name, topology=setup.get("topology", setup.get("kind", "?")),
                 method=record.method, rfc8219_exact=record.rfc8219_exact, conditions=_conditions(record),
+                sessions=sessions,
             )
         grouped[key].cells[record.context.cores] = _cell(record)
     return list(grouped.values())
@@ -152,7 +162,7 @@ def _cell(record: SummaryEntry) -> Throughput:
         maximum=stats.maximum if stats else None, p1=stats.p1 if stats else None,
         p99=stats.p99 if stats else None, dispersion=stats.dispersion if stats else None,
         tester_limit_qps=record.tester_limit_qps, implementation=record.context.implementation,
-        trials=record.trials, elapsed_s=record.elapsed_s,
+        trials=record.trials, elapsed_s=record.elapsed_s, sessions=record.context.sessions,
     )
 
 
@@ -165,6 +175,8 @@ def _conditions(record: SummaryEntry) -> dict[str, Any]:
         "timeout_s": record.context.tester.get("options", {}).get("timeout_s"),
         "repetitions": settings.get("repetitions"),
         "error": settings.get("error_ratio") or settings.get("error_qps"),
+        "error_qps": settings.get("error_qps"),
+        "error_ratio": settings.get("error_ratio"),
     }
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from xlatbench.analysis import plots
 from xlatbench.analysis.bottleneck import Verdict, verdict
+from xlatbench.analysis.measured_bottleneck import measured_tables
 from xlatbench.analysis.records import Campaign, load_campaign
+from xlatbench.analysis.sessions import sessions_tables, throughput_vs_sessions
 from xlatbench.analysis.tables import Table, comparison_table, throughput_table
 
 
@@ -20,7 +22,7 @@ def tables_of(campaign: Campaign) -> list[Table]:
         table = comparison_table(campaign.series, method_exact=exact)
         if table is not None and len(table.rows) > 1:
             tables.append(table)
-    return tables
+    return tables + sessions_tables(campaign.series) + measured_tables(campaign.series)
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
@@ -47,6 +49,9 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
 def _figures(campaign: Campaign, out_dir: Path) -> list[Path]:
     figures = []
     made = plots.throughput_vs_cores(campaign.series, out_dir / "throughput-vs-cores.png")
+    if made:
+        figures.append(made)
+    made = throughput_vs_sessions(campaign.series, out_dir / "throughput-vs-sessions.png")
     if made:
         figures.append(made)
     for capture in campaign.idle:

@@ -80,7 +80,7 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
     cores = sorted(series.cells)
     cells = [series.cells[c] for c in cores]
     implementations = sorted({cell.implementation for cell in cells})
-    title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), "
+    title = (f"Throughput of {series.label} ({'; '.join(implementations)}), "
              f"{method_label(series.rfc8219_exact)}: resolved queries/s ({conditions_text(series)})")
     rows = [
         ["Median (queries/s)", *[_cell_median(cell) for cell in cells]],
@@ -128,13 +128,13 @@ def comparison_table(all_series: list[Series], method_exact: bool = True) -> Tab
     if ceiling is not None:
         rows.append(["loopback self-test, tester + Knot alone (queries/s)", *[_qps(ceiling) for _ in cores]])
     for series in chains:
-        rows.append([f"{series.setup}: median (queries/s)",
+        rows.append([f"{series.label}: median (queries/s)",
                      *[_cell_median(series.cells[c]) if c in series.cells else "-" for c in cores]])
         if baseline is not None and series is not baseline:
-            rows.append([f"{series.setup} / baseline",
+            rows.append([f"{series.label} / baseline",
                          *[_share(_median_at(series, c), _median_at(baseline, c)) for c in cores]])
         if ceiling:
-            rows.append([f"{series.setup} / loopback self-test",
+            rows.append([f"{series.label} / loopback self-test",
                          *[_share(_median_at(series, c), ceiling) for c in cores]])
     title = (f"Medians side by side, {method_label(method_exact)}: resolved queries/s, and ratios within "
              f"the same run (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the test "

@@ -52,6 +52,12 @@ def implementation_label(dut: dict[str, Any]) -> str:
     return f"{dut.get('implementation', dut.get('topology', '?'))} {dut.get('version', '')}".strip()
 
 
+def search_error_qps(error_qps: float | None, error_ratio: float | None, rate_qps: float) -> float:
+    """A search's error (the bracket width at which it stops) at rate_qps, queries/s: the larger of the
+    absolute and the relative error, at least 1 query/s."""
+    return max(error_qps or 0.0, (error_ratio or 0.0) * rate_qps, 1.0)
+
+
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
