@@ -31,7 +31,7 @@ from xlatbench.scripts.xlatperf import (
     flows,
     outstanding_per_socket,
     sockets_needed,
-    tester_for_sessions,
+    options_for_sessions,
 )
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
@@ -98,7 +98,7 @@ class Campaign:
 
     def tester_for(self, sessions: int | None) -> TesterOptions:
         """The tester options of one point of the sweep (docs/measurement.md, "Sessions")."""
-        return self.tester if sessions is None else tester_for_sessions(self.tester, sessions)
+        return self.tester if sessions is None else options_for_sessions(self.tester, sessions)
 
     def idle_search(self) -> tuple[str, SearchSettings]:
         if self.idle.search is None:
@@ -162,7 +162,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     setups = _setups(data.get("setup"))
     sessions = _sessions(head, _table(data, "tester", required=False))
     try:
-        testers = [tester if s is None else tester_for_sessions(tester, s) for s in sessions or (None,)]
+        testers = [tester if s is None else options_for_sessions(tester, s) for s in sessions or (None,)]
     except ValueError as err:
         raise CampaignFileError(f"[campaign] {err}") from None
     if any(setup.kind != "fake" for setup in setups):

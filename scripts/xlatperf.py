@@ -86,7 +86,7 @@ def flows(options: TesterOptions) -> int:
     return options.threads * options.ports_per_thread
 
 
-def tester_for_sessions(options: TesterOptions, sessions: int) -> TesterOptions:
+def options_for_sessions(options: TesterOptions, sessions: int) -> TesterOptions:
     """The tester options that give exactly `sessions` flows: [tester] threads kept (fewer when sessions is
     smaller), ports_per_thread = sessions / threads. ValueError when sessions does not divide evenly."""
     if sessions < 1:
