@@ -29,9 +29,9 @@ from xlatbench.scripts.xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
     flows,
+    options_for_sessions,
     outstanding_per_socket,
     sockets_needed,
-    options_for_sessions,
 )
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)

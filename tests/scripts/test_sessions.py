@@ -104,9 +104,9 @@ def chain(topology: str, **options: object) -> dict:
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"setup": [chain("mapt")]}, r"16384 tester sessions .* do not fit the mapt chain's 2048 flows \(MAP-T CE "
-                                 r"192\.0\.2\.8 PSID 27: PSID length 5 leaves 2\^\(16 - 5\) = 2048 ports, "
-                                 r"55296-57343\): use sessions <= 2048"),
+    ({"setup": [chain("mapt")]},
+     r"16384 tester sessions .* do not fit the mapt chain's 2048 flows \(MAP-T CE 192\.0\.2\.8 PSID 27: "
+     r"PSID length 5 leaves 2\^\(16 - 5\) = 2048 ports, 55296-57343\): use sessions <= 2048"),
     ({"setup": [chain("br")]}, "do not fit the br chain's 2048 flows"),
     ({"setup": [chain("ce")]}, "do not fit the ce chain's 2048 flows"),
     ({"tester": {"threads": 3}}, r"sessions 64 is not a multiple of \[tester\] threads 3"),
