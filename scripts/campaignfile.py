@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -169,8 +170,12 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
         for search_name, settings in searches:
             for options in testers:
                 _check_outstanding(search_name, settings, options, swept=bool(sessions))
+    most = max(flows(options) for options in testers)
     for setup in setups:
-        _check_flows(setup, max(flows(options) for options in testers))
+        _check_flows(setup, most)
+    if any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
+            "factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY) for setup in setups):
+        _check_local_sockets(most, bool(sessions))
     normalized = json.dumps(data, sort_keys=True, default=str).encode()
     return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
                     hashlib.sha256(normalized).hexdigest(), sessions)
@@ -278,6 +283,31 @@ def _check_flows(setup: SetupSpec, most: int) -> None:
         f"{config.topology} chain's {limit} flows (MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length "
         f"{ce.psid_len} leaves 2^(16 - {ce.psid_len}) = {ce.port_count} ports, {ranges}): "
         f"use sessions <= {limit}")
+
+
+# Files xlatperf holds open besides its sockets (stdio, its JSON, /proc and /sys reads), with room to spare.
+TESTER_OTHER_FILES = 16
+
+
+def _check_local_sockets(most: int, swept: bool) -> None:
+    """Fail now when the tester, run on this machine, cannot open one socket per flow: its open-file limit
+    (RLIMIT_NOFILE, inherited) and, with ephemeral source ports, the host's ephemeral port range."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    what = "[campaign] sessions" if swept else "[tester] threads x ports_per_thread"
+    if most + TESTER_OTHER_FILES > soft:
+        raise CampaignFileError(
+            f"{what} asks for {most} tester sockets, but this process may open only {soft} files "
+            f"(ulimit -n; hard limit {hard}) and xlatperf needs about {TESTER_OTHER_FILES} more: use at most "
+            f"{soft - TESTER_OTHER_FILES} or raise the limit (ulimit -n; above the hard limit needs "
+            "root with CAP_SYS_RESOURCE)")
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return
+    if most > high - low + 1:
+        raise CampaignFileError(
+            f"{what} asks for {most} tester sockets on ephemeral source ports, more than this host's range "
+            f"{low}-{high} ({high - low + 1} ports, net.ipv4.ip_local_port_range): use fewer")
 
 
 def _check_emulation_options(where: str, topology: str, options: Any) -> None:

@@ -4,6 +4,7 @@ simulated DUT whose capacity falls with sessions in a known way reproduced by th
 from __future__ import annotations
 
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from xlatbench.analysis.records import load_campaign as load_report
 from xlatbench.analysis.report import write_report
 from xlatbench.scripts.campaign import CampaignRun, planned_searches
-from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
+from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.store import ResultStore
 from xlatbench.scripts.xlatperf import TesterOptions, options_for_sessions
 
@@ -142,3 +143,18 @@ def test_the_cli_refuses_a_session_count_in_one_line(tmp_path: Path) -> None:
     assert process.returncode != 0
     assert len(process.stderr.strip().splitlines()) == 1, process.stderr
     assert "2^(16 - 5) = 2048 ports" in process.stderr
+
+
+def test_more_sockets_than_the_tester_may_open_are_refused(tmp_path: Path) -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    data = sweep_campaign(tmp_path / "x.jsonl", sessions=[2, 2 * soft])
+    data["setup"] = [chain("464xlat")]
+    with pytest.raises(CampaignFileError, match=f"asks for {2 * soft} tester sockets, but this process may "
+                                                f"open only {soft} files"):
+        parse_campaign(data, "bad.toml")
+
+
+def test_the_shipped_sessions_campaign_parses() -> None:
+    campaign = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "sessions.toml")
+    assert campaign.sessions == (1, 64, 1024, 2048)
+    assert {s.params["topology"] for s in campaign.setups} == {"464xlat", "clat", "plat", "mapt", "ce", "br"}
