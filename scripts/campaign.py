@@ -339,7 +339,7 @@ class CampaignRun:
         recorder = self._recorder()
         writer = ConfigWriter(recorder, config, session)
         session.runner.on_trial = writer.trial
-        recorder.progress.status(f"{config.setup} cores={config.cores}{_sessions_text(config.sessions)} "
+        recorder.progress.status(f"{config.setup} cores={config.cores}{sessions_text(config.sessions)} "
                                  f"{config.search} {config.method}")
         repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
                                  config.prefix, first_guess_qps=previous_medians.get((config.search,
@@ -350,7 +350,7 @@ class CampaignRun:
         self.results.append(ConfigResult(config, repeated, summary))
         if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
             previous_medians[(config.search, config.method)] = repeated.summary.median
-        recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s){_sessions_text(config.sessions)}, "
+        recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s){sessions_text(config.sessions)}, "
                               f"search {config.search!r}: "
                               f"{repeated.describe()} [{summary.context.implementation}]")
 
@@ -472,7 +472,8 @@ def _tester(tester: TesterOptions) -> dict[str, Any]:
     return data
 
 
-def _sessions_text(sessions: int | None) -> str:
+def sessions_text(sessions: int | None) -> str:
+    """", S tester sessions" in a sessions sweep, else nothing: how messages name a sweep's point."""
     return "" if sessions is None else f", {sessions} tester sessions"
 
 

@@ -158,3 +158,15 @@ def test_the_shipped_sessions_campaign_parses() -> None:
     campaign = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "sessions.toml")
     assert campaign.sessions == (1, 64, 1024, 2048)
     assert {s.params["topology"] for s in campaign.setups} == {"464xlat", "clat", "plat", "mapt", "ce", "br"}
+
+
+def test_the_idle_capture_runs_at_each_session_count(tmp_path: Path) -> None:
+    store = tmp_path / "sw.jsonl"
+    data = sweep_campaign(store, cores=[1], sessions=[64, 4096])
+    data["idle"] = {"runs": 1}
+    CampaignRun(parse_campaign(data, "sw.toml", store), progress=False).run()
+    idle = {r.key: r for r in ResultStore(store).records() if r.TYPE == "idle-run"}
+    assert set(idle) == {f"idle:{s}/cores1/sessions{n}/run1" for s in ("falls", "flat") for n in (64, 4096)}
+    # Each at its own session count's median: the falling DUT's rate at 4096 is a fifth of its capacity.
+    rate = idle["idle:falls/cores1/sessions4096/run1"].rate_qps
+    assert CAPACITY / 5 - ERROR_QPS <= rate <= CAPACITY / 5
