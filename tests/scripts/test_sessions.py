@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fakechain
 import pytest
 
 from xlatbench.analysis.records import load_campaign as load_report
@@ -170,3 +171,28 @@ def test_the_idle_capture_runs_at_each_session_count(tmp_path: Path) -> None:
     # Each at its own session count's median: the falling DUT's rate at 4096 is a fifth of its capacity.
     rate = idle["idle:falls/cores1/sessions4096/run1"].rate_qps
     assert CAPACITY / 5 - ERROR_QPS <= rate <= CAPACITY / 5
+
+
+def test_a_chain_sweep_runs_the_tester_with_each_session_count(tmp_path: Path, monkeypatch) -> None:
+    """Through a chain's factory (a fake chain and a fake xlatperf): each point's trials run xlatperf with
+    that point's threads and ports, on one chain brought up once."""
+    for key, value in fakechain.env_with_fake_tester(tmp_path, 5000).items():
+        monkeypatch.setenv(key, value)
+    fakechain.LOG.clear()
+    store = tmp_path / "c.jsonl"
+    data = {"campaign": {"name": "c", "methods": ["rfc8219-binary"], "cores": [1], "sessions": [1, 6, 64]},
+            "search": {"max_rate_qps": 20_000, "error_qps": 1000, "duration_s": 0.1, "rest_s": 0,
+                       "repetitions": 1},
+            "tester": {"threads": 2},
+            "setup": [{"name": "fc", "kind": "chain", "topology": "baseline",
+                       "factory": "fakechain:fake_chain", "options": {"prefix": "xbt"}}]}
+    CampaignRun(parse_campaign(data, "c.toml", store), progress=False).run()
+    seen = set()
+    for record in ResultStore(store).records():
+        if record.TYPE == "trial":
+            argv = record.raw["header"]["argv"]
+            options = tuple(int(argv[argv.index(flag) + 1]) for flag in ("--threads", "--ports-per-thread"))
+            assert options[0] * options[1] == record.context.sessions
+            seen.add(options)
+    assert seen == {(1, 1), (2, 3), (2, 32)}
+    assert [entry[0] for entry in fakechain.LOG].count("up") == 1
