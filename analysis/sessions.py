@@ -87,6 +87,8 @@ def throughput_vs_sessions(all_series: list[Series], path: Path) -> Path | None:
                           [(c.maximum or c.median) - c.median for _, c in points]],
                     fmt="-o", capsize=4, label=f"{setup}, {cores} core(s), {method}")
     ax.set_xscale("log", base=2)
+    counts = sorted({n for _, _, cells in lines for n in cells})
+    ax.set_xticks(counts, [str(n) for n in counts])
     ax.set_xlabel("tester sessions (distinct source address x port flows)")
     ax.set_ylabel("throughput (resolved queries/s)")
     ax.set_ylim(bottom=0)
