@@ -29,14 +29,20 @@ def single_dut_of(topology: str) -> str | None:
 @dataclass(frozen=True)
 class Point:
     """One core count: the chain's median and each device's own (queries/s, None without a number), the
-    device with the lowest, the comparison's search error (queries/s), whether the chain reaches it."""
+    device with the lowest (None unless every device has a number), the comparison's search error
+    (queries/s) and how the chain compares with that device: "reaches" (within the error), "below" or
+    "above" (beyond the error: the measurements disagree), None when there is nothing to compare."""
 
     cores: int
     chain_qps: float | None
     devices_qps: dict[str, float | None]
     bottleneck: str | None
     error_qps: float | None
-    reaches: bool | None
+    outcome: str | None
+
+    @property
+    def reaches(self) -> bool | None:
+        return None if self.outcome is None else self.outcome == "reaches"
 
 
 @dataclass(frozen=True)
@@ -65,23 +71,31 @@ def comparisons(all_series: list[Series]) -> list[Comparison]:
                         and (s.method, s.sessions) == (chain.method, chain.sessions))
         if len({s.topology for s in devices}) >= 2:
             cores = sorted(set(chain.cells).intersection(*(s.cells for s in devices)))
-            found.append(Comparison(chain, devices, tuple(_point(chain, devices, c) for c in cores)))
+            points = tuple(p for p in (_point(chain, devices, c) for c in cores) if _measured(p))
+            found.append(Comparison(chain, devices, points))
     return found
+
+
+def _measured(point: Point) -> bool:
+    """Something at this core count has a throughput (else the column would be empty)."""
+    return point.chain_qps is not None or any(v is not None for v in point.devices_qps.values())
 
 
 def _point(chain: Series, devices: tuple[Series, ...], cores: int) -> Point:
     chain_qps = _median(chain.cells[cores])
-    own = {s.label: _median(s.cells[cores]) for s in devices}
+    own = {s.setup: _median(s.cells[cores]) for s in devices}
+    if any(qps is None for qps in own.values()):
+        return Point(cores, chain_qps, own, None, None, None)  # the missing one may be the slowest
     known = {name: qps for name, qps in own.items() if qps is not None}
-    if not known:
-        return Point(cores, chain_qps, own, None, None, None)
     slowest = min(known, key=lambda name: known[name])
-    device = next(s for s in devices if s.label == slowest)
+    device = next(s for s in devices if s.setup == slowest)
     if chain_qps is None:
         return Point(cores, chain_qps, own, slowest, None, None)
     # Each search stops within its error of the throughput, so two results differ by up to both errors.
     error = _error(chain, chain_qps) + _error(device, known[slowest])
-    return Point(cores, chain_qps, own, slowest, error, chain_qps >= known[slowest] - error)
+    difference = chain_qps - known[slowest]
+    outcome = "reaches" if abs(difference) <= error else ("below" if difference < 0 else "above")
+    return Point(cores, chain_qps, own, slowest, error, outcome)
 
 
 def _qps(value: float | None) -> str:
@@ -90,12 +104,14 @@ def _qps(value: float | None) -> str:
 
 def _reach_text(point: Point) -> str:
     device = point.devices_qps.get(point.bottleneck or "")
-    if point.reaches is None or point.chain_qps is None or point.error_qps is None or not device:
+    if point.outcome is None or point.chain_qps is None or point.error_qps is None or not device:
         return "-"
-    share = point.chain_qps / device
-    if point.reaches:
-        return f"yes ({share:.0%} of it, error ± {point.error_qps:,.0f})"
-    return f"no: {share:.0%} of it (error ± {point.error_qps:,.0f})"
+    share, error = point.chain_qps / device, f"error ± {point.error_qps:,.0f}"
+    if point.outcome == "reaches":
+        return f"yes ({share:.0%} of it, {error})"
+    if point.outcome == "below":
+        return f"no: {share:.0%} of it ({error})"
+    return f"above it: {share:.0%} ({error}; the measurements disagree, repeat them)"
 
 
 def measured_table(comparison: Comparison) -> Table:
@@ -105,10 +121,11 @@ def measured_table(comparison: Comparison) -> Table:
     title = (f"Bottleneck by measurement: {chain.label} beside each of its devices alone (RFC 8219 "
              f"Figure 5), {method_label(chain.rfc8219_exact)}: resolved queries/s "
              f"({'; '.join(implementations)})")
-    rows = [[f"{chain.label}: the chain (queries/s)", *[_qps(p.chain_qps) for p in points]]]
-    rows += [[f"{s.label} alone (queries/s)", *[_qps(p.devices_qps[s.label]) for p in points]]
+    rows = [[f"{chain.setup}: the chain (queries/s)", *[_qps(p.chain_qps) for p in points]]]
+    rows += [[f"{s.setup} alone (queries/s)", *[_qps(p.devices_qps[s.setup]) for p in points]]
              for s in comparison.devices]
-    rows.append(["Bottleneck (lowest throughput alone)", *[p.bottleneck or "-" for p in points]])
+    rows.append(["Bottleneck (lowest throughput alone)",
+                 *[p.bottleneck or "not determined: a device has no throughput" for p in points]])
     rows.append(["The chain reaches it (within the search error)", *[_reach_text(p) for p in points]])
     return Table(title, ["Number of active DUT cores", *[str(p.cores) for p in points]], rows)
 

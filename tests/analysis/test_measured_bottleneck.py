@@ -96,7 +96,18 @@ def test_a_device_without_a_number_is_not_named(tmp_path: Path) -> None:
                                                                   status="tester-limited"),
                summary("plat", "plat", 1, 150_000)]
     point = comparisons(load_campaign(store(tmp_path, records)).series)[0].points[0]
-    assert (point.bottleneck, point.reaches) == ("plat", False)  # the only device with a number
+    assert (point.bottleneck, point.reaches) == (None, None)  # the CLAT, without a number, may be slower
+    table = measured_tables(load_campaign(store(tmp_path, records)).series)[0]
+    assert table.rows[-2][1] == "not determined: a device has no throughput"
+
+
+def test_a_chain_above_its_slower_device_is_flagged(tmp_path: Path) -> None:
+    records = [summary("464xlat", "464xlat", 1, 150_000), summary("clat", "clat", 1, 100_000),
+               summary("plat", "plat", 1, 180_000)]
+    point = comparisons(load_campaign(store(tmp_path, records)).series)[0].points[0]
+    assert (point.bottleneck, point.outcome) == ("clat", "above")
+    table = measured_tables(load_campaign(store(tmp_path, records)).series)[0]
+    assert table.rows[-1][1].startswith("above it: 150% (error ± 4,000; the measurements disagree")
 
 
 def test_the_report_shows_it(tmp_path: Path) -> None:
