@@ -159,6 +159,8 @@ def test_the_shipped_sessions_campaign_parses() -> None:
     campaign = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "sessions.toml")
     assert campaign.sessions == (1, 64, 1024, 2048)
     assert {s.params["topology"] for s in campaign.setups} == {"464xlat", "clat", "plat", "mapt", "ce", "br"}
+    loopback = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "sessions-loopback.toml")
+    assert loopback.sessions[-1] == 16384 and loopback.setups[0].kind == "loopback"
 
 
 def test_the_idle_capture_runs_at_each_session_count(tmp_path: Path) -> None:
