@@ -172,7 +172,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
                 _check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
     for setup in setups:
-        _check_flows(setup, most)
+        _check_flows(setup, most, tester.first_port)
     if any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
             "factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY) for setup in setups):
         _check_local_sockets(most, bool(sessions))
@@ -263,26 +263,40 @@ def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOption
                 else f"set [tester] threads x ports_per_thread >= {needed}"))
 
 
-def _check_flows(setup: SetupSpec, most: int) -> None:
-    """Fail now when the tester would use more flows than an emulated chain carries (a MAP-T port set)."""
+def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
+    """Fail now when the tester would use more flows than an emulated chain carries (a MAP-T port set), or
+    so many on ephemeral ports that a MAP-T CE's NAT44 runs out of ports between trials."""
     if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
         return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
-    from xlatbench.setups.mapt import MapCe
     from xlatbench.setups.testbeds import topology
 
     config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
     chain = topology(config.topology, config.effective_nat64_prefix, config.ces)
     limit = chain.max_flows()
-    if limit is None or most <= limit:
-        return
+    where = f"setup {setup.name!r}"
+    if chain.tester_ces and first_port is not None:
+        raise CampaignFileError(f"{where}: [tester] first_port cannot be used with br, which binds the "
+                                "tester to its CE's port set itself; remove first_port")
+    if limit is not None and most > limit:
+        raise CampaignFileError(f"{where}: {most} tester sessions (threads x ports_per_thread) do not fit "
+                                f"the {config.topology} chain's {limit} flows ({_port_set_text(chain)}): "
+                                f"use sessions <= {limit}")
+    if limit is not None and not chain.tester_ces and first_port is None and 2 * most > limit:
+        raise CampaignFileError(
+            f"{where}: {most} tester sessions on ephemeral ports are new flows every trial, and the CE's "
+            f"NAT44 keeps the last trial's mappings (conntrack, 30-120 s), so {2 * most} do not fit its "
+            f"{limit}-port set: set [tester] first_port (e.g. 20000) so every trial reuses the same flows")
+
+
+def _port_set_text(chain: Any) -> str:
+    """The MAP-T CE's port set and the arithmetic behind its size."""
+    from xlatbench.setups.mapt import MapCe
+
     ces = [ce for t in chain.translators().values() if isinstance(ce := getattr(t, "ce", None), MapCe)]
     ce = (ces or list(chain.tester_ces))[0]
     ranges = ", ".join(f"{first}-{last}" for first, last in ce.port_ranges)
-    raise CampaignFileError(
-        f"setup {setup.name!r}: {most} tester sessions (threads x ports_per_thread) do not fit the "
-        f"{config.topology} chain's {limit} flows (MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length "
-        f"{ce.psid_len} leaves 2^(16 - {ce.psid_len}) = {ce.port_count} ports, {ranges}): "
-        f"use sessions <= {limit}")
+    return (f"MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length {ce.psid_len} leaves "
+            f"2^(16 - {ce.psid_len}) = {ce.port_count} ports, {ranges}")
 
 
 # Files xlatperf holds open besides its sockets (stdio, its JSON, /proc and /sys reads), with room to spare.

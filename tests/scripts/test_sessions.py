@@ -111,6 +111,11 @@ def chain(topology: str, **options: object) -> dict:
      r"PSID length 5 leaves 2\^\(16 - 5\) = 2048 ports, 55296-57343\): use sessions <= 2048"),
     ({"setup": [chain("br")]}, "do not fit the br chain's 2048 flows"),
     ({"setup": [chain("ce")]}, "do not fit the ce chain's 2048 flows"),
+    ({"setup": [chain("ce")], "campaign": {"name": "x", "sessions": [2, 1026]}},
+     r"1026 tester sessions on ephemeral ports .* so 2052 do not fit its 2048-port set: set \[tester\] "
+     "first_port"),
+    ({"setup": [chain("br")], "tester": {"threads": 1, "first_port": 20000}},
+     "first_port cannot be used with br"),
     ({"tester": {"threads": 3}}, r"sessions 64 is not a multiple of \[tester\] threads 3"),
     ({"tester": {"threads": 2, "ports_per_thread": 8}}, "ports_per_thread and .* sessions both given"),
     ({"campaign": {"name": "x", "sessions": [0, 4]}}, "positive integers"),
@@ -125,10 +130,15 @@ def test_impossible_session_counts_are_refused_at_load(tmp_path: Path, change: d
 
 
 def test_sessions_that_fit_the_port_set_and_the_tester_pass(tmp_path: Path) -> None:
-    data = sweep_campaign(tmp_path / "x.jsonl", sessions=[2, 2048])
+    data = sweep_campaign(tmp_path / "x.jsonl", sessions=[2, 1024])
     data["setup"] = [chain("mapt"), chain("br"), chain("464xlat")]
     data["search"]["max_rate_qps"] = 100_000
+    assert parse_campaign(data, "ok.toml").sessions == (2, 1024)
+    data["campaign"]["sessions"] = [2, 2048]
+    data["setup"] = [chain("mapt"), chain("464xlat")]
+    data["tester"]["first_port"] = 20000
     assert parse_campaign(data, "ok.toml").sessions == (2, 2048)
+    del data["tester"]["first_port"]
     data["search"]["max_rate_qps"] = 300_000  # 150,000 queries/s on one socket: 37,500 in flight
     with pytest.raises(CampaignFileError, match=r"use \[campaign\] sessions >= 3 or a lower max_rate_qps"):
         parse_campaign(data, "bad.toml")
@@ -158,7 +168,8 @@ def test_more_sockets_than_the_tester_may_open_are_refused(tmp_path: Path) -> No
 def test_the_shipped_sessions_campaign_parses() -> None:
     campaign = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "sessions.toml")
     assert campaign.sessions == (1, 64, 1024, 2048)
-    assert {s.params["topology"] for s in campaign.setups} == {"464xlat", "clat", "plat", "mapt", "ce", "br"}
+    assert {s.params["topology"] for s in campaign.setups} == {"464xlat", "clat", "plat", "mapt", "ce"}
+    assert campaign.tester.first_port == 20000
     loopback = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "sessions-loopback.toml")
     assert loopback.sessions[-1] == 16384 and loopback.setups[0].kind == "loopback"
 
