@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from xlatbench.analysis.records import Series, Throughput
-from xlatbench.analysis.tables import Table
-from xlatbench.scripts.records import method_label, search_error_qps
+from ..scripts.records import method_label, search_error_qps
+from .records import Series, Throughput
+from .tables import Table
 
 USABLE = ("ok", "upper-bound-not-failed")  # statuses whose median is a throughput (or a lower bound of it)
 
@@ -20,7 +20,7 @@ USABLE = ("ok", "upper-bound-not-failed")  # statuses whose median is a throughp
 @cache
 def single_dut_of(topology: str) -> str | None:
     """The dual-DUT chain a single-DUT topology's device belongs to (setups/testbeds.py says it)."""
-    from xlatbench.setups.testbeds import TOPOLOGIES
+    from ..setups.testbeds import TOPOLOGIES
 
     make = TOPOLOGIES.get(topology)
     return make().single_dut_of if make is not None else None

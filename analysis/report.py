@@ -8,12 +8,12 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from xlatbench.analysis import plots
-from xlatbench.analysis.bottleneck import Verdict, verdict
-from xlatbench.analysis.measured_bottleneck import measured_tables
-from xlatbench.analysis.records import Campaign, load_campaign
-from xlatbench.analysis.sessions import sessions_tables, throughput_vs_sessions
-from xlatbench.analysis.tables import Table, comparison_table, throughput_table
+from . import plots
+from .bottleneck import Verdict, verdict
+from .measured_bottleneck import measured_tables
+from .records import Campaign, load_campaign
+from .sessions import sessions_tables, throughput_vs_sessions
+from .tables import Table, comparison_table, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:

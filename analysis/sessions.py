@@ -14,9 +14,9 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from xlatbench.analysis.records import Series, Throughput  # noqa: E402
-from xlatbench.analysis.tables import Table, conditions_text  # noqa: E402
-from xlatbench.scripts.records import method_label  # noqa: E402
+from ..scripts.records import method_label  # noqa: E402
+from .records import Series, Throughput  # noqa: E402
+from .tables import Table, conditions_text  # noqa: E402
 
 # (setup, method) -> cores -> sessions -> cell
 Sweep = dict[tuple[str, str], dict[int, dict[int, Throughput]]]

@@ -18,13 +18,13 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from xlatbench.analysis.records import series_of
-from xlatbench.analysis.tables import throughput_table
-from xlatbench.scripts.campaignfile import Campaign, SetupSpec, make_environment
-from xlatbench.scripts.cpuload import CpuSampler, mean_per_second
-from xlatbench.scripts.envs import Environment
-from xlatbench.scripts.hostinfo import host_info
-from xlatbench.scripts.records import (
+from ..analysis.records import series_of
+from ..analysis.tables import throughput_table
+from .campaignfile import Campaign, SetupSpec, make_environment
+from .cpuload import CpuSampler, mean_per_second
+from .envs import Environment
+from .hostinfo import host_info
+from .records import (
     CampaignRef,
     ConfigKey,
     Context,
@@ -42,7 +42,7 @@ from xlatbench.scripts.records import (
     search_key,
     trial_key,
 )
-from xlatbench.scripts.search import (
+from .search import (
     FAST,
     OK,
     UPPER_NOT_FAILED,
@@ -53,9 +53,9 @@ from xlatbench.scripts.search import (
     TrialRunner,
     repeat_search,
 )
-from xlatbench.scripts.store import ResultStore
-from xlatbench.scripts.trial import Measurer, TrialResult
-from xlatbench.scripts.xlatperf import TesterOptions, flows
+from .store import ResultStore
+from .trial import Measurer, TrialResult
+from .xlatperf import TesterOptions, flows
 
 
 class CampaignMismatch(RuntimeError):

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from xlatbench.scripts.clock import RealClock, SimClock
-from xlatbench.scripts.envs import (
+from .clock import RealClock, SimClock
+from .envs import (
     DEFAULT_CHAIN_FACTORY,
     KINDS,
     ChainEnvironment,
@@ -25,8 +25,8 @@ from xlatbench.scripts.envs import (
     LoopbackEnvironment,
     emulation_config,
 )
-from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
-from xlatbench.scripts.xlatperf import (
+from .search import METHODS, RFC8219, SearchSettings
+from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
     flows,
@@ -268,7 +268,7 @@ def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
     so many on ephemeral ports that a MAP-T CE's NAT44 runs out of ports between trials."""
     if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
         return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
-    from xlatbench.setups.testbeds import topology
+    from ..setups.testbeds import topology
 
     config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
     chain = topology(config.topology, config.effective_nat64_prefix, config.ces)
@@ -290,7 +290,7 @@ def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
 
 def _port_set_text(chain: Any) -> str:
     """The MAP-T CE's port set and the arithmetic behind its size."""
-    from xlatbench.setups.mapt import MapCe
+    from ..setups.mapt import MapCe
 
     ces = [ce for t in chain.translators().values() if isinstance(ce := getattr(t, "ce", None), MapCe)]
     ce = (ces or list(chain.tester_ces))[0]
@@ -329,7 +329,7 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
     if not isinstance(options, dict):
         raise CampaignFileError(f"{where}: options must be a table")
     try:
-        from xlatbench.setups import EmulationConfig  # noqa: F401
+        from ..setups import EmulationConfig  # noqa: F401
     except ImportError:
         return  # the setups part is not installed: the chain fails with its own message when brought up
     try:

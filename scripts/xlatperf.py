@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from xlatbench.paths import tester_binary
+from ..paths import tester_binary
 
 # Beyond the trial itself the tester needs time to start, wait for late answers and write its JSON.
 STARTUP_ALLOWANCE_S = 30.0

@@ -6,15 +6,15 @@ import argparse
 import json
 import sys
 
-from xlatbench.setups.backends import RenderContext
-from xlatbench.setups.backends.tayga import VARIANTS
-from xlatbench.setups.cleanup import down, leftovers
-from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationError, attach
-from xlatbench.setups.names import check_prefix, netns_name, rundir
-from xlatbench.setups.placement import cpu_list_arg
-from xlatbench.setups.plan import BackendChoice, header, render
-from xlatbench.setups.testbeds import TOPOLOGIES, topology
-from xlatbench.setups.transports import DryRun
+from .backends import RenderContext
+from .backends.tayga import VARIANTS
+from .cleanup import down, leftovers
+from .emulation import Emulation, EmulationConfig, EmulationError, attach
+from .names import check_prefix, netns_name, rundir
+from .placement import cpu_list_arg
+from .plan import BackendChoice, header, render
+from .testbeds import TOPOLOGIES, topology
+from .transports import DryRun
 
 
 def _prefix(text: str) -> str:
@@ -163,7 +163,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from xlatbench.setups.check import check
+    from .check import check
 
     emulation = attach(args.prefix)
     if args.topology and args.topology != emulation.topology.name:

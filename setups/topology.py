@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from xlatbench.setups.mapt import Bmr, MapCe, map_ce
+from .mapt import Bmr, MapCe, map_ce
 
 
 @dataclass(frozen=True)

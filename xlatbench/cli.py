@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-from xlatbench import __version__
+from . import __version__
 
 PARTS = (
     "xlatbench.zones.cli",

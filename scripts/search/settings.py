@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xlatbench.scripts.records import search_error_qps
-from xlatbench.scripts.trial import DEFAULT_LOSS_RATIO
+from ..records import search_error_qps
+from ..trial import DEFAULT_LOSS_RATIO
 
 RFC8219 = "rfc8219-binary"
 FAST = "fast"
