@@ -55,7 +55,7 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         colour = colours[setups.index(series.setup) % len(colours)]
         search = "" if series.search in ("", "default") else f", search {series.search!r}"
         ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,
-                    label=f"{series.setup} ({short}{search})")
+                    label=f"{series.label} ({short}{search})")
         plotted = True
     if not plotted:
         plt.close(fig)

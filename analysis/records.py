@@ -49,12 +49,14 @@ class Throughput:
     trials: int = 0
     elapsed_s: float = 0.0
     shared_cpus: tuple[int, ...] = ()
+    sessions: int = 4
 
 
 @dataclass
 class Series:
     """All core counts of one setup searched with one method and one [[search]] table (one table of the
-    paper). search: the [[search]] table's name."""
+    paper); in a sessions sweep, at one session count. search: the [[search]] table's name; sessions: the
+    tester's flows (None when the campaign did not sweep them)."""
 
     setup: str
     topology: str
@@ -63,6 +65,13 @@ class Series:
     conditions: dict[str, Any]
     cells: dict[int, Throughput] = field(default_factory=dict)
     search: str = ""
+    sessions: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The setup's name, with the session count in a sweep."""
+        return self.setup if self.sessions is None else f"{self.setup}, {self.sessions} tester sessions"
+
 
 
 @dataclass
@@ -103,17 +112,19 @@ def load_campaign(path: Path) -> Campaign:
 
 
 def series_of(summaries: list[SummaryEntry]) -> list[Series]:
-    """One Series per (setup, method, [[search]] name), in the order of the summaries; a later summary of
-    the same cores replaces an earlier one."""
-    grouped: dict[tuple[str, str, str], Series] = {}
+    """One Series per (setup, method, [[search]] name, swept session count), in the order of the summaries; a
+    later summary of the same cores replaces an earlier one."""
+    grouped: dict[tuple[str, str, str, int | None], Series] = {}
     for record in summaries:
         setup = record.context.setup
-        key = (record.context.setup_name, record.method, record.settings_name)
+        sessions = record.context.sessions if record.context.swept else None
+        key = (record.context.setup_name, record.method, record.settings_name, sessions)
         if key not in grouped:
             grouped[key] = Series(
                 setup=record.context.setup_name, topology=setup.get("topology", setup.get("kind", "?")),
                 method=record.method, rfc8219_exact=record.rfc8219_exact, conditions=_conditions(record),
                 search=record.settings_name,
+                sessions=sessions,
             )
         grouped[key].cells[record.context.cores] = _cell(record)
     return list(grouped.values())
@@ -128,6 +139,7 @@ def _cell(record: SummaryEntry) -> Throughput:
         p99=stats.p99 if stats else None, dispersion=stats.dispersion if stats else None,
         tester_limit_qps=record.tester_limit_qps, implementation=record.context.implementation,
         trials=record.trials, elapsed_s=record.elapsed_s, shared_cpus=shared_with_test_system(record.context),
+        sessions=record.context.sessions,
     )
 
 
@@ -140,4 +152,6 @@ def _conditions(record: SummaryEntry) -> dict[str, Any]:
         "timeout_s": record.context.tester.get("options", {}).get("timeout_s"),
         "repetitions": settings.get("repetitions"),
         "error": settings.get("error_ratio") or settings.get("error_qps"),
+        "error_qps": settings.get("error_qps"),
+        "error_ratio": settings.get("error_ratio"),
     }

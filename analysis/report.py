@@ -14,7 +14,9 @@ from .evidence import Evidence, Latency, latency_from
 from .figures import idle_per_dut, latency_plot
 from .html import Figure, html_report, write_html
 from .latency import latency_table, resolution_text
+from .measured_bottleneck import measured_tables
 from .records import Campaign, load_campaign
+from .sessions import sessions_tables, throughput_vs_sessions
 from .tables import Table, comparison_table, throughput_table
 
 
@@ -24,7 +26,7 @@ def tables_of(campaign: Campaign) -> list[Table]:
         table = comparison_table(campaign.series, method_exact=exact)
         if table is not None and len(table.rows) > 1:
             tables.append(table)
-    return tables
+    return tables + sessions_tables(campaign.series) + measured_tables(campaign.series)
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
@@ -66,6 +68,10 @@ def _figures(campaign: Campaign, evidences: list[Evidence], latencies: list[Late
     made = plots.throughput_vs_cores(campaign.series, out_dir / "throughput-vs-cores.png")
     if made:
         figures.append(Figure("Median throughput against active DUT cores, minimum-maximum as bars", made,
+                              True))
+    made = throughput_vs_sessions(campaign.series, out_dir / "throughput-vs-sessions.png")
+    if made:
+        figures.append(Figure("Median throughput against tester sessions (source address x port)", made,
                               True))
     made = latency_plot(latencies, out_dir / "latency.png")
     if made:

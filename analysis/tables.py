@@ -97,7 +97,7 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
     cores = sorted(series.cells)
     cells = [series.cells[c] for c in cores]
     implementations = sorted({cell.implementation for cell in cells})
-    title = (f"Throughput of {series.setup} ({'; '.join(implementations)}), {series_label(series)}: "
+    title = (f"Throughput of {series.label} ({'; '.join(implementations)}), {series_label(series)}: "
              f"resolved queries/s ({conditions_text(series)})")
     repetitions = series.conditions.get("repetitions")
     rows = [
@@ -160,7 +160,7 @@ def comparison_table(all_series: list[Series], method_exact: bool = True) -> Tab
         rows.append(["loopback self-test, tester + Knot alone (queries/s)", *[_qps(ceiling) for _ in cores]])
     several = len({s.search for s in chains}) > 1
     for series in chains:
-        name = f"{series.setup} [{series.search}]" if several else series.setup
+        name = f"{series.label} [{series.search}]" if several else series.label
         repetitions = series.conditions.get("repetitions")
         rows.append([f"{name}: median (queries/s)", *[_cell_median(series.cells[c], repetitions)
                                                       if c in series.cells else "-" for c in cores]])

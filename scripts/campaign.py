@@ -1,4 +1,5 @@
-"""Run a campaign unattended: every setup x core count x search settings x method, R repetitions each,
+"""Run a campaign unattended: every setup x core count x tester sessions x search settings x method, R
+repetitions each,
 then the CPU-idle capture; every trial appended (fsync'ed) to the JSON Lines store as it finishes.
 
 Resume: the campaign is deterministic given its trials' results, so a rerun replays it from the start,
@@ -59,7 +60,7 @@ from .search import (
 )
 from .store import ResultStore
 from .trial import Measurer, TrialResult
-from .xlatperf import TesterError
+from .xlatperf import TesterError, TesterOptions, flows
 
 # Per host (a real testbed's DUTs), its CPU samples of one idle run; None where hosts share this machine.
 HostSamples = dict[str, list[dict[str, Any]]] | None
@@ -71,9 +72,10 @@ class CampaignMismatch(RuntimeError):
 
 def planned_searches(campaign: Campaign, max_cores: Mapping[str, int]) -> list[ConfigKey]:
     """Every configuration in the order the campaign runs them; max_cores: per setup name, its DUTs' cores."""
-    return [ConfigKey(setup.name, cores, name, method)
+    return [ConfigKey(setup.name, cores, name, method, sessions)
             for setup in campaign.setups
             for cores in capped_cores(campaign.cores, max_cores[setup.name])
+            for sessions in campaign.session_counts()
             for name, _ in campaign.searches
             for method in campaign.methods]
 
@@ -102,8 +104,8 @@ def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
 
 
 def idle_configurations(plan: list[ConfigKey]) -> int:
-    """How many (setup, cores) pairs get an idle capture."""
-    return len({(key.setup, key.cores) for key in plan})
+    """How many (setup, cores, sessions) points get an idle capture."""
+    return len({(key.setup, key.cores, key.sessions) for key in plan})
 
 
 @dataclass
@@ -117,18 +119,24 @@ class ConfigResult:
 
 class SetupSession:
     """One setup's environment during a campaign: brought up by the first trial really measured (a resumed
-    campaign replays stored trials without it), set to the current core count, always taken down (close).
+    campaign replays stored trials without it), set to the current core count and tester sessions, always
+    taken down (close).
 
     runner: the TrialRunner of every search of this setup; its measurer is built lazily by measurer().
     dut_cpus: what set_cores applied for the current core count (None while the environment is down).
+    sessions: the sweep's current session count (None without a sweep); tester: its tester options.
     """
 
-    def __init__(self, spec: SetupSpec, env: Environment, replay: Mapping[tuple[str, int], TrialRecord]):
+    def __init__(self, spec: SetupSpec, env: Environment, replay: Mapping[tuple[str, int], TrialRecord],
+                 tester: TesterOptions | None = None):
         self.spec, self.env = spec, env
         self.cores = 0
         self.dut_cpus: dict[str, Any] | None = None
+        self.sessions: int | None = None
+        self.tester = tester or TesterOptions()
         self._up = False
         self._applied_cores: int | None = None
+        self._applied_tester: TesterOptions | None = None
         self.runner = TrialRunner(None, clock=env.clock, replay=replay, before_real_trial=self.measurer)
 
     def select_cores(self, cores: int) -> None:
@@ -136,10 +144,18 @@ class SetupSession:
         self.cores = cores
         self.runner.measurer = None
 
+    def select_sessions(self, sessions: int | None, tester: TesterOptions) -> None:
+        """Following trials use these tester options, `sessions` flows (applied when one is measured)."""
+        self.sessions, self.tester = sessions, tester
+        self.runner.measurer = None
+
     def measurer(self) -> Measurer:
         if not self._up:
             self.env.up()
             self._up = True
+        if self._applied_tester != self.tester:
+            self.env.set_tester(self.tester)
+            self._applied_tester = self.tester
         if self._applied_cores != self.cores:
             self.dut_cpus = self.env.set_cores(self.cores)
             self._applied_cores = self.cores
@@ -207,9 +223,10 @@ class Recorder:
     def context(self, session: SetupSession) -> Context:
         c, env = self.campaign, session.env
         dut = env.describe()
-        tester = {"tool": "xlatperf", "version": env.tester_version(), "options": _tester(c)}
+        tester = {"tool": "xlatperf", "version": env.tester_version(), "options": _tester(session.tester)}
         return Context(CampaignRef(c.name, c.file, c.sha256), session.spec.record(), session.cores,
-                       session.dut_cpus, dut, implementation_label(dut), tester, host_info())
+                       session.dut_cpus, dut, implementation_label(dut), tester, host_info(),
+                       flows(session.tester), session.sessions is not None)
 
     def append(self, record: Record) -> None:
         if record.key not in self.keys:
@@ -310,7 +327,7 @@ class CampaignRun:
         idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
         try:
             for setup in c.setups:
-                self._run_setup(SetupSession(setup, envs[setup.name], replay), idle_stored)
+                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester), idle_stored)
         finally:
             progress.bar.close()
         self._print_tables()
@@ -322,12 +339,14 @@ class CampaignRun:
         try:
             for cores in capped_cores(self.campaign.cores, session.env.max_cores()):
                 session.select_cores(cores)
-                for name, _ in self.campaign.searches:
-                    for method in self.campaign.methods:
-                        config = ConfigKey(session.spec.name, cores, name, method)
-                        self._run_config(session, config, previous_medians)
-                if self.campaign.idle.runs:
-                    IdleCapture(self._recorder(), self.results, session, idle_stored).run()
+                for sessions in self.campaign.session_counts():
+                    session.select_sessions(sessions, self.campaign.tester_for(sessions))
+                    for name, _ in self.campaign.searches:
+                        for method in self.campaign.methods:
+                            config = ConfigKey(session.spec.name, cores, name, method, sessions)
+                            self._run_config(session, config, previous_medians)
+                    if self.campaign.idle.runs:
+                        IdleCapture(self._recorder(), self.results, session, idle_stored).run()
         finally:
             session.close()
 
@@ -336,7 +355,8 @@ class CampaignRun:
         recorder = self._recorder()
         writer = ConfigWriter(recorder, config, session)
         session.runner.on_trial = writer.trial
-        recorder.progress.status(f"{config.setup} cores={config.cores} {config.search} {config.method}")
+        recorder.progress.status(f"{config.setup} cores={config.cores}{sessions_text(config.sessions)} "
+                                 f"{config.search} {config.method}")
         try:
             repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
                                      config.prefix, first_guess_qps=previous_medians.get((config.search,
@@ -350,7 +370,8 @@ class CampaignRun:
         self.results.append(ConfigResult(config, repeated, summary))
         if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
             previous_medians[(config.search, config.method)] = repeated.summary.median
-        recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s), search {config.search!r}: "
+        recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s){sessions_text(config.sessions)}, "
+                              f"search {config.search!r}: "
                               f"{repeated.describe()} [{summary.context.implementation}]")
 
     def _recorder(self) -> Recorder:
@@ -393,7 +414,8 @@ class IdleCapture:
                  stored: dict[str, Record]) -> None:
         self.campaign, self.recorder, self.session, self.stored = recorder.campaign, recorder, session, stored
         name, _ = self.campaign.idle_search()
-        wanted = ConfigKey(session.spec.name, session.cores, name, self.campaign.idle.method)
+        wanted = ConfigKey(session.spec.name, session.cores, name, self.campaign.idle.method,
+                           session.sessions)
         self.source = next((r for r in results if r.key == wanted), None)
 
     def run(self) -> None:
@@ -405,7 +427,8 @@ class IdleCapture:
             return
         runs = [self._one_run(run, rate) for run in range(1, c.idle.runs + 1)]
         hosts = per_host_means([host_samples for _, host_samples in runs])
-        mean = IdleMean(key=idle_mean_key(setup, cores), context=self.recorder.context(self.session),
+        mean = IdleMean(key=idle_mean_key(setup, cores, self.session.sessions),
+                        context=self.recorder.context(self.session),
                         rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
                         per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts)
         self.recorder.append(mean)
@@ -428,7 +451,7 @@ class IdleCapture:
         """One idle run's CPU samples and per-host samples: from the store, or measured now and stored."""
         c, session, runner = self.campaign, self.session, self.session.runner
         duration, rest = c.idle_timing()
-        key = idle_run_key(session.spec.name, session.cores, run)
+        key = idle_run_key(session.spec.name, session.cores, run, session.sessions)
         self.recorder.progress.idle_run_planned(duration + rest)
         stored = self.stored.get(key)
         if isinstance(stored, IdleRun):
@@ -485,10 +508,15 @@ def per_host_means(runs: list[HostSamples]) -> HostSamples:
     return {host: mean_per_second([run[host] for run in runs if run and host in run]) for host in hosts}
 
 
-def _tester(campaign: Campaign) -> dict[str, Any]:
-    data = asdict(campaign.tester)
-    data["extra_args"] = list(campaign.tester.extra_args)
+def _tester(tester: TesterOptions) -> dict[str, Any]:
+    data = asdict(tester)
+    data["extra_args"] = list(tester.extra_args)
     return data
+
+
+def sessions_text(sessions: int | None) -> str:
+    """", S tester sessions" in a sessions sweep, else nothing: how messages name a sweep's point."""
+    return "" if sessions is None else f", {sessions} tester sessions"
 
 
 def _repetition(search_id: str) -> int:

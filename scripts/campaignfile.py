@@ -1,4 +1,5 @@
-"""Campaign files (TOML): topologies x core counts x search settings x idle capture, validated up front.
+"""Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture,
+validated up front.
 
 Every table rejects keys it does not know, so a typo fails at once with the key's name instead of running a
 38-hour campaign with a default. See README (section "Measurement") and campaigns/*.toml for examples.
@@ -6,6 +7,7 @@ Every table rejects keys it does not know, so a typo fails at once with the key'
 
 from __future__ import annotations
 
+import resource
 import tomllib
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
@@ -28,6 +30,8 @@ from .search import METHODS, RFC8219, SearchSettings
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
+    flows,
+    options_for_sessions,
     outstanding_per_socket,
     sockets_needed,
 )
@@ -75,7 +79,8 @@ class SetupSpec:
 
 @dataclass(frozen=True)
 class Campaign:
-    """A parsed campaign file. sha256: hash of its normalized content (every record carries it)."""
+    """A parsed campaign file. sha256: hash of its normalized content (every record carries it).
+    sessions: the tester flow counts swept ([campaign] sessions); () = no sweep, [tester] as given."""
 
     name: str
     file: str
@@ -87,6 +92,15 @@ class Campaign:
     idle: IdleSpec
     setups: tuple[SetupSpec, ...]
     sha256: str
+    sessions: tuple[int, ...] = ()
+
+    def session_counts(self) -> tuple[int | None, ...]:
+        """The sweep's session counts in order; (None,) without a sweep."""
+        return self.sessions or (None,)
+
+    def tester_for(self, sessions: int | None) -> TesterOptions:
+        """The tester options of one point of the sweep (docs/measurement.md, "Sessions")."""
+        return self.tester if sessions is None else options_for_sessions(self.tester, sessions)
 
     def idle_search(self) -> tuple[str, SearchSettings]:
         if self.idle.search is None:
@@ -124,7 +138,7 @@ def load_campaign(path: Path, store: Path | None = None) -> Campaign:
 def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -> Campaign:
     _only(data, "top level", {"campaign", "search", "tester", "idle", "setup"})
     head = _table(data, "campaign")
-    _only(head, "[campaign]", {"name", "store", "methods", "cores"})
+    _only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
     name = _str(head, "name", "[campaign]")
     methods = tuple(_list(head, "methods", "[campaign]", [RFC8219]))
     for method in methods:
@@ -151,11 +165,39 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
     setups = _setups(data.get("setup"))
+    sessions = _sessions(head, _table(data, "tester", required=False))
+    try:
+        testers = [tester if s is None else options_for_sessions(tester, s) for s in sessions or (None,)]
+    except ValueError as err:
+        raise CampaignFileError(f"[campaign] {err}") from None
     if any(setup.kind != "fake" for setup in setups):
         for search_name, settings in searches:
-            _check_outstanding(search_name, settings, tester)
+            for options in testers:
+                _check_outstanding(search_name, settings, options, swept=bool(sessions))
+    most = max(flows(options) for options in testers)
+    for setup in setups:
+        _check_flows(setup, most, tester.first_port)
+    if any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
+            "factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY) for setup in setups):
+        _check_local_sockets(most, bool(sessions))
     return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                    campaign_sha256(data))
+                    campaign_sha256(data), sessions)
+
+
+def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:
+    """[campaign] sessions: distinct positive counts; it sets ports_per_thread, so [tester] must not."""
+    if "sessions" not in head:
+        return ()
+    sessions = head["sessions"]
+    if not isinstance(sessions, list) or not sessions or \
+            any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sessions):
+        raise CampaignFileError(f"[campaign] sessions must be a list of positive integers, got {sessions!r}")
+    if len(set(sessions)) != len(sessions):
+        raise CampaignFileError(f"[campaign] sessions has repeated values: {sessions}")
+    if "ports_per_thread" in tester:
+        raise CampaignFileError("[tester] ports_per_thread and [campaign] sessions both given: sessions sets "
+                                "ports_per_thread = sessions / threads; remove ports_per_thread")
+    return tuple(sessions)
 
 
 def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
@@ -177,7 +219,7 @@ def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
 
 SETUP_KEYS = {
     "fake": {"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed", "realtime",
-             "cores_available", "background_loss"},
+             "cores_available", "background_loss", "half_capacity_sessions"},
     "loopback": {"knot_cpus", "udp_workers", "rmem_bytes"},
     "chain": {"topology", "options", "factory", "cpu_map"},
     "testbed": {"inventory", "topology"},
@@ -271,13 +313,14 @@ def _cpu_map(where: str, value: Any) -> None:
 
 
 SETUP_VALUES = {
-    "capacity_qps": _number(0, inclusive=False), "scaling": _number(0, inclusive=False),
+    "capacity_qps": _number(0, inclusive=False), "scaling": _number(0),
     "noise": _number(0), "buffer_queries": _number(0), "tester_limit_qps": _number(0, inclusive=False),
     "seed": _number(0, integer=True), "realtime": _kind(bool, "true or false"),
     "cores_available": _number(1, integer=True), "background_loss": _number(0),
     "udp_workers": _number(1, integer=True), "rmem_bytes": _number(0, integer=True),
     "knot_cpus": _cpus, "topology": _topology, "factory": _kind(str, "a string 'package.module:function'"),
     "options": _kind(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": _cpu_map,
+    "half_capacity_sessions": _number(0, inclusive=False),
 }
 
 
@@ -288,7 +331,8 @@ def _list(table: dict[str, Any], key: str, where: str, default: list[Any]) -> li
     return value
 
 
-def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions) -> None:
+def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions,
+                       swept: bool = False) -> None:
     """Fail now, not at the first trial, when max_rate_qps is more than xlatperf can keep in flight."""
     sockets = tester.threads * tester.ports_per_thread
     outstanding = outstanding_per_socket(settings.max_rate_qps, sockets, tester.timeout_s)
@@ -297,8 +341,70 @@ def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOption
         raise CampaignFileError(
             f"search {name!r}: max_rate_qps {settings.max_rate_qps:.0f} over {sockets} tester socket(s) "
             f"keeps {outstanding:.0f} queries in flight per socket, xlatperf allows "
-            f"{MAX_OUTSTANDING_PER_SOCKET}: "
-            f"set [tester] threads x ports_per_thread >= {needed}")
+            f"{MAX_OUTSTANDING_PER_SOCKET}: " + (
+                f"use [campaign] sessions >= {needed} or a lower max_rate_qps" if swept
+                else f"set [tester] threads x ports_per_thread >= {needed}"))
+
+
+def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
+    """Fail now when the tester would use more flows than an emulated chain carries (a MAP-T port set), or
+    so many on ephemeral ports that a MAP-T CE's NAT44 runs out of ports between trials."""
+    if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
+        return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
+    from ..setups.testbeds import topology
+
+    config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
+    chain = topology(config.topology, config.effective_nat64_prefix, config.ces)
+    limit = chain.max_flows()
+    where = f"setup {setup.name!r}"
+    if chain.tester_ces and first_port is not None:
+        raise CampaignFileError(f"{where}: [tester] first_port cannot be used with br, which binds the "
+                                "tester to its CE's port set itself; remove first_port")
+    if limit is not None and most > limit:
+        raise CampaignFileError(f"{where}: {most} tester sessions (threads x ports_per_thread) do not fit "
+                                f"the {config.topology} chain's {limit} flows ({_port_set_text(chain)}): "
+                                f"use sessions <= {limit}")
+    if limit is not None and not chain.tester_ces and first_port is None and 2 * most > limit:
+        raise CampaignFileError(
+            f"{where}: {most} tester sessions on ephemeral ports are new flows every trial, and the CE's "
+            f"NAT44 keeps the last trial's mappings (conntrack, 30-120 s), so {2 * most} do not fit its "
+            f"{limit}-port set: set [tester] first_port (e.g. 20000) so every trial reuses the same flows")
+
+
+def _port_set_text(chain: Any) -> str:
+    """The MAP-T CE's port set and the arithmetic behind its size."""
+    from ..setups.mapt import MapCe
+
+    ces = [ce for t in chain.translators().values() if isinstance(ce := getattr(t, "ce", None), MapCe)]
+    ce = (ces or list(chain.tester_ces))[0]
+    ranges = ", ".join(f"{first}-{last}" for first, last in ce.port_ranges)
+    return (f"MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length {ce.psid_len} leaves "
+            f"2^(16 - {ce.psid_len}) = {ce.port_count} ports, {ranges}")
+
+
+# Files xlatperf holds open besides its sockets (stdio, its JSON, /proc and /sys reads), with room to spare.
+TESTER_OTHER_FILES = 16
+
+
+def _check_local_sockets(most: int, swept: bool) -> None:
+    """Fail now when the tester, run on this machine, cannot open one socket per flow: its open-file limit
+    (RLIMIT_NOFILE, inherited) and, with ephemeral source ports, the host's ephemeral port range."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    what = "[campaign] sessions" if swept else "[tester] threads x ports_per_thread"
+    if most + TESTER_OTHER_FILES > soft:
+        raise CampaignFileError(
+            f"{what} asks for {most} tester sockets, but this process may open only {soft} files "
+            f"(ulimit -n; hard limit {hard}) and xlatperf needs about {TESTER_OTHER_FILES} more: use at most "
+            f"{soft - TESTER_OTHER_FILES} or raise the limit (ulimit -n; above the hard limit needs "
+            "root with CAP_SYS_RESOURCE)")
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return
+    if most > high - low + 1:
+        raise CampaignFileError(
+            f"{what} asks for {most} tester sockets on ephemeral source ports, more than this host's range "
+            f"{low}-{high} ({high - low + 1} ports, net.ipv4.ip_local_port_range): use fewer")
 
 
 def _check_emulation_options(where: str, topology: str, options: Any) -> None:
@@ -353,7 +459,8 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
             noise=float(p.get("noise", 0.0)), buffer_queries=float(p.get("buffer_queries", 0.0)),
             background_loss=float(p.get("background_loss", 0.0)),
             tester_limit_qps=p.get("tester_limit_qps"), seed=int(p.get("seed", 1)), realtime=realtime,
-            cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock())
+            cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock(),
+            half_capacity_sessions=p.get("half_capacity_sessions"), sessions=flows(tester))
     if setup.kind == "loopback":
         cpus = p.get("knot_cpus")
         return LoopbackEnvironment(tester, knot_cpus=_cpus("knot_cpus", cpus) if cpus is not None else None,

@@ -21,6 +21,7 @@ from .campaign import (
     idle_configurations,
     idle_estimate_s,
     planned_searches,
+    sessions_text,
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
@@ -255,7 +256,8 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
         total += estimate
-        print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s), "
+        print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s)"
+              f"{sessions_text(key.sessions)}, "
               f"search {key.search!r}, {key.method}: {settings.repetitions} repetitions, "
               f"~{_hours(estimate)} of trials")
     if campaign.idle.runs:

@@ -22,7 +22,7 @@ from .fakes import FakeDut
 from .hostinfo import usable_cpus
 from .measurers import ChainMeasurer, LoopbackMeasurer
 from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions
+from .xlatperf import TesterOptions, flows
 
 if TYPE_CHECKING:
     from ..setups.chain import Chain
@@ -54,6 +54,9 @@ class Environment:
     def set_cores(self, count: int) -> dict[str, Any]:
         return {"cores": count}
 
+    def set_tester(self, tester: TesterOptions) -> None:
+        """Following trials use these tester options (a point of a sessions sweep)."""
+
     def measurer(self) -> Measurer:
         raise NotImplementedError
 
@@ -74,11 +77,14 @@ class Environment:
 
 @dataclass
 class FakeEnvironment(Environment):
-    """A fake DUT whose capacity grows with cores: capacity_qps x cores ** scaling.
+    """A fake DUT whose capacity grows with cores and falls with the tester's sessions (flows):
+    capacity_qps x cores ** scaling / (1 + sessions / half_capacity_sessions).
 
-    capacity_qps: capacity at one core, queries/s. scaling: exponent (1 = linear). noise, buffer_queries,
-    tester_limit_qps, seed: see FakeDut. realtime: trials really take their duration (for kill tests);
-    otherwise time is simulated. cores_available: largest core count the fake DUT "has".
+    capacity_qps: capacity at one core (and few sessions), queries/s. scaling: exponent (1 = linear).
+    half_capacity_sessions: sessions at which the capacity is half (None: sessions do not matter).
+    noise, buffer_queries, tester_limit_qps, seed: see FakeDut. realtime: trials really take their duration
+    (for kill tests); otherwise time is simulated. cores_available: largest core count the fake DUT "has".
+    sessions: the tester's flows (set_tester changes it).
     """
 
     capacity_qps: float
@@ -91,20 +97,34 @@ class FakeEnvironment(Environment):
     realtime: bool = False
     cores_available: int = 16
     clock: Clock = field(default_factory=RealClock)
+    half_capacity_sessions: float | None = None
+    sessions: int = 4
     _cores: int = field(default=1, init=False)
 
     def __post_init__(self) -> None:
         self.simulated = not self.realtime
+        if self.half_capacity_sessions is not None and self.half_capacity_sessions <= 0:
+            raise ValueError(f"half_capacity_sessions must be positive, got {self.half_capacity_sessions}")
 
     def max_cores(self) -> int:
         return self.cores_available
 
+    def capacity(self) -> float:
+        """Capacity at the current cores and sessions, queries/s."""
+        cap = self.capacity_qps * self._cores ** self.scaling
+        if self.half_capacity_sessions is not None:
+            cap /= 1.0 + self.sessions / self.half_capacity_sessions
+        return cap
+
     def set_cores(self, count: int) -> dict[str, Any]:
         self._cores = count
-        return {"cores": count, "capacity_qps": self.capacity_qps * count ** self.scaling}
+        return {"cores": count, "capacity_qps": self.capacity()}
+
+    def set_tester(self, tester: TesterOptions) -> None:
+        self.sessions = flows(tester)
 
     def measurer(self) -> Measurer:
-        return FakeDut(self.capacity_qps * self._cores ** self.scaling, noise=self.noise,
+        return FakeDut(self.capacity(), noise=self.noise,
                        buffer_queries=self.buffer_queries, tester_limit_qps=self.tester_limit_qps,
                        background_loss=self.background_loss,
                        seed=self.seed * 1000 + self._cores, clock=self.clock, sleep=True)
@@ -113,6 +133,7 @@ class FakeEnvironment(Environment):
         return {"implementation": "fake", "version": "n/a", "capacity_qps_1core": self.capacity_qps,
                 "scaling": self.scaling, "noise": self.noise, "buffer_queries": self.buffer_queries,
                 "tester_limit_qps": self.tester_limit_qps, "background_loss": self.background_loss,
+                "half_capacity_sessions": self.half_capacity_sessions,
                 "time": "real" if self.realtime else "simulated"}
 
     def tester_version(self) -> str | None:
@@ -171,6 +192,11 @@ class LoopbackEnvironment(Environment):
         if self._sysctls is not None:
             rootsysctl.release(self._holder)
             self._sysctls = None
+
+    def set_tester(self, tester: TesterOptions) -> None:
+        self.tester = tester
+        if self._measurer is not None:
+            self._measurer.tester = tester
 
     def measurer(self) -> Measurer:
         assert self._measurer is not None, "environment not up"
@@ -305,6 +331,12 @@ class ChainEnvironment(Environment):
         assert self._chain is not None, "environment not up"
         cpus = self.dut_cpus(count)
         return {"cores": count, "cpus": cpus, "applied": self._chain.set_dut_cpus(cpus)}
+
+    def set_tester(self, tester: TesterOptions) -> None:
+        """A new measurer with these options (it checks them against the chain's max_flows)."""
+        self.tester = tester
+        if self._chain is not None:
+            self._measurer = ChainMeasurer(self._chain, tester)
 
     def measurer(self) -> Measurer:
         assert self._measurer is not None, "environment not up"

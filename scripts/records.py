@@ -6,8 +6,9 @@ the implementation label) and a body by type: "trial" (one trial of a search), "
 outcome), "summary" (a repeated search at one core count), "idle-run" (one full-length trial at the median
 rate with per-second CPU samples) and "idle-mean" (the per-second mean of the idle runs).
 
-Version 2 (this module) adds the "implementation" label to the envelope. Version 1 records (stores written
-before it) still read: their label is made from their "dut" description when they are read.
+Version 2 added the "implementation" label to the envelope, version 3 (this module) "sessions", the tester's
+distinct flows. Older records still read: a version-1 label is made from its "dut" description, and a record
+without "sessions" had the tester options' own flow count (threads x ports_per_thread).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-SCHEMA = "xlatbench.results/2"
-OLD_SCHEMAS = ("xlatbench.results/1",)
+SCHEMA = "xlatbench.results/3"
+OLD_SCHEMAS = ("xlatbench.results/1", "xlatbench.results/2")
+UNLABELLED_SCHEMA = "xlatbench.results/1"  # written before the envelope carried "implementation"
 
 RFC8219_LABEL = "RFC 8219 binary search"
 FAST_LABEL = "fast search (not RFC 8219 exact)"
@@ -52,23 +54,33 @@ def implementation_label(dut: dict[str, Any]) -> str:
     return f"{dut.get('implementation', dut.get('topology', '?'))} {dut.get('version', '')}".strip()
 
 
+def search_error_qps(error_qps: float | None, error_ratio: float | None, rate_qps: float) -> float:
+    """A search's error (the bracket width at which it stops) at rate_qps, queries/s: the larger of the
+    absolute and the relative error, at least 1 query/s."""
+    return max(error_qps or 0.0, (error_ratio or 0.0) * rate_qps, 1.0)
+
+
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """One planned configuration of a campaign: setup x DUT cores x search settings x method."""
+    """One planned configuration of a campaign: setup x DUT cores x tester sessions x search settings x
+    method.
+    sessions: distinct tester flows of a campaign's `sessions` sweep; None when the campaign has none (the
+    tester options' own flow count)."""
 
     setup: str
     cores: int
     search: str
     method: str
+    sessions: int | None = None
 
     @property
     def prefix(self) -> str:
-        """Prefix of its search ids ("setup/coresN/settings")."""
-        return f"{self.setup}/cores{self.cores}/{self.search}"
+        """Prefix of its search ids: "setup/coresN/settings" (".../coresN/sessionsS/settings" in a sweep)."""
+        return f"{sweep_point(self.setup, self.cores, self.sessions)}/{self.search}"
 
     @property
     def summary_key(self) -> str:
@@ -88,12 +100,17 @@ def search_key(search_id: str) -> str:
     return f"search:{search_id}"
 
 
-def idle_run_key(setup: str, cores: int, run: int) -> str:
-    return f"idle:{setup}/cores{cores}/run{run}"
+def sweep_point(setup: str, cores: int, sessions: int | None = None) -> str:
+    """"setup/coresN", with "/sessionsS" in a sessions sweep: the start of every key of that point."""
+    return f"{setup}/cores{cores}" + ("" if sessions is None else f"/sessions{sessions}")
 
 
-def idle_mean_key(setup: str, cores: int) -> str:
-    return f"idle-mean:{setup}/cores{cores}"
+def idle_run_key(setup: str, cores: int, run: int, sessions: int | None = None) -> str:
+    return f"idle:{sweep_point(setup, cores, sessions)}/run{run}"
+
+
+def idle_mean_key(setup: str, cores: int, sessions: int | None = None) -> str:
+    return f"idle-mean:{sweep_point(setup, cores, sessions)}"
 
 
 def _need(data: dict[str, Any], name: str, kind: type | tuple[type, ...], key: str) -> Any:
@@ -148,7 +165,8 @@ class Context:
     setup: the campaign's [[setup]] table. cores: DUT cores active, count. dut_cpus: the CPUs they got, as
     the environment applied them (None before any was applied). dut: the environment's describe().
     implementation: one line naming the DUT implementation (made from dut when stored). tester: tool,
-    version, options. host: the machine that ran the tester.
+    version, options. host: the machine that ran the tester. sessions: the tester's distinct flows (source
+    address x source port), count; swept: True when the campaign swept them ([campaign] sessions).
     """
 
     campaign: CampaignRef
@@ -159,6 +177,12 @@ class Context:
     implementation: str
     tester: dict[str, Any]
     host: dict[str, Any]
+    sessions: int = 0
+    swept: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sessions <= 0:  # not given: the tester options' own flow count
+            object.__setattr__(self, "sessions", options_flows(self.tester.get("options", {})))
 
     @property
     def setup_name(self) -> str:
@@ -167,19 +191,27 @@ class Context:
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign.to_json(), "setup": self.setup, "cores": self.cores,
                 "dut_cpus": self.dut_cpus, "dut": self.dut, "implementation": self.implementation,
-                "tester": self.tester, "host": self.host}
+                "tester": self.tester, "host": self.host,
+                "sessions": {"count": self.sessions, "swept": self.swept}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], key: str) -> Context:
         setup = _need(data, "setup", dict, key)
         _need(setup, "name", str, key)
         dut = _need(data, "dut", dict, key)
-        label = (_need(data, "implementation", str, key) if data.get("schema") == SCHEMA
-                 else implementation_label(dut))
+        label = (implementation_label(dut) if data.get("schema") == UNLABELLED_SCHEMA
+                 else _need(data, "implementation", str, key))
+        sessions = _need(data, "sessions", dict, key) if "sessions" in data else {"count": 0, "swept": False}
         return cls(CampaignRef.from_json(_need(data, "campaign", dict, key), key), setup,
                    _need(data, "cores", int, key), _need(data, "dut_cpus", OPTIONAL_DICT, key), dut,
                    label,
-                   _need(data, "tester", dict, key), _need(data, "host", dict, key))
+                   _need(data, "tester", dict, key), _need(data, "host", dict, key),
+                   _need(sessions, "count", int, key), _need(sessions, "swept", bool, key))
+
+
+def options_flows(options: dict[str, Any]) -> int:
+    """Flows of recorded tester options: threads x ports_per_thread (xlatperf's defaults 1 x 4 if absent)."""
+    return int(options.get("threads", 1)) * int(options.get("ports_per_thread", 4))
 
 
 @dataclass(frozen=True, kw_only=True)

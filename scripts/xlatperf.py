@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,9 @@ class TesterOptions:
     port: DNS server port.
     threads: sender/receiver thread pairs (paper: 16).
     ports_per_thread: source ports per sending thread (paper: 100; default 4 as xlatperf's own).
+    first_port: first source port, thread i socket j using first + i x ports_per_thread + j (None: ephemeral
+        ports, new ones every trial). Fixed ports keep the same flows from trial to trial: behind a NAT44 (the
+        MAP-T CE's napt) new flows would wait for the last trial's mappings to expire (conntrack, 30-120 s).
     timeout_s: an answer later than this is lost, s (paper: 0.25).
     sender_cpus, receiver_cpus: CPU lists for the tester's threads, e.g. "0" (None: tester's default).
     rcvbuf_bytes, sndbuf_bytes: socket buffer sizes, bytes (None: tester's default).
@@ -62,6 +65,7 @@ class TesterOptions:
     port: int = 53
     threads: int = 1
     ports_per_thread: int = 4
+    first_port: int | None = None
     timeout_s: float = 0.25
     sender_cpus: str | None = None
     receiver_cpus: str | None = None
@@ -80,6 +84,27 @@ class TesterOptions:
             raise ValueError("tester threads and ports_per_thread must be at least 1")
         if self.timeout_s <= 0:
             raise ValueError(f"tester timeout must be positive, got {self.timeout_s} s")
+        if self.first_port is not None and not 0 < self.first_port < 65536:
+            raise ValueError(f"tester first_port must be 1-65535, got {self.first_port}")
+
+
+def flows(options: TesterOptions) -> int:
+    """Distinct flows (source address x source port) xlatperf uses: one socket per port, threads x
+    ports_per_thread, all from one source address."""
+    return options.threads * options.ports_per_thread
+
+
+def options_for_sessions(options: TesterOptions, sessions: int) -> TesterOptions:
+    """The tester options that give exactly `sessions` flows: [tester] threads kept (fewer when sessions is
+    smaller), ports_per_thread = sessions / threads. ValueError when sessions does not divide evenly."""
+    if sessions < 1:
+        raise ValueError(f"sessions must be positive, got {sessions}")
+    threads = min(options.threads, sessions)
+    if sessions % threads:
+        raise ValueError(f"sessions {sessions} is not a multiple of [tester] threads {threads}: xlatperf "
+                         "gives every thread the same number of source ports (sessions = threads x "
+                         "ports_per_thread)")
+    return replace(options, threads=threads, ports_per_thread=sessions // threads)
 
 
 def _num(value: float) -> str:
@@ -91,7 +116,8 @@ def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: 
     argv = [str(binary), "--server", server, "--port", str(options.port), "--rate", _num(rate_qps),
             "--duration", _num(duration_s), "--threads", str(options.threads),
             "--ports-per-thread", str(options.ports_per_thread), "--timeout", _num(options.timeout_s)]
-    optional = (("--sender-cpus", options.sender_cpus), ("--receiver-cpus", options.receiver_cpus),
+    optional = (("--first-port", options.first_port),
+                ("--sender-cpus", options.sender_cpus), ("--receiver-cpus", options.receiver_cpus),
                 ("--rcvbuf", options.rcvbuf_bytes), ("--sndbuf", options.sndbuf_bytes),
                 ("--domain", options.domain), ("--qtype", options.qtype), ("--subnet", options.subnet))
     for flag, value in optional:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..records import search_error_qps
 from ..trial import DEFAULT_LOSS_RATIO
 
 RFC8219 = "rfc8219-binary"
@@ -69,9 +70,7 @@ class SearchSettings:
 
     def width_qps(self, lower_qps: float) -> float:
         """Bracket width at which the search stops, queries/s, for a bracket starting at lower_qps."""
-        absolute = self.error_qps or 0.0
-        relative = (self.error_ratio or 0.0) * lower_qps
-        return max(absolute, relative, 1.0)
+        return search_error_qps(self.error_qps, self.error_ratio, lower_qps)
 
     def done(self, lower_qps: float, upper_qps: float) -> bool:
         return upper_qps - lower_qps <= self.width_qps(lower_qps)

@@ -1,0 +1,105 @@
+"""Throughput against the tester's sessions (distinct flows), per setup and core count: draft-lencse's
+degradation test as a table and a figure. Only series of a campaign that swept [campaign] sessions count.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: the suite runs headless
+
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+
+from ..scripts.records import method_label  # noqa: E402
+from .records import Series, Throughput  # noqa: E402
+from .tables import Table, conditions_text  # noqa: E402
+
+# (setup, method) -> cores -> sessions -> cell
+Sweep = dict[tuple[str, str], dict[int, dict[int, Throughput]]]
+
+
+def sweeps(all_series: list[Series]) -> Sweep:
+    """The swept series regrouped: per (setup, method) and core count, the cell of each session count."""
+    grouped: Sweep = defaultdict(lambda: defaultdict(dict))
+    for series in all_series:
+        if series.sessions is None:
+            continue
+        for cores, cell in series.cells.items():
+            grouped[(series.setup, series.method)][cores][series.sessions] = cell
+    return grouped
+
+
+def _qps(cell: Throughput) -> str:
+    if cell.median is None:
+        return cell.status
+    text = f"{cell.median:,.0f}"
+    return f"≥ {text}" if cell.status == "upper-bound-not-failed" else text
+
+
+def sessions_tables(all_series: list[Series]) -> list[Table]:
+    """One table per (setup, method, cores) measured at two or more session counts."""
+    by_name = {(s.setup, s.method): s for s in all_series if s.sessions is not None}
+    tables = []
+    for (setup, method), per_cores in sweeps(all_series).items():
+        series = by_name[(setup, method)]
+        for cores, cells in sorted(per_cores.items()):
+            if len(cells) > 1:
+                tables.append(_table(series, cores, cells))
+    return tables
+
+
+def _table(series: Series, cores: int, cells: dict[int, Throughput]) -> Table:
+    counts = sorted(cells)
+    first = cells[counts[0]].median
+    implementations = sorted({cell.implementation for cell in cells.values()})
+    title = (f"Throughput of {series.setup} against tester sessions ({'; '.join(implementations)}), "
+             f"{cores} DUT core(s), {method_label(series.rfc8219_exact)}: resolved queries/s "
+             f"({conditions_text(series)})")
+    ratio = ["-" if first in (None, 0) or cells[n].median is None else f"{cells[n].median / first:.2f}"
+             for n in counts]
+    rows = [
+        ["Median (queries/s)", *[_qps(cells[n]) for n in counts]],
+        ["Minimum (queries/s)", *["-" if cells[n].minimum is None else f"{cells[n].minimum:,.0f}"
+                                  for n in counts]],
+        ["Maximum (queries/s)", *["-" if cells[n].maximum is None else f"{cells[n].maximum:,.0f}"
+                                  for n in counts]],
+        [f"Proportion to {counts[0]} session(s)", *ratio],
+    ]
+    return Table(title, ["Tester sessions (source address x port)", *[str(n) for n in counts]], rows)
+
+
+def throughput_vs_sessions(all_series: list[Series], path: Path) -> Path | None:
+    """Median throughput against sessions (log2 axis), min-max bars, one line per setup, method and cores."""
+    lines = [(key, cores, cells) for key, per_cores in sweeps(all_series).items()
+             for cores, cells in sorted(per_cores.items())
+             if sum(cell.median is not None for cell in cells.values()) > 1]
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for (setup, method), cores, cells in lines:
+        points = [(n, cell) for n, cell in sorted(cells.items()) if cell.median is not None]
+        ax.errorbar([n for n, _ in points], [c.median for _, c in points],
+                    yerr=[[c.median - (c.minimum or c.median) for _, c in points],
+                          [(c.maximum or c.median) - c.median for _, c in points]],
+                    fmt="-o", capsize=4, label=f"{setup}, {cores} core(s), {method}")
+    ax.set_xscale("log", base=2)
+    counts = sorted({n for _, _, cells in lines for n in cells})
+    ax.set_xticks(counts, [str(n) for n in counts])
+    ax.set_xlabel("tester sessions (distinct source address x port flows)")
+    ax.set_ylabel("throughput (resolved queries/s)")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    swept = [s for s in all_series if s.sessions is not None]
+    implementations = sorted({c.implementation for s in swept for c in s.cells.values()})
+    ax.set_title(f"Throughput vs tester sessions: median, min-max bars\n{conditions_text(swept[0])}\n"
+                 f"{'; '.join(implementations)[:150]}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
