@@ -80,7 +80,7 @@ TEST_CASE("every socket gets a distinct address:port and the counts per source a
     CHECK(sockets_of_source(28, 3, 2) == 9);
 }
 
-TEST_CASE("--bind and --first-port still make one source on consecutive ports") {
+TEST_CASE("bind and first port alone still make one source on consecutive ports") {
     Config c = with_sources({}, 2, 4);
     c.bind = "192.0.2.8";
     c.first_port = 55296;
@@ -107,7 +107,7 @@ TEST_CASE("sources that cannot hold the sockets, or mix families, are refused wi
     CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--source replaces --bind and --first-port"));
 }
 
-TEST_CASE("--source is repeatable on the command line, one value each") {
+TEST_CASE("the source option is repeatable on the command line, one value each") {
     const char* argv[] = {"xlatperf", "--server", "192.0.2.1", "--source", "192.0.2.8,100-199",
                           "--source", "192.0.2.9,200-299"};
     std::ostringstream out, err;
