@@ -92,7 +92,7 @@ struct Plan {
     SockAddr server;
     SockAddr bind;                         // port 0; the socket layer sets each port
     std::string server_text;               // canonical text of the server address
-    std::string bind_text;
+    std::string bind_text;                 // empty with --source
     std::vector<Source> sources;           // always at least one: --source list, else --bind / --first-port
     bool sources_given = false;            // --source was used
     Subnet subnet;

@@ -108,6 +108,7 @@ void plan_sources(const Config& c, Plan& plan) {
         throw OptionError("--source replaces --bind and --first-port: give the address and ports as "
                           "--source ADDR,FIRST-LAST instead of combining them");
     }
+    plan.bind_text.clear();  // no --bind: the sources say where the sockets are bound
     for (const std::string& text : c.sources) {
         Source source = parse_source(text);
         check_source(c, plan, source, text);
