@@ -9,8 +9,9 @@ from __future__ import annotations
 from .helpers import RELAXED_TIMING, check_consistency
 from .peer import Peer, Query, reply
 
-SOURCES = {"127.0.0.2": [(47100, 47101), (47110, 47119)], "127.0.0.3": [(47200, 47211)],
-           "127.0.0.4": [(47300, 47311)]}
+# Ports above the kernel's ephemeral range (32768-60999 by default): no other socket takes them by chance.
+SOURCES = {"127.0.0.2": [(61100, 61101), (61110, 61119)], "127.0.0.3": [(61200, 61211)],
+           "127.0.0.4": [(61300, 61311)]}
 THREADS, PORTS = 3, 8
 
 
@@ -49,16 +50,16 @@ def test_sockets_spread_over_sources_in_the_documented_order(run_xlatperf, valid
     assert seen == set(want), "every socket sent, from the address and port the JSON names"
     assert [(s["address"], s["sockets"]) for s in result["config"]["sources"]] == [
         ("127.0.0.2", 8), ("127.0.0.3", 8), ("127.0.0.4", 8)]
-    assert result["config"]["sources"][0]["port_ranges"] == [[47100, 47101], [47110, 47119]]
+    assert result["config"]["sources"][0]["port_ranges"] == [[61100, 61101], [61110, 61119]]
 
 
 def test_bind_and_first_port_still_make_one_source(run_xlatperf, validator):
     with Peer("127.0.0.1", lambda peer, q, s: peer.send(reply(q), s)) as peer:
         run = run_xlatperf("--server", "127.0.0.1", "--port", str(peer.port), "--rate", "1000", "--queries",
                            "200", "--threads", "2", "--ports-per-thread", "2", "--bind", "127.0.0.5",
-                           "--first-port", "47400", *RELAXED_TIMING)
+                           "--first-port", "61400", *RELAXED_TIMING)
     assert run.returncode == 0, run.stderr
     validator.validate(run.result)
-    assert [t["ports"] for t in run.result["threads"]] == [[47400, 47401], [47402, 47403]]
+    assert [t["ports"] for t in run.result["threads"]] == [[61400, 61401], [61402, 61403]]
     assert run.result["config"]["sources"] == [
-        {"address": "127.0.0.5", "port_ranges": [[47400, 47403]], "sockets": 4}]
+        {"address": "127.0.0.5", "port_ranges": [[61400, 61403]], "sockets": 4}]
