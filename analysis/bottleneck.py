@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xlatbench.analysis.records import IdleCapture
+from .records import IdleCapture
 
 # A single-threaded translator above this share of one core has no headroom left, %.
 SATURATED_SHARE = 90.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from xlatbench.analysis.report import write_report
+from .report import write_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

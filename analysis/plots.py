@@ -14,8 +14,8 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from xlatbench.analysis.records import IdleCapture, Series  # noqa: E402
-from xlatbench.analysis.tables import conditions_text  # noqa: E402
+from .records import IdleCapture, Series  # noqa: E402
+from .tables import conditions_text  # noqa: E402
 
 
 def _implementations(all_series: list[Series]) -> list[str]:

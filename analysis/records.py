@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlatbench.scripts.records import IdleMean, IdleRun, Record, SummaryEntry
-from xlatbench.scripts.store import ResultStore, StoreError
+from ..scripts.records import IdleMean, IdleRun, Record, SummaryEntry
+from ..scripts.store import ResultStore, StoreError
 
 
 class ReportError(ValueError):

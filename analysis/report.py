@@ -8,10 +8,10 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from xlatbench.analysis import plots
-from xlatbench.analysis.bottleneck import Verdict, verdict
-from xlatbench.analysis.records import Campaign, load_campaign
-from xlatbench.analysis.tables import Table, comparison_table, throughput_table
+from . import plots
+from .bottleneck import Verdict, verdict
+from .records import Campaign, load_campaign
+from .tables import Table, comparison_table, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:

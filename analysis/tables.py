@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xlatbench.analysis.records import Series, Throughput
-from xlatbench.scripts.records import method_label
+from ..scripts.records import method_label
+from .records import Series, Throughput
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from xlatbench.scripts.clock import Clock, RealClock, SimClock
-from xlatbench.scripts.fakes import FakeDut
-from xlatbench.scripts.search import (
+from .clock import Clock, RealClock, SimClock
+from .fakes import FakeDut
+from .search import (
     FAST,
     RFC8219,
     RepeatedSearch,
@@ -25,7 +25,7 @@ from xlatbench.scripts.search import (
     summarize_outcomes,
     verdict,
 )
-from xlatbench.scripts.trial import Measurer, TrialResult
+from .trial import Measurer, TrialResult
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,14 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from xlatbench.analysis.records import series_of
-from xlatbench.analysis.tables import throughput_table
-from xlatbench.scripts.campaignfile import Campaign, SetupSpec, make_environment
-from xlatbench.scripts.cpuload import CpuSampler, mean_per_second
-from xlatbench.scripts.envs import Environment
-from xlatbench.scripts.hostinfo import host_info
-from xlatbench.scripts.measurers import ComponentFailure
-from xlatbench.scripts.records import (
+from ..analysis.records import series_of
+from ..analysis.tables import throughput_table
+from .campaignfile import Campaign, SetupSpec, make_environment
+from .cpuload import CpuSampler, mean_per_second
+from .envs import Environment
+from .hostinfo import host_info
+from .measurers import ComponentFailure
+from .records import (
     CampaignRef,
     ConfigKey,
     Context,
@@ -45,7 +45,7 @@ from xlatbench.scripts.records import (
     trial_key,
     utc_now,
 )
-from xlatbench.scripts.search import (
+from .search import (
     FAST,
     OK,
     UPPER_NOT_FAILED,
@@ -56,9 +56,9 @@ from xlatbench.scripts.search import (
     TrialRunner,
     repeat_search,
 )
-from xlatbench.scripts.store import ResultStore
-from xlatbench.scripts.trial import Measurer, TrialResult
-from xlatbench.scripts.xlatperf import TesterError
+from .store import ResultStore
+from .trial import Measurer, TrialResult
+from .xlatperf import TesterError
 
 
 class CampaignMismatch(RuntimeError):

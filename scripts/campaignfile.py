@@ -13,8 +13,10 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from xlatbench.scripts.clock import RealClock, SimClock
-from xlatbench.scripts.envs import (
+from ..setups.placement import parse_cpu_list
+from ..setups.testbeds import TOPOLOGIES
+from .clock import RealClock, SimClock
+from .envs import (
     DEFAULT_CHAIN_FACTORY,
     KINDS,
     ChainEnvironment,
@@ -23,15 +25,13 @@ from xlatbench.scripts.envs import (
     LoopbackEnvironment,
     emulation_config,
 )
-from xlatbench.scripts.search import METHODS, RFC8219, SearchSettings
-from xlatbench.scripts.xlatperf import (
+from .search import METHODS, RFC8219, SearchSettings
+from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
     outstanding_per_socket,
     sockets_needed,
 )
-from xlatbench.setups.placement import parse_cpu_list
-from xlatbench.setups.testbeds import TOPOLOGIES
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
 
@@ -230,7 +230,7 @@ def _number(low: float, inclusive: bool = True, integer: bool = False) -> Any:
 
 def _cpus(where: str, value: Any) -> tuple[int, ...]:
     """A CPU list (a TOML list of integers, or text such as "0,1") of CPUs this process may run on."""
-    from xlatbench.scripts.hostinfo import usable_cpus
+    from .hostinfo import usable_cpus
 
     if isinstance(value, str):
         try:
@@ -303,8 +303,8 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
     """Catch a typo in a chain's options now rather than hours into a campaign."""
     if not isinstance(options, dict):
         raise CampaignFileError(f"{where}: options must be a table")
-    from xlatbench.setups import EmulationConfig
-    from xlatbench.setups.names import check_prefix
+    from ..setups import EmulationConfig
+    from ..setups.names import check_prefix
 
     allowed = {f.name for f in fields(EmulationConfig)} - {"topology"}
     _only(options, f"{where} options", allowed)

@@ -13,20 +13,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from xlatbench.scripts.bench import print_comparison, real, simulated
-from xlatbench.scripts.campaign import (
+from ..setups.placement import cpu_list_arg
+from .bench import print_comparison, real, simulated
+from .campaign import (
     CampaignRun,
     estimate_search_s,
     idle_configurations,
     idle_estimate_s,
     planned_searches,
 )
-from xlatbench.scripts.campaignfile import load_campaign, make_environment, parse_campaign
-from xlatbench.scripts.envs import KINDS
-from xlatbench.scripts.records import implementation_label
-from xlatbench.scripts.search import FAST, METHODS, RFC8219, SearchSettings, verdict
-from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.placement import cpu_list_arg
+from .campaignfile import load_campaign, make_environment, parse_campaign
+from .envs import KINDS
+from .records import implementation_label
+from .search import FAST, METHODS, RFC8219, SearchSettings, verdict
+from .xlatperf import TesterOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

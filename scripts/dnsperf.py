@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name
+from ..zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name
 
 # dnsperf starts its clock after reading the query file and ends on a time limit, so a run that kept up can
 # miss the last few queries of its schedule: one in 10 000 (the paper's loss criterion) is allowed.

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xlatbench.scripts.clock import Clock, RealClock
-from xlatbench.scripts.fakes import FakeDut
-from xlatbench.scripts.hostinfo import usable_cpus
-from xlatbench.scripts.measurers import ChainMeasurer, LoopbackMeasurer
-from xlatbench.scripts.trial import Measurer
-from xlatbench.scripts.xlatperf import TesterOptions
+from .clock import Clock, RealClock
+from .fakes import FakeDut
+from .hostinfo import usable_cpus
+from .measurers import ChainMeasurer, LoopbackMeasurer
+from .trial import Measurer
+from .xlatperf import TesterOptions
 
 if TYPE_CHECKING:
-    from xlatbench.setups.chain import Chain
+    from ..setups.chain import Chain
 
 KINDS = ("fake", "loopback", "chain")
 
@@ -134,8 +134,8 @@ class LoopbackEnvironment(Environment):
         return f"loopback-{os.getpid()}"
 
     def up(self) -> None:
-        from xlatbench.setups import rootsysctl
-        from xlatbench.zones.knot import KnotConfig, KnotServer, loopback_rundir
+        from ..setups import rootsysctl
+        from ..zones.knot import KnotConfig, KnotServer, loopback_rundir
 
         self._sysctls = rootsysctl.acquire(self._holder, rootsysctl.socket_buffers(self.rmem_bytes), netns=[],
                                            pid=os.getpid())
@@ -152,7 +152,7 @@ class LoopbackEnvironment(Environment):
         self._measurer = LoopbackMeasurer(tester=self.tester, knot_description=self._server.describe())
 
     def down(self) -> None:
-        from xlatbench.setups import rootsysctl
+        from ..setups import rootsysctl
 
         if self._server is not None:
             server, self._server = self._server, None
@@ -194,7 +194,7 @@ DEFAULT_CHAIN_FACTORY = "xlatbench.scripts.envs:emulated_chain"
 
 def emulation_config(topology: str, **options: Any) -> Any:
     """The setups part's EmulationConfig from campaign options (TOML lists become tuples)."""
-    from xlatbench.setups import EmulationConfig
+    from ..setups import EmulationConfig
 
     tuple_fields = {f.name for f in dataclasses.fields(EmulationConfig) if "tuple" in str(f.type)}
     values = {}
@@ -214,7 +214,7 @@ def emulation_config(topology: str, **options: Any) -> Any:
 
 def _cpu_list(key: str, text: str) -> tuple[int, ...]:
     """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
-    from xlatbench.setups.placement import parse_cpu_list
+    from ..setups.placement import parse_cpu_list
 
     try:
         return parse_cpu_list(text.strip("[] "))
@@ -228,7 +228,7 @@ def emulated_chain(topology: str, **options: Any) -> Any:
 
     Returns the chain, a context manager whose exit takes every namespace, cgroup and table down.
     """
-    from xlatbench.setups import EmulatedChain
+    from ..setups import EmulatedChain
 
     config = emulation_config(topology, **options)
     clear_killed_run(config.prefix)
@@ -238,8 +238,8 @@ def emulated_chain(topology: str, **options: Any) -> Any:
 def clear_killed_run(prefix: str) -> None:
     """Take down what a killed run of this prefix left (a resumed campaign meets it after `kill -9`),
     unless the process that brought it up is still alive: then the prefix is in use and we refuse."""
-    from xlatbench.setups.cleanup import down, leftovers
-    from xlatbench.setups.names import statefile
+    from ..setups.cleanup import down, leftovers
+    from ..setups.names import statefile
 
     found = leftovers(prefix)
     if not found:

@@ -14,8 +14,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from xlatbench.scripts.clock import Clock, RealClock
-from xlatbench.scripts.trial import TrialResult
+from .clock import Clock, RealClock
+from .trial import TrialResult
 
 
 @dataclass

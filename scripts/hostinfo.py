@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from xlatbench import __version__
+from .. import __version__
 
 
 @cache

@@ -6,13 +6,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xlatbench.procs import alive
-from xlatbench.scripts.dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
-from xlatbench.scripts.trial import TrialResult, result_from_xlatperf
-from xlatbench.scripts.xlatperf import TesterOptions, find_tester, run_trial
+from ..procs import alive
+from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
+from .trial import TrialResult, result_from_xlatperf
+from .xlatperf import TesterOptions, find_tester, run_trial
 
 if TYPE_CHECKING:
-    from xlatbench.setups.chain import Chain
+    from ..setups.chain import Chain
 
 
 

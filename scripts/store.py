@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from xlatbench.scripts.records import Record, RecordError, record_from_json
+from .records import Record, RecordError, record_from_json
 
 
 class StoreError(RuntimeError):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xlatbench.paths import tester_binary
-from xlatbench.procs import TESTER_JSON_PREFIX
+from ..paths import tester_binary
+from ..procs import TESTER_JSON_PREFIX
 
 # Beyond the trial itself the tester needs time to start, wait for late answers and write its JSON.
 STARTUP_ALLOWANCE_S = 30.0

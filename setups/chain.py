@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from xlatbench.setups import counters as counters_mod
-from xlatbench.setups.cleanup import down
-from xlatbench.setups.emulation import Emulation, EmulationConfig, attach
-from xlatbench.setups.mapt import MapCe, tester_port_ranges
-from xlatbench.setups.names import read_pid
-from xlatbench.setups.placement import set_dut_cpus
+from . import counters as counters_mod
+from .cleanup import down
+from .emulation import Emulation, EmulationConfig, attach
+from .mapt import MapCe, tester_port_ranges
+from .names import read_pid
+from .placement import set_dut_cpus
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -8,10 +8,11 @@ import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from xlatbench.setups.capture import Capture, Datagram
-from xlatbench.setups.emulation import Emulation
-from xlatbench.setups.names import rundir
-from xlatbench.setups.topology import (
+from ..zones import query_name
+from .capture import Capture, Datagram
+from .emulation import Emulation
+from .names import rundir
+from .topology import (
     Clat,
     Host,
     MapBrRole,
@@ -22,7 +23,6 @@ from xlatbench.setups.topology import (
     embed_ipv4,
     extract_ipv4,
 )
-from xlatbench.zones import query_name
 
 
 @dataclass(frozen=True)

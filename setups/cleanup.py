@@ -8,9 +8,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from xlatbench.procs import terminate
-from xlatbench.setups import rootsysctl
-from xlatbench.setups.names import (
+from ..procs import terminate
+from ..zones.knot import stop_stale
+from . import rootsysctl
+from .names import (
     CPUSET_ROOT,
     DUT_HOSTS,
     HOST_NAMES,
@@ -19,7 +20,6 @@ from xlatbench.setups.names import (
     read_pid,
     rundir,
 )
-from xlatbench.zones.knot import stop_stale
 
 
 def existing_namespaces(prefix: str) -> list[str]:

@@ -6,15 +6,15 @@ import argparse
 import json
 import sys
 
-from xlatbench.setups.backends import RenderContext
-from xlatbench.setups.backends.tayga import VARIANTS
-from xlatbench.setups.cleanup import down, leftovers
-from xlatbench.setups.emulation import Emulation, EmulationConfig, EmulationError, attach
-from xlatbench.setups.names import check_prefix, netns_name, rundir
-from xlatbench.setups.placement import cpu_list_arg
-from xlatbench.setups.plan import BackendChoice, header, render
-from xlatbench.setups.testbeds import TOPOLOGIES, topology
-from xlatbench.setups.transports import DryRun
+from .backends import RenderContext
+from .backends.tayga import VARIANTS
+from .cleanup import down, leftovers
+from .emulation import Emulation, EmulationConfig, EmulationError, attach
+from .names import check_prefix, netns_name, rundir
+from .placement import cpu_list_arg
+from .plan import BackendChoice, header, render
+from .testbeds import TOPOLOGIES, topology
+from .transports import DryRun
 
 
 def _prefix(text: str) -> str:
@@ -173,7 +173,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from xlatbench.setups.check import check
+    from .check import check
 
     emulation = attach(args.prefix)
     if args.topology and args.topology != emulation.topology.name:
@@ -199,8 +199,8 @@ def _down(args: argparse.Namespace) -> int:
 
 def _down_loopback() -> dict[str, list[str]]:
     """The loopback self-test's knotd is no chain's: a killed run's one is found in its own run directory."""
-    from xlatbench.procs import sweep_stale_json
-    from xlatbench.zones.knot import cleanup_loopback
+    from ..procs import sweep_stale_json
+    from ..zones.knot import cleanup_loopback
 
     swept = cleanup_loopback()
     swept["tester_json"] = sweep_stale_json()

@@ -13,18 +13,18 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from xlatbench.procs import alive
-from xlatbench.setups import rootsysctl
-from xlatbench.setups.backends import RenderContext, linux
-from xlatbench.setups.backends.tayga import TaygaBackend, is_well_known
-from xlatbench.setups.cleanup import down, existing_namespaces
-from xlatbench.setups.names import check_prefix, netns_name, read_pid, rundir, statefile
-from xlatbench.setups.plan import BackendChoice, render
-from xlatbench.setups.steps import Cmd, Comment, Step
-from xlatbench.setups.testbeds import WELL_KNOWN_PREFIX, topology
-from xlatbench.setups.topology import Topology
-from xlatbench.setups.transports import Netns, Transport
-from xlatbench.zones import KnotConfig, KnotServer
+from ..procs import alive
+from ..zones import KnotConfig, KnotServer
+from . import rootsysctl
+from .backends import RenderContext, linux
+from .backends.tayga import TaygaBackend, is_well_known
+from .cleanup import down, existing_namespaces
+from .names import check_prefix, netns_name, read_pid, rundir, statefile
+from .plan import BackendChoice, render
+from .steps import Cmd, Comment, Step
+from .testbeds import WELL_KNOWN_PREFIX, topology
+from .topology import Topology
+from .transports import Netns, Transport
 
 STOCK_TAYGA_PREFIX = "2001:db8:64::/96"
 MIB = 1 << 20
@@ -194,7 +194,7 @@ class Emulation:
             self.knot.start()
             state["knot"] = self.knot.describe()
             if self.config.dut_cpus is not None:
-                from xlatbench.setups.placement import set_dut_cpus
+                from .placement import set_dut_cpus
 
                 state["placement"] = set_dut_cpus(self, list(self.config.dut_cpus))
         except BaseException:

@@ -13,7 +13,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 
-from xlatbench.setups.emulation import Emulation
+from .emulation import Emulation
 
 
 @dataclass(frozen=True)

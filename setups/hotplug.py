@@ -8,9 +8,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from xlatbench.setups.placement import parse_cpu_list
-from xlatbench.setups.ssh import Shell
-from xlatbench.setups.undo import append_line, with_record
+from .placement import parse_cpu_list
+from .ssh import Shell
+from .undo import append_line, with_record
 
 
 class HotplugError(ValueError):

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlatbench.setups.placement import parse_cpu_list
-from xlatbench.setups.plan import BACKENDS
-from xlatbench.setups.testbeds import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
-from xlatbench.setups.topology import Topology
+from .placement import parse_cpu_list
+from .plan import BACKENDS
+from .testbeds import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
+from .topology import Topology
 
 ROLES = ("client", "dut1", "dut2", "server")
 DUTS = ("dut1", "dut2")

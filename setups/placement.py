@@ -14,10 +14,10 @@ import subprocess
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from xlatbench.setups.emulation import Emulation
+    from .emulation import Emulation
 
-from xlatbench.setups.emulation import EmulationError
-from xlatbench.setups.names import CPUSET_ROOT, DUT_HOSTS
+from .emulation import EmulationError
+from .names import CPUSET_ROOT, DUT_HOSTS
 
 # The tester's grammar (dnsperf/src/cpulist.cpp): comma-separated CPUs and ranges, "0", "0,2", "1-3,6";
 # each number 1-5 digits and below CPU_SETSIZE, no backwards range, no CPU twice. Nothing else parses one.

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xlatbench.setups.backends import Backend, RenderContext, linux
-from xlatbench.setups.backends.jool import JoolBackend
-from xlatbench.setups.backends.tayga import TaygaBackend
-from xlatbench.setups.steps import Cmd, Comment, Daemon, Step
-from xlatbench.setups.topology import TRANSLATOR_ROLES, Host, Topology, Translator
+from .backends import Backend, RenderContext, linux
+from .backends.jool import JoolBackend
+from .backends.tayga import TaygaBackend
+from .steps import Cmd, Comment, Daemon, Step
+from .topology import TRANSLATOR_ROLES, Host, Topology, Translator
 
 BACKENDS = ("jool", "tayga")
 ROLES = ("clat", "plat", "ce", "br")

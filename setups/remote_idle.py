@@ -10,9 +10,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from xlatbench.scripts.cpuload import COLUMNS, usage_between
-from xlatbench.setups.ssh import Shell
-from xlatbench.setups.undo import append_line, with_record
+from ..scripts.cpuload import COLUMNS, usage_between
+from .ssh import Shell
+from .undo import append_line, with_record
 
 
 @dataclass(frozen=True)

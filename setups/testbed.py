@@ -20,19 +20,19 @@ from pathlib import Path
 from string import Template
 from typing import Any, TypeVar
 
-from xlatbench.setups import counters as counters_mod
-from xlatbench.setups.backends import RenderContext
-from xlatbench.setups.hotplug import Hotplug
-from xlatbench.setups.inventory import DUTS, Inventory
-from xlatbench.setups.plan import BackendChoice, render_host
-from xlatbench.setups.preflight import check as preflight_check
-from xlatbench.setups.remote_idle import IdleSampler
-from xlatbench.setups.ssh import Shell, SshTransport, step_script
-from xlatbench.setups.steps import Cmd, Daemon, Step, WriteFile
-from xlatbench.setups.topology import Endpoint, Host, Interface, Link, Topology
-from xlatbench.setups.undo import down_script, guarded, pending
-from xlatbench.zones.knot import TEMPLATE
-from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
+from ..zones.knot import TEMPLATE
+from ..zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
+from . import counters as counters_mod
+from .backends import RenderContext
+from .hotplug import Hotplug
+from .inventory import DUTS, Inventory
+from .plan import BackendChoice, render_host
+from .preflight import check as preflight_check
+from .remote_idle import IdleSampler
+from .ssh import Shell, SshTransport, step_script
+from .steps import Cmd, Daemon, Step, WriteFile
+from .topology import Endpoint, Host, Interface, Link, Topology
+from .undo import down_script, guarded, pending
 
 ORDER = ("dut1", "dut2", "server", "client")
 T = TypeVar("T")
@@ -356,7 +356,7 @@ class TestbedChain:
 def testbed_chain(topology: str | None = None, inventory: str = "", **_: Any) -> TestbedChain:
     """Chain factory for a campaign (`factory = "xlatbench.setups.testbed:testbed_chain"`, options
     `{inventory = PATH}`): brings the inventory's hosts up; the chain is a context manager."""
-    from xlatbench.setups.inventory import load_inventory
+    from .inventory import load_inventory
 
     inv = load_inventory(inventory)
     if topology and topology != inv.topology_name:

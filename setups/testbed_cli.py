@@ -7,11 +7,11 @@ import json
 import sys
 from typing import TextIO
 
-from xlatbench.setups.inventory import DUTS, Inventory, load_inventory
-from xlatbench.setups.plan import BackendChoice, header
-from xlatbench.setups.preflight import check
-from xlatbench.setups.steps import Cmd, Step, WriteFile
-from xlatbench.setups.testbed import (
+from .inventory import DUTS, Inventory, load_inventory
+from .plan import BackendChoice, header
+from .preflight import check
+from .steps import Cmd, Step, WriteFile
+from .testbed import (
     ORDER,
     TestbedChain,
     down_all,
@@ -24,7 +24,7 @@ from xlatbench.setups.testbed import (
     samplers,
     transport_for,
 )
-from xlatbench.setups.undo import undo_line
+from .undo import undo_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from xlatbench.setups.mapt import Bmr, MapCe, derive_ces, flows_fit
-from xlatbench.setups.topology import (
+from .mapt import Bmr, MapCe, derive_ces, flows_fit
+from .topology import (
     Clat,
     Endpoint,
     Forwarding,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from xlatbench.setups.mapt import Bmr, MapCe, map_ce, tester_max_sockets
+from .mapt import Bmr, MapCe, map_ce, tester_max_sockets
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from xlatbench.setups.steps import Cmd, Comment, Daemon, Step, WriteFile
+from .steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
 class StepError(RuntimeError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from xlatbench.setups.steps import Cmd, Comment, Daemon, Step, WriteFile
+from .steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
 class UndoError(ValueError):

@@ -10,7 +10,7 @@ import importlib
 import sys
 from typing import NoReturn
 
-from xlatbench import __version__
+from . import __version__
 
 PARTS = (
     "xlatbench.zones.cli",

@@ -12,11 +12,11 @@ import argparse
 import os
 from pathlib import Path
 
-from xlatbench.analysis.report import write_report
-from xlatbench.paths import REPO_ROOT, tester_binary
-from xlatbench.scripts.campaign import CampaignRun
-from xlatbench.scripts.campaignfile import load_campaign
-from xlatbench.scripts.cli import run_campaign
+from .analysis.report import write_report
+from .paths import REPO_ROOT, tester_binary
+from .scripts.campaign import CampaignRun
+from .scripts.campaignfile import load_campaign
+from .scripts.cli import run_campaign
 
 DEFAULT_CAMPAIGN = REPO_ROOT / "campaigns" / "demo.toml"
 DEFAULT_OUT = REPO_ROOT / "demo-results"

@@ -1,6 +1,6 @@
 """The echo server: the zone the tester asks and the Knot DNS server that answers it."""
 
-from xlatbench.zones.knot import KnotConfig, KnotError, KnotServer
-from xlatbench.zones.zonefile import query_name, write_zone
+from .knot import KnotConfig, KnotError, KnotServer
+from .zonefile import query_name, write_zone
 
 __all__ = ["KnotConfig", "KnotError", "KnotServer", "query_name", "write_zone"]

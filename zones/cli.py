@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from xlatbench.setups.placement import cpu_list_arg
-from xlatbench.zones.knot import KnotConfig, KnotServer, stop_stale
-from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET
+from ..setups.placement import cpu_list_arg
+from .knot import KnotConfig, KnotServer, stop_stale
+from .zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET
 
 DEFAULT_WORKDIR = Path("/run/xlatbench/knot")
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from xlatbench.procs import alive, start_time, terminate
-from xlatbench.zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
+from ..procs import alive, start_time, terminate
+from .zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 
 TEMPLATE = Path(__file__).with_name("knot.conf.in")
 

@@ -9,8 +9,8 @@ fast: `fast_search`, fewer full-length trials, not RFC 8219 exact.
 repeat: `repeat_search`, R repetitions of one method and their summary.
 """
 
-from xlatbench.scripts.search.fast import SHORT_FAIL_P, fast_search, significant_loss
-from xlatbench.scripts.search.outcome import (
+from .fast import SHORT_FAIL_P, fast_search, significant_loss
+from .outcome import (
     BELOW_LOWER,
     OK,
     UPPER_NOT_FAILED,
@@ -18,9 +18,9 @@ from xlatbench.scripts.search.outcome import (
     SearchOutcome,
     with_id,
 )
-from xlatbench.scripts.search.repeat import RepeatedSearch, repeat_search, search_id, summarize_outcomes
-from xlatbench.scripts.search.rfc8219 import midpoint, rfc8219_search
-from xlatbench.scripts.search.runner import (
+from .repeat import RepeatedSearch, repeat_search, search_id, summarize_outcomes
+from .rfc8219 import midpoint, rfc8219_search
+from .runner import (
     FAIL,
     PASS,
     TESTER_LIMITED,
@@ -29,7 +29,7 @@ from xlatbench.scripts.search.runner import (
     TrialRunner,
     verdict,
 )
-from xlatbench.scripts.search.settings import FAST, METHODS, RFC8219, SearchSettings
+from .settings import FAST, METHODS, RFC8219, SearchSettings
 
 __all__ = [
     "BELOW_LOWER", "FAIL", "FAST", "METHODS", "OK", "PASS", "RFC8219", "SHORT_FAIL_P", "TESTER_LIMITED",

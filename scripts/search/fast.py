@@ -32,10 +32,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xlatbench.scripts.search.outcome import BELOW_LOWER, OK, UPPER_NOT_FAILED, Search, SearchOutcome
-from xlatbench.scripts.search.rfc8219 import midpoint
-from xlatbench.scripts.search.runner import PASS, TESTER_LIMITED, TrialRecord, TrialRunner
-from xlatbench.scripts.search.settings import FAST, SearchSettings
+from .outcome import BELOW_LOWER, OK, UPPER_NOT_FAILED, Search, SearchOutcome
+from .rfc8219 import midpoint
+from .runner import PASS, TESTER_LIMITED, TrialRecord, TrialRunner
+from .settings import FAST, SearchSettings
 
 # A short trial fails when a DUT that loses exactly loss_ratio of the queries would lose as many or more
 # with at most this probability (Poisson).

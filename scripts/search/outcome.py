@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from xlatbench.scripts.records import method_label
-from xlatbench.scripts.search.runner import TESTER_LIMITED, TrialRecord, TrialRunner
-from xlatbench.scripts.search.settings import RFC8219, SearchSettings
+from ..records import method_label
+from .runner import TESTER_LIMITED, TrialRecord, TrialRunner
+from .settings import RFC8219, SearchSettings
 
 OK = "ok"
 UPPER_NOT_FAILED = "upper-bound-not-failed"

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xlatbench.scripts.records import method_label
-from xlatbench.scripts.search.fast import fast_search
-from xlatbench.scripts.search.outcome import OK, UPPER_NOT_FAILED, SearchOutcome
-from xlatbench.scripts.search.rfc8219 import rfc8219_search
-from xlatbench.scripts.search.runner import TESTER_LIMITED, TrialRunner
-from xlatbench.scripts.search.settings import FAST, RFC8219, SearchSettings
-from xlatbench.scripts.stats import Summary, summarize
+from ..records import method_label
+from ..stats import Summary, summarize
+from .fast import fast_search
+from .outcome import OK, UPPER_NOT_FAILED, SearchOutcome
+from .rfc8219 import rfc8219_search
+from .runner import TESTER_LIMITED, TrialRunner
+from .settings import FAST, RFC8219, SearchSettings
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from xlatbench.scripts.search.outcome import BELOW_LOWER, OK, UPPER_NOT_FAILED, Search, SearchOutcome
-from xlatbench.scripts.search.runner import PASS, TESTER_LIMITED, TrialRunner
-from xlatbench.scripts.search.settings import RFC8219, SearchSettings
+from .outcome import BELOW_LOWER, OK, UPPER_NOT_FAILED, Search, SearchOutcome
+from .runner import PASS, TESTER_LIMITED, TrialRunner
+from .settings import RFC8219, SearchSettings
 
 
 def midpoint(lower: float, upper: float) -> float:

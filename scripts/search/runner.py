@@ -10,8 +10,8 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from xlatbench.scripts.clock import Clock, RealClock
-from xlatbench.scripts.trial import Measurer, TrialResult
+from ..clock import Clock, RealClock
+from ..trial import Measurer, TrialResult
 
 PASS, FAIL, TESTER_LIMITED = "pass", "fail", "tester-limited"
 

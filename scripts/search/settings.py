@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xlatbench.scripts.trial import DEFAULT_LOSS_RATIO
+from ..trial import DEFAULT_LOSS_RATIO
 
 RFC8219 = "rfc8219-binary"
 FAST = "fast"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from xlatbench.setups.steps import Step
-from xlatbench.setups.topology import Host, Translator
+from ..steps import Step
+from ..topology import Host, Translator
 
 
 @dataclass(frozen=True)

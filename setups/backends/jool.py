@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 
-from xlatbench.setups.backends import RenderContext
-from xlatbench.setups.steps import Cmd, Step
-from xlatbench.setups.topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
+from ..steps import Cmd, Step
+from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
+from . import RenderContext
 
 PAPER_VERSION = "4.2.0-rc2"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import platform
 import subprocess
 
-from xlatbench.setups.steps import Cmd, Step
-from xlatbench.setups.topology import Forwarding, Interface, Item, Nat44, Route
+from ..steps import Cmd, Step
+from ..topology import Forwarding, Interface, Item, Nat44, Route
 
 
 def render_item(item: Item) -> list[Step]:

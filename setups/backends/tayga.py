@@ -21,10 +21,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from xlatbench.paths import build_dir
-from xlatbench.setups.backends import RenderContext
-from xlatbench.setups.steps import Cmd, Daemon, Step, WriteFile
-from xlatbench.setups.topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
+from ...paths import build_dir
+from ..steps import Cmd, Daemon, Step, WriteFile
+from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
+from . import RenderContext
 
 TUN = "nat64"
 # tayga's own addresses (sources of the ICMP errors it sends); outside every prefix of the testbeds.
