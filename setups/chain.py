@@ -9,7 +9,7 @@ from typing import Protocol
 from . import counters as counters_mod
 from .cleanup import down
 from .emulation import Emulation, EmulationConfig, attach
-from .mapt import MapCe
+from .mapt import MapCe, tester_port_ranges
 from .names import read_pid
 from .placement import set_dut_cpus
 
@@ -70,10 +70,12 @@ class EmulatedChain:
         if ces:
             info["tester_as_ce"] = {
                 "ces": len(ces),
+                "ces_played": f"the tester played {len(ces)} CE(s), its sockets dealt round-robin over them",
                 "bind": ces[0].map_address,
                 "first_port": ces[0].port_ranges[0][0],
                 "port_set": [list(r) for r in ces[0].port_ranges],
-                "max_sockets": ces[0].port_count,
+                "sources": [ce.map_address for ce in ces],
+                "max_sockets": self.max_flows,
             }
         info["dut_cpu_times_cover"] = (
             "user-space translator processes only (tayga); in-kernel forwarding "
@@ -118,20 +120,21 @@ class EmulatedChain:
 
 
 def ce_tester_args(ces: tuple[MapCe, ...]) -> list[str]:
-    """xlatperf options that make it a MAP-T CE: bound to the CE's MAP address, sockets on consecutive ports
-    from the start of its port set (thread i socket j: first + i*K + j; `max_flows` keeps them inside).
+    """xlatperf options that make it the MAP-T CEs `ces`, ports from mapt.tester_port_ranges (the MAP
+    arithmetic; `max_flows` keeps the sockets inside them).
 
-    Several CEs need a tester that spreads its sockets over several source addresses, which this
-    xlatperf cannot yet: refused with ValueError."""
+    One CE: bound to its MAP address, sockets on consecutive ports from the start of its port set (thread i
+    socket j: first + i*K + j). Several: one `--source MAP-ADDRESS,FIRST-LAST...` per CE, and xlatperf deals
+    socket g = i*K + j to CE g mod N, each CE's ports in order."""
     if not ces:
         return []
-    if len(ces) > 1:
-        raise ValueError(
-            f"br with {len(ces)} CEs needs a tester that sends from several source addresses, which "
-            "xlatperf cannot yet: use ces = 1 (the topology itself comes up with all CEs for setup check)"
-        )
-    first_port, _ = ces[0].port_ranges[0]
-    return ["--bind", ces[0].map_address, "--first-port", str(first_port)]
+    ranges = tester_port_ranges(ces)
+    if len(ces) == 1:
+        return ["--bind", ces[0].map_address, "--first-port", str(ranges[0][0][0])]
+    args = []
+    for ce, its_ranges in zip(ces, ranges, strict=True):
+        args += ["--source", ",".join([ce.map_address, *(f"{first}-{last}" for first, last in its_ranges)])]
+    return args
 
 
 def _cpu_seconds(pid: int) -> float:

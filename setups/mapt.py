@@ -152,6 +152,22 @@ def flows_fit(ce: MapCe, threads: int, ports_per_thread: int) -> str:
     )
 
 
+def tester_port_ranges(ces: tuple[MapCe, ...] | list[MapCe]) -> list[tuple[tuple[int, int], ...]]:
+    """The port ranges a tester playing `ces` sends from, per CE: the first range of a single CE
+    (consecutive ports from its start, `--bind --first-port`), every range of each CE when it plays
+    several (`--source`)."""
+    if len(ces) == 1:
+        return [ces[0].port_ranges[:1]]
+    return [ce.port_ranges for ce in ces]
+
+
+def tester_max_sockets(ces: tuple[MapCe, ...] | list[MapCe]) -> int:
+    """Sockets a tester playing `ces` can open: it deals them round-robin over the CEs (socket g on CE
+    g mod N), so each CE takes at most ceil(sockets / N) and the smallest CE's port count bounds all."""
+    sizes = [sum(last - first + 1 for first, last in ranges) for ranges in tester_port_ranges(ces)]
+    return len(sizes) * min(sizes) if sizes else 0
+
+
 def _ranges_text(ranges: tuple[tuple[int, int], ...]) -> str:
     return ", ".join(f"{first}-{last}" for first, last in ranges)
 

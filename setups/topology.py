@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from .mapt import Bmr, MapCe, map_ce
+from .mapt import Bmr, MapCe, map_ce, tester_max_sockets
 
 
 @dataclass(frozen=True)
@@ -206,13 +206,11 @@ class Topology:
 
     def max_flows(self) -> int | None:
         """Distinct flows the chain can carry; None if not limited. Behind a MAP-T CE (napt NAT44): its
-        port-set size. A tester playing CEs (`br`): one socket per port, consecutive from the start of each
-        CE's first port range, so the sum of those ranges (the whole set with PSID offset 0)."""
+        port-set size. A tester playing CEs (`br`): one socket per port of the CEs' sets, dealt round-robin
+        over the CEs (mapt.tester_max_sockets)."""
         sizes = [t.ce.port_count for t in self.translators().values() if isinstance(t, MapCeRole)]
         if self.tester_ces:
-            sizes.append(
-                sum(last - first + 1 for first, last in (ce.port_ranges[0] for ce in self.tester_ces))
-            )
+            sizes.append(tester_max_sockets(self.tester_ces))
         return min(sizes) if sizes else None
 
 

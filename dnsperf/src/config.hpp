@@ -22,6 +22,7 @@ struct Config {
     unsigned ports_per_thread = 4;        // source ports (sockets) per sender
     std::uint16_t first_port = 0;         // 0: ephemeral ports chosen by the kernel
     std::string bind;                     // local address; empty: any of the server's family
+    std::vector<std::string> sources;     // --source ADDR[,PORTS...] (repeatable); empty: --bind / --first-port
     double timeout_s = 0.25;              // a reply later than this is "late" (RFC 8219)
     std::string domain = "dns64perf.test";
     std::string qtype = "AAAA";
@@ -49,6 +50,33 @@ struct SockAddr {
     const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
 };
 
+// Source ports FIRST..LAST, inclusive.
+struct PortRange {
+    std::uint16_t first = 0;
+    std::uint16_t last = 0;
+    std::uint64_t size() const { return std::uint64_t{last} - first + 1; }
+};
+
+// One local address the tester sends from, with the ports its sockets take in
+// order (empty: ephemeral ports chosen by the kernel).
+struct Source {
+    SockAddr address;                      // port 0
+    std::string text;                      // canonical address text
+    std::vector<PortRange> ranges;
+    std::uint64_t sockets = 0;             // sockets that send from it
+    std::uint64_t port_count() const {
+        std::uint64_t n = 0;
+        for (const PortRange& r : ranges) n += r.size();
+        return n;
+    }
+};
+
+// Where one socket sends from: an index into Plan::sources and a port (0: ephemeral).
+struct SocketSource {
+    std::size_t source = 0;
+    std::uint16_t port = 0;
+};
+
 struct Subnet {
     std::uint32_t base = 0;               // host byte order
     unsigned prefix_length = 0;
@@ -64,7 +92,9 @@ struct Plan {
     SockAddr server;
     SockAddr bind;                         // port 0; the socket layer sets each port
     std::string server_text;               // canonical text of the server address
-    std::string bind_text;
+    std::string bind_text;                 // empty with --source
+    std::vector<Source> sources;           // always at least one: --source list, else --bind / --first-port
+    bool sources_given = false;            // --source was used
     Subnet subnet;
     std::uint16_t qtype = 28;
     std::uint64_t total_queries = 0;

@@ -106,8 +106,9 @@ UdpSocket::UdpSocket(boost::asio::io_context& io, const SockAddr& local, std::ui
     if (error) {
         throw StartError("cannot bind a UDP socket to " + to_string(to_sockaddr(endpoint)) + ": " +
                          error.message() +
-                         (port != 0 ? " (choose another --first-port, or 0 for ephemeral ports)"
-                                     : " (--bind must be an address of this host)"));
+                         (port != 0 && error.value() != EADDRNOTAVAIL
+                              ? " (choose other source ports with --first-port or --source, or ephemeral ones)"
+                              : " (--bind or --source must be an address of this host)"));
     }
     const int fd = socket_.native_handle();
     // Both sizes are always asked for (no short-circuit: a refused SO_RCVBUFFORCE

@@ -11,6 +11,7 @@
 #include "cpulist.hpp"
 #include "net.hpp"
 #include "query.hpp"
+#include "sources.hpp"
 #include "version.hpp"
 
 namespace xlatperf {
@@ -80,6 +81,11 @@ void add_options(CLI::App& app, Config& config) {
         ->type_name("PORT")->group(threads);
     app.add_option("--bind", config.bind, "local address to send from (empty: any of the server's family)")
         ->type_name("ADDR")->group(threads);
+    app.add_option("--source", config.sources,
+                   "instead of --bind/--first-port, repeatable: send from ADDR with source ports from these "
+                   "ranges in order (none: ephemeral); thread i socket j uses source (i*K + j) mod S, e.g. "
+                   "--source 192.0.2.8,55296-57343 --source 192.0.2.9,55296-57343")
+        ->type_name("ADDR[,FIRST-LAST...]")->allow_extra_args(false)->group(threads);
     app.add_option("--sender-cpus", config.sender_cpus,
                    "pin sender i to the i-th CPU of this list, cyclically, e.g. 0 or 0,2-3 (empty: no pinning)")
         ->type_name("LIST")->group(threads);
@@ -230,20 +236,30 @@ void plan_load(const Config& c, Plan& plan) {
               " s, more than one day (" + format_number(kMaxWindowS) + " s); raise --rate or send fewer");
 }
 
+// Sockets on ephemeral ports must fit the kernel's range (per source address).
+void check_ephemeral(std::uint64_t sockets, const std::string& what) {
+    const auto [low, high] = ephemeral_port_range();
+    check(sockets <= high - low + 1,
+          what + " (" + std::to_string(sockets) + ") exceeds the ephemeral port range " + std::to_string(low) +
+              "-" + std::to_string(high) + "; set --first-port or use fewer sockets");
+}
+
 // Source ports, outstanding queries per socket, the ring.
 void plan_sockets(const Config& c, Plan& plan) {
     const std::uint64_t sockets = std::uint64_t{c.threads} * c.ports_per_thread;
-    if (c.first_port != 0) {
+    if (!c.sources.empty()) {
+        plan_sources(c, plan);
+        for (const Source& source : plan.sources) {
+            if (source.ranges.empty()) check_ephemeral(source.sockets, "sockets on --source " + source.text);
+        }
+    } else if (c.first_port != 0) {
         check(c.first_port + sockets - 1 <= 65535,
               "--first-port " + std::to_string(c.first_port) + " + --threads x --ports-per-thread (" +
                   std::to_string(sockets) + ") runs past port 65535; lower one of them");
     } else {
-        const auto [low, high] = ephemeral_port_range();
-        check(sockets <= high - low + 1,
-              "--threads x --ports-per-thread (" + std::to_string(sockets) +
-                  ") exceeds the ephemeral port range " + std::to_string(low) + "-" + std::to_string(high) +
-                  "; set --first-port or use fewer sockets");
+        check_ephemeral(sockets, "--threads x --ports-per-thread");
     }
+    if (c.sources.empty()) plan_sources(c, plan);
     check(finite_positive(c.timeout_s) && c.timeout_s <= 60, "--timeout must be more than 0 and at most 60 s");
     plan.timeout_ns = static_cast<std::int64_t>(std::llround(c.timeout_s * 1e9));
     plan.per_socket_rate_qps = c.rate_qps / static_cast<double>(sockets);

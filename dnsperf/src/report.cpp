@@ -16,6 +16,7 @@
 #include "format.hpp"
 #include "histogram.hpp"
 #include "net.hpp"
+#include "sources.hpp"
 #include "version.hpp"
 
 namespace xlatperf {
@@ -94,6 +95,16 @@ json header_json(const Plan& plan, const RunInfo& info) {
     };
 }
 
+json sources_json(const Plan& plan) {
+    json out = json::array();
+    for (const Source& source : plan.sources) {
+        json ranges = json::array();
+        for (const PortRange& r : source.ranges) ranges.push_back({r.first, r.last});
+        out.push_back({{"address", source.text}, {"port_ranges", ranges}, {"sockets", source.sockets}});
+    }
+    return out;
+}
+
 json config_json(const Plan& plan) {
     const Config& c = plan.config;
     return json{
@@ -121,6 +132,7 @@ json config_json(const Plan& plan) {
         {"send_tolerance_abs_s", c.send_tolerance_s},
         {"max_lag_s", c.max_lag_s},
         {"ring_slots_per_socket", plan.ring_slots},
+        {"sources", sources_json(plan)},
     };
 }
 
@@ -235,6 +247,7 @@ json threads_json(const TrialResult& trial) {
         threads.push_back({
             {"index", p.index},
             {"ports", p.ports},
+            {"source_addresses", p.source_addresses},
             {"sender_cpu", cpu_or_null(p.sender_cpu)},
             {"receiver_cpu", cpu_or_null(p.receiver_cpu)},
             {"sender_cpus_allowed", format_cpu_list(p.sender_allowed)},

@@ -27,6 +27,7 @@
 #include "query.hpp"
 #include "reply.hpp"
 #include "ring.hpp"
+#include "sources.hpp"
 
 namespace xlatperf {
 namespace {
@@ -555,12 +556,12 @@ std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio:
         pair->sockets.reserve(config.ports_per_thread);
         pair->rings.reserve(config.ports_per_thread);
         for (unsigned s = 0; s < config.ports_per_thread; ++s) {
-            const std::uint16_t port = config.first_port == 0
-                                           ? 0
-                                           : static_cast<std::uint16_t>(config.first_port + i * config.ports_per_thread + s);
-            pair->sockets.emplace_back(io, plan.bind, port, config.rcvbuf, config.sndbuf);
+            const SocketSource from = socket_source(plan, i, s);
+            pair->sockets.emplace_back(io, plan.sources[from.source].address, from.port, config.rcvbuf,
+                                       config.sndbuf);
             pair->rings.emplace_back(plan.ring_slots);
             pair->result.ports.push_back(pair->sockets.back().local_port());
+            pair->result.source_addresses.push_back(plan.sources[from.source].text);
         }
         pair->sent_per_second.assign(shared.series_rows, 0);
         pair->reply_rows.assign(shared.series_rows, SeriesRow{});

@@ -73,6 +73,7 @@ struct PairResult {
     SenderStats send;
     ReceiverStats receive;
     std::vector<std::uint16_t> ports;
+    std::vector<std::string> source_addresses;  // per socket, beside ports
     int sender_cpu = -1;                 // asked pinning, -1: none
     int receiver_cpu = -1;
     std::vector<int> sender_allowed;     // affinity the thread really had
