@@ -1,11 +1,14 @@
 """A DNS peer for tests: answers xlatperf's queries correctly or, on purpose, wrongly.
 
 It decodes each query itself (no shared code with the tester) and picks its behaviour from
-the query's index k, read back from the name: query k asks for 10.0.0.0 + k.
+the query's index k, read back from the name: query k asks for 10.0.0.0 + k. It reads the kernel's
+receive timestamp of each query (SO_TIMESTAMPNS, CLOCK_REALTIME), so a behaviour can answer a known
+time after the query arrived and the peer can measure the delay it really kept.
 """
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import ipaddress
 import select
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 
 AAAA = 28
 SO_RCVBUFFORCE = 33  # linux/asm-generic/socket.h; the socket module does not name it
+SO_TIMESTAMPNS = 35  # likewise; its control message type SCM_TIMESTAMPNS has the same number
+PR_SET_TIMERSLACK = 29  # linux/prctl.h
 IN = 1
 
 
@@ -78,6 +83,8 @@ class Peer:
     rcvbuf: int = 0  # bytes for the peer's receive socket (root: SO_RCVBUFFORCE); 0: kernel default
     queries: int = 0
     errors: list[str] = field(default_factory=list)
+    received_ns: int = 0  # kernel receive time of the query being handled (CLOCK_REALTIME, ns)
+    delays_ns: list[int] = field(default_factory=list)  # kept delays of timed replies (see send_timed)
     _stop: threading.Event = field(default_factory=threading.Event)
     _later: list = field(default_factory=list)
 
@@ -86,6 +93,7 @@ class Peer:
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         if self.rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.rcvbuf)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.sock.bind((self.host, 0))
         self.port = self.sock.getsockname()[1]
         self.other = socket.socket(family, socket.SOCK_DGRAM)  # a second source port
@@ -107,9 +115,27 @@ class Peer:
     def send(self, data: bytes, to: tuple, delay_s: float = 0.0, from_other: bool = False) -> None:
         sock = self.other if from_other else self.sock
         if delay_s:
-            heapq.heappush(self._later, (time.monotonic() + delay_s, id(data), sock, data, to))
+            due_ns = time.time_ns() + round(delay_s * 1e9)
+            heapq.heappush(self._later, (due_ns, id(data), sock, data, to, None))
         else:
             sock.sendto(data, to)
+
+    def send_timed(self, data: bytes, to: tuple, delay_ns: int) -> None:
+        """Sends `data` delay_ns after the kernel received the current query; records the delay kept.
+
+        The delay kept runs from the query's kernel receive timestamp to the clock read just before
+        `sendto`, so it is never longer than what a tester sees (its send time is earlier than the
+        first, its kernel receive time of the reply later than the second)."""
+        since_ns = self.received_ns
+        if delay_ns <= 0:
+            self._send_recorded(self.sock, data, to, since_ns)
+        else:
+            heapq.heappush(self._later, (since_ns + delay_ns, id(data), self.sock, data, to, since_ns))
+
+    def _send_recorded(self, sock: socket.socket, data: bytes, to: tuple, since_ns: int | None) -> None:
+        if since_ns is not None:
+            self.delays_ns.append(time.time_ns() - since_ns)
+        sock.sendto(data, to)
 
     def send_bad_checksum(self, data: bytes, to: tuple) -> None:
         """Sends `data` from the peer's address and port with a bad UDP checksum (IPv4 raw socket, root)."""
@@ -121,21 +147,34 @@ class Peer:
         self.raw.sendto(struct.pack("!HHHH", self.port, to[1], length, bad) + data, (to[0], 0))
 
     def _serve(self) -> None:
+        # Timer slack 1 ns (default 50 µs): select() wakes when the next reply is due, not up to 50 µs later.
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
         while not self._stop.is_set():
-            now = time.monotonic()
+            now = time.time_ns()
             while self._later and self._later[0][0] <= now:
-                _, _, sock, data, to = heapq.heappop(self._later)
-                sock.sendto(data, to)
-            wait = min(0.05, self._later[0][0] - now) if self._later else 0.05
+                _, _, sock, data, to, since_ns = heapq.heappop(self._later)
+                self._send_recorded(sock, data, to, since_ns)
+                now = time.time_ns()
+            wait = min(0.05, (self._later[0][0] - now) / 1e9) if self._later else 0.05
             ready, _, _ = select.select([self.sock], [], [], max(wait, 0))
             if not ready:
                 continue
-            data, source = self.sock.recvfrom(4096)
+            data, control, _, source = self.sock.recvmsg(4096, socket.CMSG_SPACE(16))
+            self.received_ns = kernel_timestamp_ns(control)
             self.queries += 1
             try:
                 self.behaviour(self, parse_query(data), source)
             except Exception as err:  # recorded for the test to report; the peer keeps serving
                 self.errors.append(repr(err))
+
+
+def kernel_timestamp_ns(control: list[tuple[int, int, bytes]]) -> int:
+    """The SCM_TIMESTAMPNS control message (struct timespec) in ns; now if the kernel gave none."""
+    for level, kind, payload in control:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
+            seconds, nanoseconds = struct.unpack("@qq", payload[:16])
+            return seconds * 1_000_000_000 + nanoseconds
+    return time.time_ns()
 
 
 def udp_checksum(source: str, destination: str, source_port: int, destination_port: int, data: bytes) -> int:
@@ -154,3 +193,13 @@ def udp_checksum(source: str, destination: str, source_port: int, destination_po
 
 def answer_all(peer: Peer, query: Query, source: tuple) -> None:
     peer.send(reply(query), source)
+
+
+def answer_after(delay_s: float) -> Behaviour:
+    """A behaviour: answer every query correctly, delay_s after the kernel received it."""
+    delay_ns = round(delay_s * 1e9)
+
+    def behaviour(peer: Peer, query: Query, source: tuple) -> None:
+        peer.send_timed(reply(query), source, delay_ns)
+
+    return behaviour
