@@ -60,15 +60,7 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     if not plotted:
         plt.close(fig)
         return None
-    cores_all = sorted({c for s in all_series for c in s.cells})
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(cores_all, [str(c) for c in cores_all])
-    ax.set_xlabel("active DUT cores")
-    ax.set_ylabel("throughput (resolved queries/s)")
-    ax.set_ylim(bottom=0)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    throughput_axes(ax, sorted({c for s in all_series for c in s.cells}), "active DUT cores")
     conditions = conditions_text(all_series[0]) if all_series else ""
     if any(cell.shared_cpus for series in all_series for cell in series.cells.values()):
         title_suffix += "\nDUT cores include CPUs that also ran the tester/Knot: not the DUTs' alone"
@@ -110,3 +102,15 @@ def idle_per_core(capture: Evidence, path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def throughput_axes(ax: Any, ticks: list[int], xlabel: str) -> None:
+    """A log2 x axis with `ticks`, throughput in resolved queries/s from 0 on y, grid and legend."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(n) for n in ticks])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("throughput (resolved queries/s)")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from ..scripts.records import method_label  # noqa: E402
+from .plots import throughput_axes  # noqa: E402
 from .records import Series, Throughput  # noqa: E402
 from .tables import Table, conditions_text  # noqa: E402
 
@@ -86,15 +87,8 @@ def throughput_vs_sessions(all_series: list[Series], path: Path) -> Path | None:
                     yerr=[[c.median - (c.minimum or c.median) for _, c in points],
                           [(c.maximum or c.median) - c.median for _, c in points]],
                     fmt="-o", capsize=4, label=f"{setup}, {cores} core(s), {method}")
-    ax.set_xscale("log", base=2)
-    counts = sorted({n for _, _, cells in lines for n in cells})
-    ax.set_xticks(counts, [str(n) for n in counts])
-    ax.set_xlabel("tester sessions (distinct source address x port flows)")
-    ax.set_ylabel("throughput (resolved queries/s)")
-    ax.set_ylim(bottom=0)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    throughput_axes(ax, sorted({n for _, _, cells in lines for n in cells}),
+                    "tester sessions (distinct source address x port flows)")
     swept = [s for s in all_series if s.sessions is not None]
     implementations = sorted({c.implementation for s in swept for c in s.cells.values()})
     ax.set_title(f"Throughput vs tester sessions: median, min-max bars\n{conditions_text(swept[0])}\n"

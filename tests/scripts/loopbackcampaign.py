@@ -1,5 +1,7 @@
 """A one-search loopback campaign for the fault tests (signals, a component killed mid-trial)."""
 
+from pathlib import Path
+
 TEMPLATE = """
 [campaign]
 name = "{name}"
@@ -28,3 +30,16 @@ rmem_bytes = 0
 def loopback_campaign(name: str, port: int) -> str:
     """The campaign file's text: one short RFC 8219 search against Knot on loopback at `port`."""
     return TEMPLATE.format(name=name, port=port)
+
+
+def testers_on(port: int) -> list[int]:
+    """Pids of xlatperf processes whose command line names `port` (the test's own Knot port)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and argv[0].endswith(b"xlatperf") and str(port).encode() in argv:
+            found.append(int(proc.name))
+    return found

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loopbackcampaign import loopback_campaign
+from loopbackcampaign import loopback_campaign, testers_on
 
 from xlatbench.procs import alive
 from xlatbench.scripts.store import ResultStore
@@ -45,17 +45,6 @@ def _sigint_ignored(pid: int) -> bool:
     return False
 
 
-def _testers_on(port: int) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if proc.name.isdigit() and argv[0].endswith(b"xlatperf") and str(port).encode() in argv:
-            found.append(int(proc.name))
-    return found
-
 
 def _start(command: list[str], background: bool, err: Path) -> tuple[subprocess.Popen[str], int]:
     if not background:
@@ -81,7 +70,7 @@ def test_a_signal_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path, port: 
     _wait(lambda: store.exists() and _trials(store) >= 1 or not alive(pid), 60, "the first stored trial")
     assert alive(pid), err.read_text()
     knotd = int((rundir / "knot.pid").read_text())
-    _wait(lambda: bool(_testers_on(port)), 10, "the next trial's tester")
+    _wait(lambda: bool(testers_on(port)), 10, "the next trial's tester")
     assert _sigint_ignored(pid) == background
     process.send_signal(sig) if not background else subprocess.run(["kill", f"-{sig.name}", str(pid)])
     out, _ = process.communicate(timeout=60)
@@ -90,7 +79,7 @@ def test_a_signal_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path, port: 
     assert returncode == 130, message
     assert f"{sig.name}: stopping" in message and "run the same command again to resume" in message
     assert "Traceback" not in message
-    assert not alive(knotd) and not rundir.exists() and _testers_on(port) == []
+    assert not alive(knotd) and not rundir.exists() and testers_on(port) == []
     assert store.read_bytes().endswith(b"\n")
     stopped_with = _trials(store)
 
