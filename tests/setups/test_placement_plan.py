@@ -53,8 +53,10 @@ def test_plan_on_faked_machines(n, tester, knot, cores, duts, mode, dut1, dut2, 
     assert (list(plan.per_dut["dut2"]) if "dut2" in plan.per_dut else None) == dut2
     assert list(plan.shared_with_test_system) == shared
     assert all(len(cpus) == cores for cpus in plan.per_dut.values())
-    if mode == PER_DUT:
-        assert not set(plan.per_dut["dut1"]) & set(plan.per_dut["dut2"])
+    if mode in (PER_DUT, SHARED_DUTS):
+        assert not {cpu for cpus in plan.per_dut.values() for cpu in cpus} & set(tester + knot)
+    if mode == PER_DUT and dut2 is not None:
+        assert not set(dut1) & set(dut2)
 
 
 def test_plan_uses_only_usable_cpus() -> None:
