@@ -78,6 +78,7 @@ PER_DUT = "per-dut"  # each DUT its own CPUs, none of them the tester's or Knot'
 SHARED_DUTS = "shared-duts"  # the DUTs share CPUs, none of them the tester's or Knot's
 WITH_TEST_SYSTEM = "with-test-system"  # too few CPUs: the DUTs share CPUs with the tester or Knot
 FIXED = "cpu_map"  # the campaign file's cpu_map chose the CPUs
+OWN_HOSTS = "own-hosts"  # a real testbed: each DUT on its own host, the tester and Knot on theirs
 
 
 @dataclass(frozen=True)
