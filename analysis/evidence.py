@@ -199,12 +199,15 @@ def tester_cpus(context: Context) -> tuple[int, ...]:
 
 
 def shared_with_test_system(context: Context) -> tuple[int, ...]:
-    """DUT CPUs of this record that the tester or Knot also ran on (emulation on a small machine)."""
+    """DUT CPUs of this record that the tester or Knot also ran on (emulation on a small machine): those
+    pinned to both, and those the placement itself recorded as shared (it also counts an unpinned tester or
+    Knot on the lowest CPU)."""
     placement = context.dut_cpus or {}
     dut = set(placement.get("cpus") or [])
     for cpus in dut_cpu_sets(context).values():
         dut |= set(cpus)
-    return tuple(sorted(dut & set(tester_cpus(context))))
+    recorded = {int(c) for c in placement.get("shared_with_test_system") or []}
+    return tuple(sorted(dut & set(tester_cpus(context)) | recorded))
 
 
 def _cpu_use(per_second: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -161,6 +161,9 @@ def placement_text(context: Context) -> str:
     duts = dut_cpu_sets(context)
     parts = [f"{dut} CPU {_cpus(cpus)}" for dut, cpus in duts.items()] or ["DUTs not pinned"]
     parts.append(f"tester + Knot CPU {_cpus(tester_cpus(context))}")
+    mode = (context.dut_cpus or {}).get("placement")
+    if mode:
+        parts.append(f"placement {mode}")
     shared = shared_with_test_system(context)
     if shared:
         parts.append(f"DUT CPU {_cpus(shared)} shared with the tester/Knot: 'DUT cores' are not the DUTs' "

@@ -26,6 +26,7 @@ from .xlatperf import TesterOptions, flows
 
 if TYPE_CHECKING:
     from ..setups.chain import Chain
+    from ..setups.placement import DutPlan
 
 KINDS = ("fake", "loopback", "chain")  # what a command line's --dut may name
 SETUP_KINDS = (*KINDS, "testbed")  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
@@ -297,7 +298,8 @@ class ChainEnvironment(Environment):
 
     topology: "baseline" | "464xlat" | "mapt". options: passed to the factory (backend, prefix...).
     factory: "module:function" returning a context manager that yields a Chain.
-    cpu_map: core count -> DUT CPUs; default: the highest-numbered CPUs (the tester keeps CPU 0).
+    cpu_map: core count -> DUT CPUs (both DUTs); default: setups.placement.plan_dut_cpus (off the tester's
+    and Knot's CPUs, each DUT its own, where the machine has enough).
     """
 
     topology: str
@@ -320,17 +322,29 @@ class ChainEnvironment(Environment):
             context.__exit__(None, None, None)
 
     def max_cores(self) -> int:
+        """Every count up to the usable CPUs can be placed (plan_dut_cpus falls back to sharing them with
+        the tester and Knot, and says so, when it cannot keep them apart)."""
         return len(usable_cpus())
 
+    def plan(self, count: int) -> DutPlan:
+        """Where the DUTs run at `count` cores: the campaign's cpu_map entry, else the placement rule."""
+        from ..setups.placement import duts_of, parse_cpu_list, plan_dut_cpus
+        from ..setups.testbeds import topology
+
+        tester = [cpu for text in (self.tester.sender_cpus, self.tester.receiver_cpus) if text
+                  for cpu in parse_cpu_list(text.strip("[] "))]
+        knot = [int(cpu) for cpu in self.options.get("knot_cpus") or ()]
+        return plan_dut_cpus(usable_cpus(), tester, knot, count, duts_of(topology(self.topology)),
+                             fixed=self.cpu_map.get(count))
+
     def dut_cpus(self, count: int) -> list[int]:
-        if count in self.cpu_map:
-            return list(self.cpu_map[count])
-        return usable_cpus()[-count:]
+        return self.plan(count).cpus
 
     def set_cores(self, count: int) -> dict[str, Any]:
         assert self._chain is not None, "environment not up"
-        cpus = self.dut_cpus(count)
-        return {"cores": count, "cpus": cpus, "applied": self._chain.set_dut_cpus(cpus)}
+        plan = self.plan(count)
+        per_dut = {dut: list(cpus) for dut, cpus in plan.per_dut.items()}
+        return {**plan.record(), "applied": self._chain.set_dut_cpus(plan.cpus, per_dut)}
 
     def set_tester(self, tester: TesterOptions) -> None:
         """A new measurer with these options (it checks them against the chain's max_flows)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..setups.inventory import DUTS, Inventory, load_inventory
-from ..setups.placement import parse_cpu_list
+from ..setups.placement import OWN_HOSTS, parse_cpu_list
 from ..setups.remote_idle import IdleSampler
 from .envs import Environment
 from .measurers import ChainMeasurer
@@ -114,7 +114,8 @@ class TestbedEnvironment(Environment):
     def set_cores(self, count: int) -> dict[str, Any]:
         assert self._chain is not None, "environment not up"
         cpus = self.per_dut_cpus(count)
-        return {"cores": count, "cpus": cpus, "applied": self._chain.set_dut_cpus(cpus[DUTS[0]], cpus)}
+        return {"cores": count, "cpus": cpus, "placement": OWN_HOSTS, "per_dut": cpus, "test_system_cpus": [],
+                "shared_with_test_system": [], "applied": self._chain.set_dut_cpus(cpus[DUTS[0]], cpus)}
 
     def measurer(self) -> Measurer:
         assert self._measurer is not None, "environment not up"

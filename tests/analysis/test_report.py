@@ -163,3 +163,14 @@ def test_dut_cores_shared_with_the_tester_are_said_so(tmp_path):
     rows = {row[0]: row[1:] for row in table.rows}
     assert rows["DUT CPUs also running the tester/Knot"] == ["none", "0"]
     assert "'DUT cores' are not the DUTs' alone" in table.title
+
+
+def test_sharing_the_placement_recorded_is_said_too(tmp_path):
+    """An unpinned tester: the placement rule took it to be on CPU 0 and recorded DUT CPU 0 as shared."""
+    record = summary_record("464xlat", 2, 20000, 19000, 21000)
+    record["dut_cpus"] = {"cores": 2, "cpus": [0, 1], "placement": "with-test-system",
+                          "shared_with_test_system": [0],
+                          "applied": {"dut1": {"cpus": [0, 1]}, "dut2": {"cpus": [0, 1]}}}
+    table = throughput_table(load_campaign(write_store(tmp_path / "s.jsonl", [record])).series[0])
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert rows["DUT CPUs also running the tester/Knot"] == ["0"]

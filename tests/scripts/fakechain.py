@@ -69,10 +69,10 @@ class FakeChain:
         self.log.append(("client_argv", list(argv)))
         return list(argv)
 
-    def set_dut_cpus(self, cpus: list[int]) -> dict:
+    def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
         self.cpus = list(cpus)
         self.log.append(("set_dut_cpus", list(cpus)))
-        return {"dut1": list(cpus), "dut2": list(cpus)}
+        return {dut: list((per_dut or {}).get(dut, cpus)) for dut in ("dut1", "dut2")}
 
     def dut_cpu_times(self) -> dict[str, float]:
         self.calls += 1

@@ -13,10 +13,13 @@ from pathlib import Path
 import fakechain
 import pytest
 
+from xlatbench.scripts import envs
 from xlatbench.scripts.campaign import CampaignMismatch, CampaignRun
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
+from xlatbench.scripts.envs import ChainEnvironment
 from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.store import ResultStore
+from xlatbench.scripts.xlatperf import TesterOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,6 +66,29 @@ def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> N
     assert len(idle) == 4 and all(r["rate_qps"] > 0 for r in idle)
     assert len([r for r in stored if r["type"] == "idle-mean"]) == 2
     assert len([r for r in stored if r["type"] == "summary"]) == 4
+
+
+@pytest.mark.parametrize(("cpus", "cores", "placement", "applied"), [
+    (2, 1, "shared-duts", {"dut1": [1], "dut2": [1]}),  # this machine's demo: as before
+    (2, 2, "with-test-system", {"dut1": [0, 1], "dut2": [0, 1]}),
+    (8, 2, "per-dut", {"dut1": [4, 5], "dut2": [6, 7]}),
+    (8, 4, "shared-duts", {"dut1": [4, 5, 6, 7], "dut2": [4, 5, 6, 7]}),
+])
+def test_chain_environment_places_duts_by_the_rule_and_records_it(monkeypatch, cpus, cores, placement,
+                                                                   applied) -> None:
+    """A faked machine of `cpus` CPUs, tester on CPU 0 and Knot on CPU 1 (2 CPUs: both on 0, as the demo)."""
+    monkeypatch.setattr(envs, "usable_cpus", lambda: list(range(cpus)))
+    fakechain.LOG.clear()
+    env = ChainEnvironment("464xlat", TesterOptions(sender_cpus="0", receiver_cpus="0"),
+                           options={"knot_cpus": [0] if cpus == 2 else [1]}, factory="fakechain:fake_chain")
+    env.up()
+    try:
+        record = env.set_cores(cores)
+    finally:
+        env.down()
+    assert record["placement"] == placement and record["applied"] == applied
+    assert record["per_dut"] == applied and record["cpus"] == sorted({c for v in applied.values() for c in v})
+    assert record["shared_with_test_system"] == ([0] if placement == "with-test-system" else [])
 
 
 def test_rerunning_a_finished_campaign_measures_nothing(tmp_path: Path) -> None:
