@@ -32,7 +32,7 @@ def loopback_campaign(name: str, port: int) -> str:
     return TEMPLATE.format(name=name, port=port)
 
 
-def testers_on(port: int) -> list[int]:
+def xlatperf_pids_on(port: int) -> list[int]:
     """Pids of xlatperf processes whose command line names `port` (the test's own Knot port)."""
     found = []
     for proc in Path("/proc").iterdir():

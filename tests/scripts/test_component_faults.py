@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loopbackcampaign import loopback_campaign, testers_on
+from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
 from xlatbench.procs import alive
 from xlatbench.scripts.envs import LoopbackEnvironment
@@ -63,7 +63,7 @@ def test_knotd_killed_inside_a_trial_voids_it(loopback: LoopbackEnvironment) -> 
 
 
 def test_the_tester_killed_inside_a_trial_voids_it(loopback: LoopbackEnvironment, port: int) -> None:
-    killer = _kill_later(lambda: testers_on(port), random.uniform(0.3, DURATION_S - 0.5))
+    killer = _kill_later(lambda: xlatperf_pids_on(port), random.uniform(0.3, DURATION_S - 0.5))
     with pytest.raises(TesterError, match="xlatperf was killed by SIGKILL during the trial"):
         loopback.measurer().measure(DURATION_S, 5000)
     killer.join()
@@ -77,7 +77,7 @@ def test_a_campaign_whose_knotd_dies_stops_naming_it_and_resumes(tmp_path: Path,
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     rundir = loopback_rundir("127.0.0.1", port)
     deadline = time.monotonic() + 60
-    while not (store.exists() and any(True for _ in stored(store))) or not testers_on(port):
+    while not (store.exists() and any(True for _ in stored(store))) or not xlatperf_pids_on(port):
         assert time.monotonic() < deadline and process.poll() is None, "no second trial started"
         time.sleep(0.02)
     knotd = int((rundir / "knot.pid").read_text())
@@ -88,7 +88,7 @@ def test_a_campaign_whose_knotd_dies_stops_naming_it_and_resumes(tmp_path: Path,
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"knotd (pid {knotd}) died during the trial" in lines[0], err
     kept = [r["key"] for r in stored(store)]
-    assert store.read_bytes().endswith(b"\n") and not rundir.exists() and testers_on(port) == []
+    assert store.read_bytes().endswith(b"\n") and not rundir.exists() and xlatperf_pids_on(port) == []
     failed = [r for r in stored(store) if r["type"] == "trial-failed"]
     assert len(failed) == 1 and f"knotd (pid {knotd}) died" in failed[0]["failure"]["reason"]
     assert failed[0]["failure"]["kind"] == "ComponentFailure"

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loopbackcampaign import loopback_campaign, testers_on
+from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
 from xlatbench.procs import alive
 from xlatbench.scripts.store import ResultStore
@@ -70,7 +70,7 @@ def test_a_signal_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path, port: 
     _wait(lambda: store.exists() and _trials(store) >= 1 or not alive(pid), 60, "the first stored trial")
     assert alive(pid), err.read_text()
     knotd = int((rundir / "knot.pid").read_text())
-    _wait(lambda: bool(testers_on(port)), 10, "the next trial's tester")
+    _wait(lambda: bool(xlatperf_pids_on(port)), 10, "the next trial's tester")
     assert _sigint_ignored(pid) == background
     process.send_signal(sig) if not background else subprocess.run(["kill", f"-{sig.name}", str(pid)])
     out, _ = process.communicate(timeout=60)
@@ -79,7 +79,7 @@ def test_a_signal_stops_a_campaign_cleanly_and_it_resumes(tmp_path: Path, port: 
     assert returncode == 130, message
     assert f"{sig.name}: stopping" in message and "run the same command again to resume" in message
     assert "Traceback" not in message
-    assert not alive(knotd) and not rundir.exists() and testers_on(port) == []
+    assert not alive(knotd) and not rundir.exists() and xlatperf_pids_on(port) == []
     assert store.read_bytes().endswith(b"\n")
     stopped_with = _trials(store)
 
