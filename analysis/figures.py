@@ -14,7 +14,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .evidence import Evidence, Latency  # noqa: E402
-from .plots import idle_lines  # noqa: E402
+from .plots import idle_lines, save_figure  # noqa: E402
 
 
 def _sharing_note(evidence: Evidence, dut: str) -> str:
@@ -43,10 +43,7 @@ def idle_per_dut(evidence: Evidence, out_dir: Path) -> list[tuple[str, Path]]:
         title = "\n".join(textwrap.wrap(caption, 90))
         ax.set_title(title + "\n" + textwrap.shorten(evidence.implementation, 100),
                      fontsize=8)
-        fig.tight_layout()
-        path = out_dir / f"idle-{evidence.setup}-cores{evidence.cores}-{dut}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        path = save_figure(fig, out_dir / f"idle-{evidence.setup}-cores{evidence.cores}-{dut}.png", dpi=100)
         made.append((caption, path))
     return made
 
@@ -75,7 +72,4 @@ def latency_plot(latencies: list[Latency], path: Path) -> Path | None:
     counts = "/".join(map(str, trials))
     ax.set_title(f"Latency at the median throughput rate ({counts} trial(s) each, xlatperf)",
                  fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=100)

@@ -68,10 +68,7 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     produced_by = _implementations(all_series)
     fig.set_figheight(4.5 + 0.16 * len(produced_by))
     fig.text(0.01, 0.01, "\n".join(produced_by), fontsize=6.5, va="bottom", ha="left")
-    fig.tight_layout(rect=(0, 0.04 * len(produced_by) / (1 + 0.035 * len(produced_by)), 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, rect=(0, 0.04 * len(produced_by) / (1 + 0.035 * len(produced_by)), 1, 1))
 
 
 def idle_lines(ax: Any, evidence: Evidence, cpus: list[str]) -> None:
@@ -98,10 +95,7 @@ def idle_per_core(capture: Evidence, path: Path) -> Path | None:
     produced_by = textwrap.fill(capture.implementation, 110)
     ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {capture.rate_qps:,.0f} "
                  f"queries/s, mean of {capture.runs} run(s)\n{produced_by}\n({where})", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def throughput_axes(ax: Any, ticks: list[int], xlabel: str) -> None:
@@ -114,3 +108,12 @@ def throughput_axes(ax: Any, ticks: list[int], xlabel: str) -> None:
     ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 110,
+                rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> Path:
+    """Lay the figure out within `rect`, write it as PNG at `dpi` and free it; returns the path."""
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

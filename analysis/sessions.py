@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from ..scripts.records import method_label  # noqa: E402
-from .plots import throughput_axes  # noqa: E402
+from .plots import save_figure, throughput_axes  # noqa: E402
 from .records import Series, Throughput  # noqa: E402
 from .tables import Table, conditions_text  # noqa: E402
 
@@ -93,7 +93,4 @@ def throughput_vs_sessions(all_series: list[Series], path: Path) -> Path | None:
     implementations = sorted({c.implementation for s in swept for c in s.cells.values()})
     ax.set_title(f"Throughput vs tester sessions: median, min-max bars\n{conditions_text(swept[0])}\n"
                  f"{'; '.join(implementations)[:150]}", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
