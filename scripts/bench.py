@@ -6,6 +6,7 @@ sum of trial durations and rests). Environment: any campaign setup (e.g. an emul
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,23 @@ class Comparison:
         return abs(self.rfc.summary.median - self.fast.summary.median) <= (self.error_qps or 0)
 
 
+    def median_gap_ci(self, level: float = 0.95, resamples: int = 4000) -> tuple[float, float] | None:
+        """Bootstrap interval of (fast median - RFC median), queries/s: each side's answers resampled with
+        replacement (fixed seed, so a run prints the same interval again); None without two answers each."""
+        rfc, fast = answers(self.rfc), answers(self.fast)
+        if len(rfc) < 2 or len(fast) < 2:
+            return None
+        draw = random.Random(0)
+        gaps = sorted(statistics.median(draw.choices(fast, k=len(fast)))
+                      - statistics.median(draw.choices(rfc, k=len(rfc))) for _ in range(resamples))
+        tail = (1 - level) / 2
+        return gaps[int(tail * (resamples - 1))], gaps[int((1 - tail) * (resamples - 1))]
+
+
+def answers(repeated: RepeatedSearch) -> list[float]:
+    return [o.throughput_qps for o in repeated.outcomes if o.throughput_qps is not None]
+
+
 @dataclass
 class TrialLog:
     """Wraps a Measurer and writes one line per trial: a real-time benchmark runs for many minutes."""
@@ -103,7 +121,7 @@ def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchS
                 outcome = rfc8219_search(runner, settings, sid)
             else:
                 earlier = [o.throughput_qps for o in outcomes[FAST] if o.throughput_qps is not None]
-                outcome = fast_search(runner, settings, sid, statistics.median(earlier) if earlier else None)
+                outcome = fast_search(runner, settings, sid, earlier_qps=earlier)
             walls[method] += clock.now() - started
             outcomes[method].append(outcome)
     return Comparison(label, summarize_outcomes(RFC8219, outcomes[RFC8219]),
@@ -146,3 +164,8 @@ def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -
     error = f"{c.error_qps:.0f} queries/s" if c.error_qps is not None else "n/a"
     print(f"  same median within the error bound ({error}): {same}; fast/RFC wall time "
           f"{100 * c.time_ratio:.1f} % (target <= 40 %)", file=out)
+    gap = c.median_gap_ci()
+    if gap is not None and c.error_qps is not None:
+        inside = "inside" if -c.error_qps <= gap[0] and gap[1] <= c.error_qps else "NOT inside"
+        print(f"  fast median - RFC median: 95 % bootstrap interval {gap[0]:+.0f} to {gap[1]:+.0f} "
+              f"queries/s, {inside} +-{c.error_qps:.0f} queries/s", file=out)

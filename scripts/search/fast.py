@@ -19,9 +19,22 @@ Not RFC 8219 exact; its results say so. How it differs from the binary search:
 
 Stepping down, it starts below what the failed trial says of the DUT: a trial that lost queries answered
 valid/duration queries/s, which is at least the DUT's capacity (its queues add to what it answers, never
-less), so the next rate tried is that answered rate when it lies more than a step below the failed rate.
+less), so the next rate tried is half an error width below that answered rate when the answered rate lies
+below the next step.
 One failure far above the capacity thus costs one trial, not a run of doublings (in the spirit of the
-loss-informed steps of draft-ietf-bmwg-mlrsearch).
+loss-informed steps of draft-ietf-bmwg-mlrsearch). The same answered rate steers the halving: once a rate
+passed below it, the next trial goes one error width above that pass (not to the middle of the bracket), where
+a DUT of that capacity fails and the search can stop.
+
+4. A repetition of the same configuration (earlier_qps: the answers of earlier repetitions) skips the short
+   trials and starts with a full-length trial at their median, stepping by the error width from there
+   (twice, then doubling). Short trials are optimistic wherever queues absorb a few seconds of excess load,
+   so after a first full-length answer they mostly cost full-length trials to correct, while the median of
+   earlier answers is usually within an error width of the next. Every other repetition starts one error
+   width above the median: stepping up from a pass stops at the first failure and stepping down from a
+   failure at the first pass, so on a DUT whose capacity varies from trial to trial the one ends low and
+   the other high, and alternating keeps the median of the answers from drifting either way. A guess from
+   another configuration (guess_qps: the previous core count's median) still goes through short trials.
 
 The answer is the highest rate that passed a full-length trial with a full-length or decisive failure at
 most the error width above it: the RFC 8219 search's criterion, reached through fewer full-length trials.
@@ -30,6 +43,8 @@ most the error width above it: the RFC 8219 search's criterion, reached through 
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .outcome import BELOW_LOWER, OK, UPPER_NOT_FAILED, Search, SearchOutcome
@@ -40,6 +55,9 @@ from .settings import FAST, SearchSettings
 # A short trial fails when a DUT that loses exactly loss_ratio of the queries would lose as many or more
 # with at most this probability (Poisson).
 SHORT_FAIL_P = 0.001
+# From a verified guess the answer is usually within an error width or two: the first steps away from it
+# are one error width each before they start doubling.
+VERIFIED_EVEN_STEPS = 2
 
 
 def significant_loss(lost: int, allowed_mean: float, p: float = SHORT_FAIL_P) -> bool:
@@ -81,15 +99,37 @@ class _Bracket:
 
 
 def fast_search(runner: TrialRunner, settings: SearchSettings, search_id: str,
-                guess_qps: float | None = None) -> SearchOutcome:
-    """Search as described in the module docstring; guess_qps: first rate to try, queries/s (optional)."""
-    return _run(Search(runner, settings, search_id, FAST), guess_qps)
+                guess_qps: float | None = None, earlier_qps: Sequence[float] = ()) -> SearchOutcome:
+    """Search as described in the module docstring. guess_qps: first rate to try, queries/s, from another
+    configuration (optional); earlier_qps: the answers of earlier repetitions of this same configuration,
+    queries/s (when given, the search starts from their median with full-length trials)."""
+    s = Search(runner, settings, search_id, FAST)
+    if earlier_qps:
+        start = _verified_start(settings, earlier_qps)
+        if _inside(settings, start):
+            full = _Bracket(settings.min_rate_qps, settings.max_rate_qps)
+            _measure(s, "full", start, full)
+            _step_and_halve(s, full, "full", even_steps=VERIFIED_EVEN_STEPS)
+            return _finish(s, full)
+    return _run(s, statistics.median(earlier_qps) if earlier_qps else guess_qps)
+
+
+def _verified_start(cfg: SearchSettings, earlier: Sequence[float]) -> float:
+    """The median of the earlier answers, one error width above it in every other repetition. Stepping up
+    from a pass stops at the first failure, stepping down from a failure at the first pass: on a DUT whose
+    capacity varies from trial to trial the one ends low and the other high, so the repetitions alternate."""
+    median = statistics.median(earlier)
+    return round(median + (cfg.width_qps(median) if len(earlier) % 2 else 0))
+
+
+def _inside(cfg: SearchSettings, rate: float) -> bool:
+    return cfg.min_rate_qps < round(rate) < cfg.max_rate_qps
 
 
 def _run(s: Search, guess: float | None) -> SearchOutcome:
     cfg = s.settings
     short = _Bracket(cfg.min_rate_qps, cfg.max_rate_qps)
-    if guess is not None and cfg.min_rate_qps < round(guess) < cfg.max_rate_qps:
+    if guess is not None and _inside(cfg, guess):
         _measure(s, "short", round(guess), short)
     _step_and_halve(s, short, "short")
 
@@ -100,6 +140,10 @@ def _run(s: Search, guess: float | None) -> SearchOutcome:
     if short.lower_measured:
         _measure(s, "full", short.lower, full)
     _step_and_halve(s, full, "full")
+    return _finish(s, full)
+
+
+def _finish(s: Search, full: _Bracket) -> SearchOutcome:
     limit = full.tester_limit
     if limit is not None and full.upper >= limit:
         return s.outcome(TESTER_LIMITED, full.lower, full.upper, tester_limit=limit)
@@ -109,26 +153,40 @@ def _run(s: Search, guess: float | None) -> SearchOutcome:
     return s.outcome(status, full.lower, full.upper, throughput=full.lower, tester_limit=limit)
 
 
-def _step_and_halve(s: Search, b: _Bracket, phase: str) -> None:
-    """Step away from the one measured bound (doubling) until both are measured, then halve to the width."""
+def _step_and_halve(s: Search, b: _Bracket, phase: str, even_steps: int = 0) -> None:
+    """Step away from the one measured bound until both are measured (the first even_steps steps one error
+    width each, then doubling), then halve to the width."""
     cfg = s.settings
     step = cfg.width_qps(b.anchor())
+    steps = 0
     while b.lower_measured != b.upper_measured and not cfg.done(b.lower, b.upper):
         if b.lower_measured:
             rate = b.lower + step
         else:
             rate = b.upper - step
-            if b.answered_qps is not None and b.answered_qps < rate - step:
-                rate = b.answered_qps - step
+            if b.answered_qps is not None and b.answered_qps < rate:
+                rate = b.answered_qps - cfg.width_qps(b.answered_qps) / 2
         if not b.lower < rate < b.upper:
             break
         _measure(s, phase, rate, b)
-        step *= 2
+        steps += 1
+        if steps >= even_steps:
+            step *= 2
     while not cfg.done(b.lower, b.upper):
-        rate = midpoint(b.lower, b.upper)
+        rate = _halving_rate(cfg, b)
         if not b.lower < rate < b.upper:
             break
         _measure(s, phase, rate, b)
+
+
+def _halving_rate(cfg: SearchSettings, b: _Bracket) -> float:
+    """The middle of the bracket; or, when a failure answered no more than one error width above the
+    lower bound, one error width above it: where a DUT of that capacity fails, so the search can stop."""
+    middle = midpoint(b.lower, b.upper)
+    if b.answered_qps is None or not b.lower_measured:
+        return middle
+    above = b.lower + cfg.width_qps(b.lower)
+    return min(middle, above) if b.answered_qps <= above else middle
 
 
 def _measure(s: Search, phase: str, rate: float, b: _Bracket) -> None:

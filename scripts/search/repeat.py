@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +92,7 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
             outcome = rfc8219_search(runner, settings, sid)
         else:
             earlier = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
-            guess = statistics.median(earlier) if earlier else first_guess_qps
-            outcome = fast_search(runner, settings, sid, guess_qps=guess)
+            outcome = fast_search(runner, settings, sid, guess_qps=first_guess_qps, earlier_qps=earlier)
         outcomes.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)

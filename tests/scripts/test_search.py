@@ -212,8 +212,35 @@ def test_a_full_length_failure_far_above_capacity_sends_the_next_trial_below_its
     failed = full[first_fail].result
     answered = failed.valid / failed.duration_s  # capacity + queue / 60 s: what a full trial can pass
     assert failed.rate_qps - answered > 2 * SETTINGS.error_qps  # short trials were far too optimistic
-    assert full[first_fail + 1].result.rate_qps == round(answered - SETTINGS.error_qps)
+    assert full[first_fail + 1].result.rate_qps == round(answered - SETTINGS.error_qps / 2)
     assert full[first_fail + 1].verdict == "pass"
+    # Below the answered rate the next trial goes one error width above that pass (not to the middle of
+    # the bracket, thousands of queries/s higher), where the DUT fails and the search stops.
+    passed = full[first_fail + 1].result.rate_qps
+    assert full[first_fail + 2].result.rate_qps == passed + SETTINGS.error_qps
+    assert outcome.throughput_qps == passed and outcome.upper_qps == passed + SETTINGS.error_qps
+    assert len(full) == first_fail + 3
+
+
+def test_a_repetition_starts_from_the_earlier_answers_with_full_length_trials() -> None:
+    # Earlier repetitions found THRESHOLD: no short trial, a full-length trial at their median (every other
+    # repetition one error width above it), and two full-length trials in all.
+    for earlier, first in (([THRESHOLD - 100],), THRESHOLD - 100 + SETTINGS.error_qps), \
+            (([THRESHOLD - 100, THRESHOLD - 300],), THRESHOLD - 200):
+        clock = SimClock()
+        outcome = fast_search(runner_for(fake(clock), clock), SETTINGS, "v", earlier_qps=earlier[0])
+        assert [t.phase for t in outcome.trials] == ["full", "full"]
+        assert outcome.trials[0].result.rate_qps == round(first)
+        assert outcome.status == OK
+        assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
+
+
+def test_repetitions_of_the_fast_search_after_the_first_use_no_short_trials() -> None:
+    clock = SimClock()
+    repeated = repeat_search(runner_for(fake(clock), clock), SETTINGS, FAST, "rep", first_guess_qps=CAPACITY)
+    phases = [[t.phase for t in o.trials] for o in repeated.outcomes]
+    assert "short" in phases[0]
+    assert all(set(p) == {"full"} and len(p) <= 3 for p in phases[1:])
 
 
 def test_fast_search_with_a_far_guess_still_converges() -> None:
