@@ -297,6 +297,7 @@ class CampaignRun:
     progress: bool = True
     results: list[ConfigResult] = field(default_factory=list)
     recorder: Recorder | None = None
+    completed: dict[str, SearchOutcome] = field(default_factory=dict)  # searches a resumed store finished
 
     @property
     def new_trials(self) -> int:
@@ -324,6 +325,7 @@ class CampaignRun:
             progress.say(f"resuming {c.name}: {len(trials)} trials already in {c.store} are replayed, "
                          "not measured again")
         replay = {(t.search.id, t.search.step): _trial_record(t) for t in trials}
+        self.completed = completed_searches(stored, replay)
         idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
         try:
             for setup in c.setups:
@@ -361,7 +363,7 @@ class CampaignRun:
             repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
                                      config.prefix, first_guess_qps=previous_medians.get((config.search,
                                                                                           config.method)),
-                                     on_outcome=writer.outcome)
+                                     on_outcome=writer.outcome, completed=self.completed)
         except (ComponentFailure, TesterError) as err:
             recorder.failure(err, config, session)
             raise
@@ -521,6 +523,20 @@ def sessions_text(sessions: int | None) -> str:
 
 def _repetition(search_id: str) -> int:
     return int(search_id.rsplit("/rep", 1)[1])
+
+
+def completed_searches(stored: list[Record],
+                       replay: dict[tuple[str, int], TrialRecord]) -> dict[str, SearchOutcome]:
+    """The searches a store holds as finished (a search record and all its trials), by search id; one whose
+    trials are not all there is searched again, replaying those it has."""
+    out: dict[str, SearchOutcome] = {}
+    for record in stored:
+        if isinstance(record, SearchEntry):
+            sid = record.outcome["search_id"]
+            trials = tuple(replay[key] for key in sorted(k for k in replay if k[0] == sid))
+            if len(trials) == record.outcome["trials"]:
+                out[sid] = SearchOutcome.from_dict(record.outcome, trials)
+    return out
 
 
 def _trial_record(entry: TrialEntry) -> TrialRecord:

@@ -63,6 +63,13 @@ class SearchOutcome:
                 f"(bracket {self.lower_qps:.0f}-{self.upper_qps:.0f}, "
                 f"{len(self.trials)} trials, {exact})")
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], trials: tuple[TrialRecord, ...]) -> SearchOutcome:
+        """A stored outcome (to_dict's keys) with its stored trials."""
+        return cls(data["search_id"], data["method"], data["status"], data["throughput_qps"],
+                   data["lower_qps"], data["upper_qps"], data["tester_limit_qps"], trials, data["elapsed_s"],
+                   data["rfc8219_exact"])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "search_id": self.search_id, "method": self.method, "status": self.status,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,18 +77,23 @@ def search_id(prefix: str, method: str, repetition: int) -> str:
 
 def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id_prefix: str,
                   first_guess_qps: float | None = None,
-                  on_outcome: Callable[[SearchOutcome], None] | None = None) -> RepeatedSearch:
+                  on_outcome: Callable[[SearchOutcome], None] | None = None,
+                  completed: Mapping[str, SearchOutcome] | None = None) -> RepeatedSearch:
     """Run `settings.repetitions` searches; stop early at a tester limit (no repetition can give a number).
 
-    The fast search starts each repetition at the median of the earlier repetitions' results (the first at
+    The fast search starts each repetition from the earlier repetitions' results (the first at
     first_guess_qps, e.g. the previous core count's median): that is where most of its speed comes from.
+    completed: outcomes of repetitions an earlier run finished (a resumed campaign), by search id: taken as
+    they are, so a store resumes even when a search's algorithm changed since those trials were measured.
     """
     if method not in (RFC8219, FAST):
         raise ValueError(f"unknown search method {method!r}; use {RFC8219!r} or {FAST!r}")
     outcomes: list[SearchOutcome] = []
     for repetition in range(1, settings.repetitions + 1):
         sid = search_id(id_prefix, method, repetition)
-        if method == RFC8219:
+        if completed is not None and sid in completed:
+            outcome = completed[sid]  # finished in an earlier run: taken as stored, not searched again
+        elif method == RFC8219:
             outcome = rfc8219_search(runner, settings, sid)
         else:
             earlier = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
