@@ -58,12 +58,14 @@ SERVER = "127.0.0.1"
 
 @dataclass(frozen=True)
 class MeteredTrial:
-    """One trial with the CPU its tester process used: user_s in user space, system_s in the kernel, s."""
+    """One trial with the CPU its tester process used: user_s in user space, system_s in the kernel, s;
+    server_s: the CPU knotd used meanwhile, s."""
 
     tester: str
     result: TrialResult
     user_s: float
     system_s: float
+    server_s: float
 
     @property
     def cpu_per_million_s(self) -> float:
@@ -74,11 +76,16 @@ class MeteredTrial:
     def user_per_million_s(self) -> float:
         return self.user_s / self.result.sent * 1e6 if self.result.sent else float("nan")
 
+    @property
+    def server_per_million_s(self) -> float:
+        return self.server_s / self.result.sent * 1e6 if self.result.sent else float("nan")
+
     def to_dict(self) -> dict[str, Any]:
         return {"tester": self.tester, "trial": self.result.to_dict(with_raw=False),
                 "verdict": verdict(self.result, LOSS_LIMIT), "user_s": self.user_s,
                 "system_s": self.system_s, "cpu_per_million_s": self.cpu_per_million_s,
-                "user_cpu_per_million_s": self.user_per_million_s}
+                "user_cpu_per_million_s": self.user_per_million_s, "server_s": self.server_s,
+                "server_busy_share": self.server_s / self.result.duration_s}
 
 
 @dataclass
@@ -88,14 +95,15 @@ class Metered:
 
     tester: str
     inner: Measurer
+    server_pid: int
     trials: list[MeteredTrial] = field(default_factory=list)
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before, server_before = resource.getrusage(resource.RUSAGE_CHILDREN), process_cpu_s(self.server_pid)
         result = self.inner.measure(duration_s, rate_qps)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        after, server_after = resource.getrusage(resource.RUSAGE_CHILDREN), process_cpu_s(self.server_pid)
         self.trials.append(MeteredTrial(self.tester, result, after.ru_utime - before.ru_utime,
-                                        after.ru_stime - before.ru_stime))
+                                        after.ru_stime - before.ru_stime, server_after - server_before))
         return result
 
 
@@ -106,35 +114,51 @@ class Bench:
     port: int
     tester_cpu: int
     queries: Path
+    server_pid: int
 
     def xlatperf(self, threads: int) -> Metered:
         cpus = str(self.tester_cpu)
         options = TesterOptions(port=self.port, threads=threads, ports_per_thread=4, sender_cpus=cpus,
                                 receiver_cpus=cpus)
-        return Metered(f"xlatperf {threads}x4", LoopbackMeasurer(SERVER, options))
+        return Metered(f"xlatperf {threads}x4", LoopbackMeasurer(SERVER, options), self.server_pid)
 
     def dnsperf_options(self, clients: int = 1, outstanding: int = 10_000) -> DnsperfOptions:
         return DnsperfOptions(self.queries, port=self.port, clients=clients, outstanding=outstanding,
                               timeout_s=1.0, cpus=str(self.tester_cpu))
 
     def dnsperf(self) -> Metered:
-        return Metered("dnsperf -Q", DnsperfMeasurer(SERVER, self.dnsperf_options()))
+        return Metered("dnsperf -Q", DnsperfMeasurer(SERVER, self.dnsperf_options()), self.server_pid)
 
 
 def log(text: str) -> None:
     print(text, flush=True)
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, s (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure_capacity(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
-    """dnsperf at its own pace; self-paced runs are no trials at a rate, so only the figure is kept."""
+    """dnsperf at its own pace; self-paced runs are no trials at a rate, so only the figure is kept. With the
+    server's busy share beside it: a server busy well below one core was not what set the figure."""
     options = bench.dnsperf_options(clients=10, outstanding=100)
     duration_s = args.duration
     argv = dnsperf_argv(SERVER, options, duration_s, None)
-    runs = [run_dnsperf(argv, duration_s) for _ in range(args.repeat)]
+    runs, busy = [], []
+    for _ in range(args.repeat):
+        before = process_cpu_s(bench.server_pid)
+        runs.append(run_dnsperf(argv, duration_s))
+        busy.append((process_cpu_s(bench.server_pid) - before) / duration_s)
     figures["server_capacity_qps"] = statistics.median(r.qps for r in runs)
+    figures["server_busy_share_self_paced"] = statistics.median(busy)
     log(f"server self-paced capacity (dnsperf -c 10 -q 100, {duration_s:g} s runs): "
         f"{', '.join(f'{r.qps:.0f}' for r in runs)} queries/s; "
-        f"median {figures['server_capacity_qps']:.0f} queries/s")
+        f"median {figures['server_capacity_qps']:.0f} queries/s; knotd busy "
+        f"{', '.join(f'{b:.2f}' for b in busy)} of a core"
+        + ("" if statistics.median(busy) >= 0.95 else
+           " (below one core: dnsperf, not the server, set these figures; the capacity is at least this)"))
     return []
 
 
@@ -205,6 +229,9 @@ def run_searches(bench: Bench, args: argparse.Namespace, figures: dict[str, floa
         if outcome.throughput_qps is not None:
             figures[f"{key}_passed_qps"] = outcome.throughput_qps
         log(f"highest passing rate {key}: {outcome.describe()}")
+        busy = ", ".join(f"{t.result.rate_qps:.0f} {verdict(t.result, LOSS_LIMIT)} "
+                         f"{t.server_s / t.result.duration_s:.2f}" for t in testers[key].trials)
+        log(f"  knotd busy share of a core in each trial of {key} (rate queries/s, verdict, share): {busy}")
     return [t for metered in testers.values() for t in metered.trials]
 
 
@@ -257,11 +284,14 @@ def log_cpu(metered: Metered, rate_qps: float, figures: dict[str, float]) -> Non
     user = [t.user_per_million_s for t in runs]
     figures[f"cpu_per_million_s {metered.tester}"] = statistics.median(values)
     figures[f"user_cpu_per_million_s {metered.tester}"] = statistics.median(user)
+    server = [t.server_per_million_s for t in runs]
+    figures[f"server_cpu_per_million_s {metered.tester}"] = statistics.median(server)
     log(f"CPU at {rate_qps:.0f} queries/s, {metered.tester}: {', '.join(f'{v:.3f}' for v in values)} CPU-s "
         f"per million queries, of which user space {', '.join(f'{v:.3f}' for v in user)} "
         f"(sent {', '.join(str(t.result.sent) for t in runs)}; loss "
         f"{', '.join(f'{100 * t.result.loss_ratio:.4f} %' for t in runs)}; verdicts "
-        f"{[verdict(t.result, LOSS_LIMIT) for t in runs]})")
+        f"{[verdict(t.result, LOSS_LIMIT) for t in runs]}); knotd meanwhile "
+        f"{', '.join(f'{v:.3f}' for v in server)} CPU-s per million queries")
 
 
 def compare_rss(bench: Bench, args: argparse.Namespace, figures: dict[str, float]) -> list[MeteredTrial]:
@@ -333,9 +363,10 @@ PARTS: dict[str, Callable[[Bench, argparse.Namespace, dict[str, float]], list[Me
 def run_parts(args: argparse.Namespace, workdir: Path, report: dict[str, Any]) -> list[MeteredTrial]:
     knot = KnotServer(workdir / "knot", KnotConfig(listen=((SERVER, args.port),), udp_workers=1,
                                                   cpus=(args.server_cpu,)))
-    bench = Bench(args.port, args.tester_cpu, write_queries(workdir / "queries.txt"))
     trials: list[MeteredTrial] = []
     with knot:
+        bench = Bench(args.port, args.tester_cpu, write_queries(workdir / "queries.txt"),
+                      int(knot.describe()["pid"]))
         report["conditions"] = conditions(args, knot, report.pop("rmem"))
         log(f"conditions: {json.dumps(report['conditions'])}")
         for name, part in PARTS.items():
