@@ -51,7 +51,7 @@ def check_consistency(result: dict) -> None:
 
 @dataclass(frozen=True)
 class VethPair:
-    """Two namespaces joined by a veth: the tester's side (client, 10.213.0.1) and the server's (10.213.0.2)."""
+    """Two namespaces joined by a veth: the tester's side (client, 10.213.0.1), the server's (10.213.0.2)."""
 
     client: str
     server: str

@@ -42,9 +42,9 @@ def trial_in(pair, xlatperf: Path, tmp_path: Path, mode: str) -> tuple[dict, int
     server's side of the veth received meanwhile."""
     out = tmp_path / f"{mode}.json"
     before = pair.server_rx_packets()
-    proc = subprocess.run(["ip", "netns", "exec", pair.client, str(xlatperf), "--server", pair.server_address,
-                           "--port", "5300", "--rate", "20000", "--queries", str(QUERIES), "--timeout", "0.05",
-                           "--gso", mode, "--quiet", "--json", str(out), *RELAXED_TIMING],
+    args = ["--server", pair.server_address, "--port", "5300", "--rate", "20000", "--queries", str(QUERIES),
+            "--timeout", "0.05", "--gso", mode, "--quiet", "--json", str(out), *RELAXED_TIMING]
+    proc = subprocess.run(["ip", "netns", "exec", pair.client, str(xlatperf), *args],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(out.read_text()), pair.server_rx_packets() - before
@@ -70,7 +70,8 @@ def test_a_veth_that_would_pass_uncut_batches_on_is_sent_to_without_gso(xlatperf
 def test_a_device_that_cuts_batches_itself_gets_gso_and_the_next_hop_sees_every_query(xlatperf, tmp_path,
                                                                                         validator):
     with veth_pair("xtg") as pair:
-        sh("ip", "netns", "exec", pair.client, "ethtool", "-K", pair.client_device, "tx-udp-segmentation", "off")
+        sh("ip", "netns", "exec", pair.client, "ethtool", "-K", pair.client_device, "tx-udp-segmentation",
+           "off")
         result, arrived = trial_in(pair, xlatperf, tmp_path, "auto")
         validator.validate(result)
         gso = result["send"]["gso"]
