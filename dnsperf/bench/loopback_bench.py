@@ -349,8 +349,8 @@ def conditions(args: argparse.Namespace, knot: KnotServer, rmem: dict[str, objec
     version = subprocess.run([str(tester_binary()), "--version"], capture_output=True, text=True)
     return {"cpus_online": os.cpu_count(), "tester_cpu": args.tester_cpu, "server_cpu": args.server_cpu,
             "rmem": rmem, "knot": knot.describe(), "xlatperf": version.stdout.strip(),
-            "xlatperf_options": "defaults (timeout 0.25 s, batch 64, send and receive ticks 1 ms) unless in "
-                                "the trial",
+            "xlatperf_options": "defaults (timeout 0.25 s, batch 64, send and receive ticks 1 ms, "
+                                "--gso auto) unless in the trial",
             "dnsperf": "DNS-OARC dnsperf (Debian), -c 1 -q 10000 -t 1 for -Q runs",
             "trial_s": args.duration, "loss_limit": LOSS_LIMIT, "kernel": os.uname().release}
 

@@ -32,6 +32,7 @@ struct Config {
     std::uint64_t rcvbuf = 4u << 20;      // bytes asked per socket; 0: kernel default
     std::uint64_t sndbuf = 0;             // bytes asked per socket; 0: kernel default
     unsigned batch = 64;                  // most queries per sendmmsg / replies per recvmmsg
+    std::string gso = "auto";             // UDP_SEGMENT sends: auto (where the kernel cuts the batch), on, off
     double send_tick_s = 1e-3;            // a sender wakes at most this often (s)
     double recv_tick_s = 1e-3;            // a receiver that read replies sleeps this long before reading again (s)
     double send_tolerance = 1e-5;         // allowed relative excess of the send window

@@ -99,6 +99,11 @@ void add_options(CLI::App& app, Config& config) {
         ->type_name("BYTES")->group(threads);
     app.add_option("--batch", config.batch, "most queries per sendmmsg and replies per recvmmsg, messages")
         ->type_name("N")->group(threads);
+    app.add_option("--gso", config.gso,
+                   "send each batch as one UDP_SEGMENT (GSO) sendmsg: auto = only where this kernel cuts it "
+                   "into datagrams before anything else sees it (loopback, or a device with "
+                   "tx-udp-segmentation off), on, off (sendmmsg)")
+        ->type_name("MODE")->group(threads);
     app.add_option("--send-tick", config.send_tick_s,
                    "a sender wakes at most once per tick and sends all queries due, s (0: wake per query)")
         ->type_name("S")->group(threads);
@@ -269,6 +274,8 @@ void plan_sockets(const Config& c, Plan& plan) {
               " queries outstanding per socket, more than " + format_number(kMaxOutstandingPerSocket) +
               " (half the 16-bit transaction IDs); use more threads or ports per thread");
     check(c.batch >= 1 && c.batch <= 1024, "--batch must be 1..1024");
+    check(c.gso == "auto" || c.gso == "on" || c.gso == "off",
+          "--gso must be auto, on or off, got '" + c.gso + "'");
     std::uint32_t slots = 64;
     while (slots < 2 * outstanding + 2 * c.batch && slots < 65536) slots *= 2;
     plan.ring_slots = slots;

@@ -175,6 +175,19 @@ json totals_json(const Totals& t) {
     };
 }
 
+json gso_json(const Plan& plan, const TrialResult& trial, const Totals& t) {
+    json refused = json::array();
+    for (const PairResult& p : trial.pairs) {
+        if (p.send.gso_refused_errno) refused.push_back(errno_name(static_cast<std::size_t>(p.send.gso_refused_errno) & 0xffu));
+    }
+    return json{{"mode", plan.config.gso},
+                {"used", t.gso_calls > 0},
+                {"device", trial.gso.device.empty() ? json(nullptr) : json(trial.gso.device)},
+                {"reason", trial.gso.reason},
+                {"calls", t.gso_calls},
+                {"refused", refused}};
+}
+
 json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, const SendFigures& send) {
     const Config& c = plan.config;
     json errnos = json::object();
@@ -200,6 +213,7 @@ json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, cons
                  {"max", seconds(static_cast<std::int64_t>(trial.send_lag.max()))}}},
         {"max_burst", t.max_burst},
         {"max_queries_in_100us", t.max_in_100us},
+        {"gso", gso_json(plan, trial, t)},
         {"would_block", t.would_block},
         {"max_retry_stall_s", seconds(t.max_retry_stall_ns)},
         {"ring_overruns", t.ring_overruns},
@@ -276,6 +290,9 @@ json threads_json(const TrialResult& trial) {
             {"max_queries_in_100us", s.max_in_100us},
             {"would_block", s.would_block},
             {"sendmmsg_calls", s.syscalls},
+            {"gso_calls", s.gso_calls},
+            {"gso_refused", s.gso_refused_errno ? json(errno_name(static_cast<std::size_t>(s.gso_refused_errno) & 0xffu))
+                                                : json(nullptr)},
             {"recvmmsg_calls", r.syscalls},
             {"sender_wakeups", s.wakeups},
             {"receiver_wakeups", r.wakeups},
@@ -367,6 +384,7 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     if (t.sent > 0) s << " = " << fixed(cpu / static_cast<double>(t.sent) * 1e6, 3) << " CPU-s per million queries";
     s << ", peak RSS " << fixed(static_cast<double>(trial.max_rss_kib) / 1024, 1) << " MiB, socket buffers "
       << trial.rcvbuf_granted << " B receive / " << trial.sndbuf_granted << " B send\n";
+    s << "  GSO         " << t.gso_calls << " UDP_SEGMENT sends; " << trial.gso.reason << "\n";
     s << "  verdict     " << verdict.status() << "\n";
     for (const auto& reason : verdict.reasons) s << "              - " << reason << "\n";
     out << s.str() << std::flush;

@@ -124,6 +124,7 @@ struct Shared {
     std::int64_t start_ns = 0;        // monotonic time of query 0
     std::int64_t start_real_ns = 0;   // the same instant on CLOCK_REALTIME
     std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start)
+    bool gso = false;                 // senders start with UDP_SEGMENT sends
     std::size_t series_rows = 0;
 };
 
@@ -146,7 +147,8 @@ public:
           messages_(batch_),
           indexes_(batch_),
           sequences_on_socket_(batch_),
-          sequences_(pair.sockets.size(), 0) {
+          sequences_(pair.sockets.size(), 0),
+          gso_(shared.gso) {
         stats_.sent_per_socket.assign(pair.sockets.size(), 0);
         for (std::size_t m = 0; m < batch_; ++m) {
             iovecs_[m] = {buffers_.data() + m * query_size_, query_size_};
@@ -251,8 +253,7 @@ private:
         stamp(socket, 0, count, sent_real);
         while (done < count) {
             const std::int64_t before = monotonic_ns() - shared_.start_ns;
-            const int result = sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(count - done),
-                                        MSG_DONTWAIT);
+            const int result = send_some(fd, done, count);
             ++stats_.syscalls;
             if (result > 0) {
                 const auto n = static_cast<std::size_t>(result);
@@ -294,6 +295,25 @@ private:
         }
     }
 
+    // Messages done..count-1 in one call: a UDP_SEGMENT sendmsg of up to
+    // kMaxGsoSegments of them, or sendmmsg. A socket or device that refuses
+    // UDP_SEGMENT sends this sender back to sendmmsg for the rest of the trial.
+    int send_some(int fd, std::size_t done, std::size_t count) {
+        const std::size_t left = count - done;
+        if (gso_ && left > 1) {
+            const std::size_t chunk = std::min(left, kMaxGsoSegments);
+            const int sent = send_segmented(fd, shared_.plan.server.get(), shared_.plan.server.length,
+                                            iovecs_.data() + done, chunk, query_size_);
+            if (sent >= 0 || !gso_refused(errno)) {
+                stats_.gso_calls += sent >= 0 ? 1 : 0;
+                return sent;
+            }
+            stats_.gso_refused_errno = errno;
+            gso_ = false;
+        }
+        return sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(left), MSG_DONTWAIT);
+    }
+
     // n queries went out in one sendmmsg that started at before_ns; the first of
     // them was due at due_ns (both from the start). Each call's lag is judged, so a
     // stall inside a burst shows even when the burst catches up.
@@ -325,6 +345,7 @@ private:
     std::vector<std::uint64_t> indexes_;
     std::vector<std::uint64_t> sequences_on_socket_;
     std::vector<std::uint64_t> sequences_;
+    bool gso_;
 };
 
 class Receiver {
@@ -674,6 +695,10 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
 
     const auto max_latency_ns = static_cast<std::uint64_t>(2 * plan.timeout_ns);
     TrialResult result;
+    std::vector<SockAddr> sources;
+    for (const Source& source : plan.sources) sources.push_back(source.address);
+    result.gso = choose_gso(config.gso, plan.server, sources);
+    shared.gso = result.gso.use;
     boost::asio::io_context io;
     std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, io, max_latency_ns);
     const UdpSocket& first = pairs.front()->sockets.front();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "gso.hpp"
 #include "histogram.hpp"
 
 namespace xlatperf {
@@ -31,7 +32,9 @@ struct SenderStats {
     std::uint64_t max_burst = 0;         // most queries sent in one wake-up
     std::uint64_t max_in_100us = 0;      // most queries whose sendmmsg started within one 100 us window
     std::vector<std::uint64_t> sent_per_socket;  // queries handed to each socket's sendmmsg (one entry a port)
-    std::uint64_t syscalls = 0;          // sendmmsg calls
+    std::uint64_t syscalls = 0;          // sendmmsg or UDP_SEGMENT sendmsg calls
+    std::uint64_t gso_calls = 0;         // of them UDP_SEGMENT sendmsg calls
+    int gso_refused_errno = 0;           // the error that made this sender go back to sendmmsg (0: none)
     std::uint64_t wakeups = 0;           // times the sender slept and woke
     double cpu_s = 0;                    // user + system CPU time of the thread
     int last_cpu = -1;
@@ -100,6 +103,7 @@ struct TrialResult {
     std::uint64_t udp_rcvbuf_errors = 0;
     std::uint64_t udp_sndbuf_errors = 0;  // queries the kernel accepted, then dropped at the egress
     bool udp_counters_read = false;
+    GsoChoice gso;                        // whether the senders start with UDP_SEGMENT, and why
 };
 
 // Runs the trial. Progress lines go to `progress` unless it is null. Setting

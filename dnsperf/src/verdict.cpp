@@ -41,6 +41,7 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.max_retry_stall_ns = std::max(t.max_retry_stall_ns, s.max_retry_stall_ns);
         t.max_burst = std::max(t.max_burst, s.max_burst);
         t.max_in_100us = std::max(t.max_in_100us, s.max_in_100us);
+        t.gso_calls += s.gso_calls;
         t.received += r.received;
         t.valid += r.valid;
         t.late += r.late;
@@ -111,8 +112,9 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
     if (t.egress_drops > 0) {
         limit("the tester's egress dropped " + std::to_string(t.egress_drops) +
               " UDP datagrams after sendmmsg accepted them (SndbufErrors of its network namespace: a full qdisc "
-              "or device queue), so they count as sent but never left: lower the rate or give the tester's "
-              "interface a longer queue");
+              "or device queue), so they count as sent but never left" +
+              std::string(t.gso_calls > 0 ? " (with GSO a dropped datagram may be a whole batch of queries)" : "") +
+              ": lower the rate or give the tester's interface a longer queue");
     }
     if (t.ring_overruns > 0) {
         limit(std::to_string(t.ring_overruns) +

@@ -45,6 +45,7 @@ struct Totals {
     std::int64_t max_retry_stall_ns = 0;
     std::uint64_t max_burst = 0;
     std::uint64_t max_in_100us = 0;    // the largest of the senders' (a lower bound of all threads together)
+    std::uint64_t gso_calls = 0;       // UDP_SEGMENT sends (each one batch of queries)
     std::array<std::uint64_t, 256> errno_counts{};
 };
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import secrets
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -43,3 +47,44 @@ def check_consistency(result: dict) -> None:
     assert detail["wrong_source"] + detail["unknown_id"] + detail["wrong_question"] == totals["unexpected"]
     if totals["sent"]:
         assert result["loss_ratio"] == pytest.approx(1 - totals["valid"] / totals["sent"])
+
+
+@dataclass(frozen=True)
+class VethPair:
+    """Two namespaces joined by a veth: the tester's side (client, 10.213.0.1), the server's (10.213.0.2)."""
+
+    client: str
+    server: str
+    client_device: str
+    server_device: str
+    server_address: str = "10.213.0.2"
+
+    def server_rx_packets(self) -> int:
+        """Packets the server's side of the veth received so far (the kernel's device counter)."""
+        return int(sh("ip", "netns", "exec", self.server, "cat",
+                      f"/sys/class/net/{self.server_device}/statistics/rx_packets"))
+
+
+def sh(*args: str) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+@contextmanager
+def veth_pair(prefix: str) -> Iterator[VethPair]:
+    """A fresh namespace pair named prefix + random tag, deleted (with its veth) afterwards."""
+    tag = secrets.token_hex(3)
+    pair = VethPair(f"{prefix}c{tag}", f"{prefix}s{tag}", f"c{tag}", f"s{tag}")
+    try:
+        sh("ip", "netns", "add", pair.client)
+        sh("ip", "netns", "add", pair.server)
+        sh("ip", "link", "add", pair.client_device, "netns", pair.client, "type", "veth", "peer", "name",
+           pair.server_device, "netns", pair.server)
+        for ns, dev, address in ((pair.client, pair.client_device, "10.213.0.1/24"),
+                                 (pair.server, pair.server_device, f"{pair.server_address}/24")):
+            sh("ip", "-n", ns, "addr", "add", address, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        yield pair
+    finally:
+        for ns in (pair.client, pair.server):
+            subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)

@@ -66,6 +66,7 @@ CASES = [
     ('S --rate 1000000 --ports-per-thread 1 --timeout 1', 2, '--timeout'),
     ('S --batch 0', 2, '--batch'),
     ('S --batch 5000', 2, '--batch'),
+    ('S --gso maybe', 2, '--gso'),
     ('S --send-tick 0.5', 2, '--send-tick'),
     ('S --send-tick 0.005', 2, '--send-tick'),
     ('S --max-lag 0.0001', 2, '--max-lag'),

@@ -10,38 +10,22 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from .helpers import sh, veth_pair
+
 pytestmark = pytest.mark.root
-
-
-def sh(*args: str) -> str:
-    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture
 def namespaces():
-    tag = secrets.token_hex(3)
-    client, server = f"xt13c{tag}", f"xt13s{tag}"
-    try:
-        sh("ip", "netns", "add", client)
-        sh("ip", "netns", "add", server)
-        sh("ip", "link", "add", f"c{tag}", "netns", client, "type", "veth", "peer", "name", f"s{tag}",
-           "netns", server)
-        for ns, dev, address in ((client, f"c{tag}", "10.213.0.1/24"), (server, f"s{tag}", "10.213.0.2/24")):
-            sh("ip", "-n", ns, "addr", "add", address, "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("tc", "-n", client, "qdisc", "add", "dev", f"c{tag}", "root", "tbf", "rate", "1mbit",
+    with veth_pair("xt13") as pair:
+        sh("tc", "-n", pair.client, "qdisc", "add", "dev", pair.client_device, "root", "tbf", "rate", "1mbit",
            "burst", "1600", "limit", "3000")
-        yield client, f"c{tag}"
-    finally:
-        for ns in (client, server):
-            subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        yield pair.client, pair.client_device
 
 
 def test_egress_drops_are_tester_limited_and_counted(xlatperf: Path, namespaces, tmp_path, validator):

@@ -37,6 +37,7 @@ def run_stalled(xlatperf: Path, shim: Path, tmp_path: Path, mode: str) -> dict:
     try:
         proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
                                "--rate", "200000", "--queries", "100000", "--ports-per-thread", "1",
+                               "--gso", "off",  # the seam wraps sendmmsg
                                "--timeout", "0.1", "--quiet", "--json", str(out)],
                               capture_output=True, text=True, timeout=60, check=False, env=env)
     finally:
