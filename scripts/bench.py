@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -57,11 +57,10 @@ class Comparison:
             return None
         return abs(self.rfc.summary.median - self.fast.summary.median) <= (self.error_qps or 0)
 
-
     def median_gap_ci(self, level: float = 0.95, resamples: int = 4000) -> tuple[float, float] | None:
         """Bootstrap interval of (fast median - RFC median), queries/s: each side's answers resampled with
         replacement (fixed seed, so a run prints the same interval again); None without two answers each."""
-        rfc, fast = answers(self.rfc), answers(self.fast)
+        rfc, fast = answers(self.rfc.outcomes), answers(self.fast.outcomes)
         if len(rfc) < 2 or len(fast) < 2:
             return None
         draw = random.Random(0)
@@ -71,8 +70,9 @@ class Comparison:
         return gaps[int(tail * (resamples - 1))], gaps[int((1 - tail) * (resamples - 1))]
 
 
-def answers(repeated: RepeatedSearch) -> list[float]:
-    return [o.throughput_qps for o in repeated.outcomes if o.throughput_qps is not None]
+def answers(outcomes: Iterable[SearchOutcome]) -> list[float]:
+    """The throughputs of the searches that found one, queries/s."""
+    return [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
 
 
 @dataclass
@@ -120,8 +120,7 @@ def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchS
             if method == RFC8219:
                 outcome = rfc8219_search(runner, settings, sid)
             else:
-                earlier = [o.throughput_qps for o in outcomes[FAST] if o.throughput_qps is not None]
-                outcome = fast_search(runner, settings, sid, earlier_qps=earlier)
+                outcome = fast_search(runner, settings, sid, earlier_qps=answers(outcomes[FAST]))
             walls[method] += clock.now() - started
             outcomes[method].append(outcome)
     return Comparison(label, summarize_outcomes(RFC8219, outcomes[RFC8219]),

@@ -529,11 +529,14 @@ def completed_searches(stored: list[Record],
                        replay: dict[tuple[str, int], TrialRecord]) -> dict[str, SearchOutcome]:
     """The searches a store holds as finished (a search record and all its trials), by search id; one whose
     trials are not all there is searched again, replaying those it has."""
+    by_search: dict[str, list[TrialRecord]] = {}
+    for key in sorted(replay):
+        by_search.setdefault(key[0], []).append(replay[key])
     out: dict[str, SearchOutcome] = {}
     for record in stored:
         if isinstance(record, SearchEntry):
             sid = record.outcome["search_id"]
-            trials = tuple(replay[key] for key in sorted(k for k in replay if k[0] == sid))
+            trials = tuple(by_search.get(sid, ()))
             if len(trials) == record.outcome["trials"]:
                 out[sid] = SearchOutcome.from_dict(record.outcome, trials)
     return out
