@@ -175,10 +175,15 @@ json totals_json(const Totals& t) {
     };
 }
 
+// The errno that sent a sender back to sendmmsg, by name; null when none did.
+json gso_refused_json(const SenderStats& s) {
+    return s.gso_refused_errno ? json(errno_name(static_cast<std::size_t>(s.gso_refused_errno) & 0xffu)) : json(nullptr);
+}
+
 json gso_json(const Plan& plan, const TrialResult& trial, const Totals& t) {
     json refused = json::array();
     for (const PairResult& p : trial.pairs) {
-        if (p.send.gso_refused_errno) refused.push_back(errno_name(static_cast<std::size_t>(p.send.gso_refused_errno) & 0xffu));
+        if (p.send.gso_refused_errno) refused.push_back(gso_refused_json(p.send));
     }
     return json{{"mode", plan.config.gso},
                 {"used", t.gso_calls > 0},
@@ -291,8 +296,7 @@ json threads_json(const TrialResult& trial) {
             {"would_block", s.would_block},
             {"sendmmsg_calls", s.syscalls},
             {"gso_calls", s.gso_calls},
-            {"gso_refused", s.gso_refused_errno ? json(errno_name(static_cast<std::size_t>(s.gso_refused_errno) & 0xffu))
-                                                : json(nullptr)},
+            {"gso_refused", gso_refused_json(s)},
             {"recvmmsg_calls", r.syscalls},
             {"sender_wakeups", s.wakeups},
             {"receiver_wakeups", r.wakeups},
