@@ -27,14 +27,19 @@ passed below it, the next trial goes one error width above that pass (not to the
 a DUT of that capacity fails and the search can stop.
 
 4. A repetition of the same configuration (earlier_qps: the answers of earlier repetitions) skips the short
-   trials and starts with a full-length trial at their median, stepping by the error width from there
-   (twice, then doubling). Short trials are optimistic wherever queues absorb a few seconds of excess load,
-   so after a first full-length answer they mostly cost full-length trials to correct, while the median of
-   earlier answers is usually within an error width of the next. Every other repetition starts one error
-   width above the median: stepping up from a pass stops at the first failure and stepping down from a
-   failure at the first pass, so on a DUT whose capacity varies from trial to trial the one ends low and
-   the other high, and alternating keeps the median of the answers from drifting either way. A guess from
-   another configuration (guess_qps: the previous core count's median) still goes through short trials.
+   trials once two earlier answers agree within two error widths (SETTLED_WIDTHS): it starts with a
+   full-length trial at their median, stepping by the error width from there (twice, then doubling).
+   Short trials are optimistic wherever queues absorb a few seconds of excess load, so after a first
+   full-length answer they mostly cost full-length trials to correct, while the median of agreeing
+   answers is usually within an error width of the next.
+   Until two answers agree, each repetition runs the short trials (its first at the median of the earlier
+   answers), so it finds its answer by itself: a first answer that caught the DUT in a dip (or a peak)
+   does not become the start of every later repetition, which would then inherit its luck.
+   Every other verified repetition starts one error width above the median: stepping up from a pass stops
+   at the first failure and stepping down from a failure at the first pass, so on a DUT whose capacity
+   varies from trial to trial the one ends low and the other high, and alternating keeps the median of the
+   answers from drifting either way. A guess from another configuration (guess_qps: the previous core
+   count's median) goes through short trials too.
 
 The answer is the highest rate that passed a full-length trial with a full-length or decisive failure at
 most the error width above it: the RFC 8219 search's criterion, reached through fewer full-length trials.
@@ -58,6 +63,9 @@ SHORT_FAIL_P = 0.001
 # From a verified guess the answer is usually within an error width or two: the first steps away from it
 # are one error width each before they start doubling.
 VERIFIED_EVEN_STEPS = 2
+# Repetitions start from the median of the earlier answers with full-length trials only once two of those
+# answers lie within this many error widths of each other.
+SETTLED_WIDTHS = 2
 
 
 def significant_loss(lost: int, allowed_mean: float, p: float = SHORT_FAIL_P) -> bool:
@@ -104,7 +112,7 @@ def fast_search(runner: TrialRunner, settings: SearchSettings, search_id: str,
     configuration (optional); earlier_qps: the answers of earlier repetitions of this same configuration,
     queries/s (when given, the search starts from their median with full-length trials)."""
     s = Search(runner, settings, search_id, FAST)
-    if earlier_qps:
+    if settled(settings, earlier_qps):
         start = _verified_start(settings, earlier_qps)
         if _inside(settings, start):
             full = _Bracket(settings.min_rate_qps, settings.max_rate_qps)
@@ -112,6 +120,14 @@ def fast_search(runner: TrialRunner, settings: SearchSettings, search_id: str,
             _step_and_halve(s, full, "full", even_steps=VERIFIED_EVEN_STEPS)
             return _finish(s, full)
     return _run(s, statistics.median(earlier_qps) if earlier_qps else guess_qps)
+
+
+def settled(cfg: SearchSettings, earlier: Sequence[float]) -> bool:
+    """True when two of the earlier answers (queries/s) lie within SETTLED_WIDTHS error widths of each
+    other: then their median is a start a repetition can verify with full-length trials."""
+    ordered = sorted(earlier)
+    return any(high - low <= SETTLED_WIDTHS * cfg.width_qps(low) for low, high in
+               zip(ordered, ordered[1:], strict=False))
 
 
 def _verified_start(cfg: SearchSettings, earlier: Sequence[float]) -> float:

@@ -223,9 +223,10 @@ def test_a_full_length_failure_far_above_capacity_sends_the_next_trial_below_its
 
 
 def test_a_repetition_starts_from_the_earlier_answers_with_full_length_trials() -> None:
-    # Earlier repetitions found THRESHOLD: no short trial, a full-length trial at their median (every other
-    # repetition one error width above it), and two full-length trials in all.
-    for earlier, first in (([THRESHOLD - 100],), THRESHOLD - 100 + SETTINGS.error_qps), \
+    # Two earlier repetitions agreed near THRESHOLD: no short trial, a full-length trial at their median
+    # (every other repetition one error width above it), and two full-length trials in all.
+    for earlier, first in (([THRESHOLD - 100, THRESHOLD - 300, THRESHOLD - 200],),
+                           THRESHOLD - 200 + SETTINGS.error_qps), \
             (([THRESHOLD - 100, THRESHOLD - 300],), THRESHOLD - 200):
         clock = SimClock()
         outcome = fast_search(runner_for(fake(clock), clock), SETTINGS, "v", earlier_qps=earlier[0])
@@ -235,12 +236,25 @@ def test_a_repetition_starts_from_the_earlier_answers_with_full_length_trials() 
         assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
 
 
-def test_repetitions_of_the_fast_search_after_the_first_use_no_short_trials() -> None:
+def test_repetitions_of_the_fast_search_after_two_agree_use_no_short_trials() -> None:
     clock = SimClock()
     repeated = repeat_search(runner_for(fake(clock), clock), SETTINGS, FAST, "rep", first_guess_qps=CAPACITY)
     phases = [[t.phase for t in o.trials] for o in repeated.outcomes]
-    assert "short" in phases[0]
-    assert all(set(p) == {"full"} and len(p) <= 3 for p in phases[1:])
+    # The first two repetitions are independent of each other: both bracket with short trials.
+    assert "short" in phases[0] and "short" in phases[1]
+    assert all(set(p) == {"full"} and len(p) <= 3 for p in phases[2:])
+
+
+def test_a_repetition_after_answers_that_disagree_brackets_with_short_trials_again() -> None:
+    # Earlier answers 3 error widths apart (a DUT caught in a dip once): not yet a start to verify, so this
+    # repetition runs the short trials again, from their median, and finds the answer on its own.
+    earlier = [THRESHOLD - 100, THRESHOLD - 100 - 3 * SETTINGS.error_qps]
+    clock = SimClock()
+    outcome = fast_search(runner_for(fake(clock), clock), SETTINGS, "u", earlier_qps=earlier)
+    assert outcome.trials[0].phase == "short"
+    assert outcome.trials[0].result.rate_qps == round(statistics.median(earlier))
+    assert outcome.status == OK
+    assert THRESHOLD - SETTINGS.error_qps < outcome.throughput_qps <= THRESHOLD
 
 
 def test_fast_search_with_a_far_guess_still_converges() -> None:
