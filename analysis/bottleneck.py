@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..setups.placement import format_cpu_list
 from .evidence import KERNEL_COLUMNS, Evidence, FailingTrial
 
 # A single-threaded translator at or above this share of one core has no headroom left, %.
@@ -107,7 +108,7 @@ def _cpu_means(evidence: Evidence, cpus: tuple[int, ...]) -> tuple[float, float,
 
 
 def _cpu_list(cpus: tuple[int, ...] | set[int]) -> str:
-    return ",".join(str(c) for c in sorted(cpus))
+    return format_cpu_list(sorted(cpus))
 
 
 def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:

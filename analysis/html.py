@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..scripts.records import Context, IdleMean, Record, SummaryEntry, campaign_sha256
+from ..setups.placement import format_cpu_list
 from .bottleneck import Verdict
 from .evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
 from .tables import Table, median_text, series_label
@@ -153,7 +154,7 @@ def write_html(report: HtmlReport, path: Path) -> Path:
 
 
 def _cpus(cpus: Any) -> str:
-    return ",".join(str(c) for c in cpus) if cpus else "not pinned"
+    return format_cpu_list(cpus) if cpus else "not pinned"
 
 
 def placement_text(context: Context) -> str:

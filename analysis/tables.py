@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..scripts.records import method_label
+from ..setups.placement import format_cpu_list
 from .records import Series, Throughput
 
 
@@ -116,7 +117,7 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
     rows.append(["Proportion: current/previous", *scale_up([_median(cell) for cell in cells])])
     if any(cell.shared_cpus for cell in cells):
         rows.append(["DUT CPUs also running the tester/Knot",
-                     *[",".join(map(str, cell.shared_cpus)) or "none" for cell in cells]])
+                     *[format_cpu_list(cell.shared_cpus) or "none" for cell in cells]])
         title += "; where a DUT CPU also ran the tester or Knot, 'DUT cores' are not the DUTs' alone"
     if any(INCOMPLETE in text for text in rows[0][1:]):
         title += f"; {INCOMPLETE} = not every search gave a number: the median is over fewer"

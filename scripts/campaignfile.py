@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import resource
 import tomllib
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..setups.placement import parse_cpu_list
+from ..setups.placement import format_cpu_list, parse_user_cpu_list
 from ..setups.testbeds import TOPOLOGIES
 from .clock import RealClock, SimClock
 from .envs import (
@@ -154,8 +154,9 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     tester = _dataclass(TesterOptions, _table(data, "tester", required=False), "[tester]",
                         convert={"extra_args": tuple})
     for key in ("sender_cpus", "receiver_cpus"):
-        if getattr(tester, key) is not None:
-            _cpus(f"[tester] {key}", getattr(tester, key))
+        if getattr(tester, key) is not None:  # passed to xlatperf in its grammar, however it was written
+            spelled = format_cpu_list(_cpus(f"[tester] {key}", getattr(tester, key)))
+            tester = replace(tester, **{key: spelled})
     idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
     if idle.method not in METHODS or idle.method not in methods:
         raise CampaignFileError(f"[idle] method {idle.method!r} is not one of the campaign's methods "
@@ -278,7 +279,7 @@ def _cpus(where: str, value: Any) -> tuple[int, ...]:
 
     if isinstance(value, str):
         try:
-            value = list(parse_cpu_list(value.strip("[] ")))
+            value = list(parse_user_cpu_list(value))
         except ValueError as err:
             raise CampaignFileError(f"{where}: {err}; write CPU numbers such as [0, 1] or \"0,1\"") from None
     usable = usable_cpus()

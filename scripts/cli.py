@@ -145,14 +145,14 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--chain-option expects KEY=VALUE, got {item!r}")
-        options[key] = _option_value(value)
+        options[key] = option_value(value)
     table = {"name": args.topology, "kind": "chain", "topology": args.topology, "options": options}
     if args.chain_factory:
         table["factory"] = args.chain_factory
     return table
 
 
-def _option_value(text: str) -> Any:
+def option_value(text: str) -> Any:
     """KEY=VALUE from the command line: a TOML value as in a campaign file ([0, 1], 2, true, "x"), or
     else numbers, true/false and comma lists as TOML would give them, or the bare text."""
     with contextlib.suppress(tomllib.TOMLDecodeError):
@@ -160,7 +160,7 @@ def _option_value(text: str) -> Any:
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
     if "," in text:
-        return [_option_value(part) for part in text.split(",")]
+        return [option_value(part) for part in text.split(",")]
     for kind in (int, float):
         try:
             return kind(text)

@@ -250,10 +250,10 @@ def emulation_config(topology: str, **options: Any) -> Any:
 
 def _cpu_list(key: str, text: str) -> tuple[int, ...]:
     """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
-    from ..setups.placement import parse_cpu_list
+    from ..setups.placement import parse_user_cpu_list
 
     try:
-        return parse_cpu_list(text.strip("[] "))
+        return parse_user_cpu_list(text)
     except ValueError:
         raise ValueError(f"chain option {key}: expected a list of CPU numbers such as 0,1 or [0], "
                          f"got {text!r}") from None
@@ -328,11 +328,11 @@ class ChainEnvironment(Environment):
 
     def plan(self, count: int) -> DutPlan:
         """Where the DUTs run at `count` cores: the campaign's cpu_map entry, else the placement rule."""
-        from ..setups.placement import duts_of, parse_cpu_list, plan_dut_cpus
+        from ..setups.placement import duts_of, parse_user_cpu_list, plan_dut_cpus
         from ..setups.testbeds import topology
 
         tester = [cpu for text in (self.tester.sender_cpus, self.tester.receiver_cpus) if text
-                  for cpu in parse_cpu_list(text.strip("[] "))]
+                  for cpu in parse_user_cpu_list(text)]
         knot = [int(cpu) for cpu in self.options.get("knot_cpus") or ()]
         return plan_dut_cpus(usable_cpus(), tester, knot, count, duts_of(topology(self.topology)),
                              fixed=self.cpu_map.get(count))

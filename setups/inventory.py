@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .placement import parse_cpu_list
+from .placement import parse_user_cpu_list
 from .plan import BACKENDS
 from .testbeds import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
 from .topology import Topology
@@ -225,7 +225,7 @@ def _interfaces(role: str, raw: Any, fail: Any) -> dict[str, str]:
 def _offline_cpus(raw: Any, key: str, fail: Any) -> tuple[int, ...]:
     try:
         if isinstance(raw, str):
-            cpus = parse_cpu_list(raw)
+            cpus = parse_user_cpu_list(raw)
         elif isinstance(raw, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in raw):
             cpus = tuple(raw)
         else:

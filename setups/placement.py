@@ -11,7 +11,7 @@ import argparse
 import json
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +31,22 @@ _CPU_ITEM = re.compile(r"([0-9]{1,5})(?:-([0-9]{1,5}))?")
 def parse_cpu_list(text: str) -> tuple[int, ...]:
     """The CPUs of "0", "0,2" or "1-3,6" in the order written (ranges expanded); ValueError with a message
     a user can act on otherwise."""
+    return _cpus_of(text.split(","), text)
+
+
+def parse_user_cpu_list(text: str) -> tuple[int, ...]:
+    """A CPU list as users write it in options and campaign files: the tester's grammar, optionally in
+    brackets and with spaces around the items ("0,1", "[0, 1]", " 1-3 "). The one place that spelling is
+    accepted; ValueError naming the text as written otherwise."""
+    inner = text.strip()
+    if inner.startswith("[") and inner.endswith("]"):
+        inner = inner[1:-1]
+    return _cpus_of([item.strip() for item in inner.split(",")], text)
+
+
+def _cpus_of(items: list[str], text: str) -> tuple[int, ...]:
     cpus: list[int] = []
-    for item in text.split(","):
+    for item in items:
         match = _CPU_ITEM.fullmatch(item)
         if match is None:
             raise ValueError(f"bad CPU list {text!r}: expected numbers and ranges like 0,2-3")
@@ -46,6 +60,11 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
                 raise ValueError(f"bad CPU list {text!r}: CPU {cpu} appears twice")
             cpus.append(cpu)
     return tuple(cpus)
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """CPUs in the tester's grammar, as every output of the suite spells them: "0,2,3"."""
+    return ",".join(str(cpu) for cpu in cpus)
 
 
 def cpu_list_arg(text: str) -> tuple[int, ...]:
@@ -173,7 +192,7 @@ def _confine(path, cpus: list[int], pids: list[int]) -> dict[str, object]:
     try:
         path.mkdir(exist_ok=True)
         (path / "cpuset.mems").write_text((CPUSET_ROOT / "cpuset.mems").read_text())
-        (path / "cpuset.cpus").write_text(",".join(map(str, cpus)))
+        (path / "cpuset.cpus").write_text(format_cpu_list(cpus))
         for pid in pids:
             (path / "cgroup.procs").write_text(str(pid))
     except OSError as err:

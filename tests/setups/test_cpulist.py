@@ -10,7 +10,7 @@ import pytest
 
 from xlatbench.cli import build_parser
 from xlatbench.scripts.xlatperf import find_tester
-from xlatbench.setups.placement import parse_cpu_list
+from xlatbench.setups.placement import format_cpu_list, parse_cpu_list, parse_user_cpu_list
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 LOW, HIGH = ALLOWED[0], ALLOWED[-1]
@@ -58,3 +58,18 @@ def test_every_command_line_uses_that_grammar(argv: list[str], capsys) -> None:
 
 def test_ranges_expand_in_the_order_written() -> None:
     assert parse_cpu_list("6,1-3") == (6, 1, 2, 3)
+
+
+@pytest.mark.parametrize(("text", "cpus"), [("0,1", (0, 1)), ("[0, 1]", (0, 1)), (" [1-3] ", (1, 2, 3)),
+                                            ("[0]", (0,)), ("6, 1-2", (6, 1, 2))])
+def test_users_may_write_brackets_and_spaces(text: str, cpus: tuple[int, ...]) -> None:
+    # Options and campaign files take TOML-like "[0, 1]"; the tester's grammar (and output) has neither.
+    assert parse_user_cpu_list(text) == cpus
+    assert parse_cpu_list(format_cpu_list(cpus)) == cpus
+
+
+@pytest.mark.parametrize("text", ["[0", "[]", "[0,,1]", "0 1", "[1-0]", "[0, 0]", "(0)"])
+def test_a_bad_user_cpu_list_is_named_as_written(text: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_user_cpu_list(text)
+    assert str(err.value).startswith(f"bad CPU list {text!r}: ")
