@@ -12,7 +12,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..scripts.records import Context, IdleMean, Record, SummaryEntry, campaign_sha256
+from ..scripts.cpuload import STEAL_NOTE_PCT
+from ..scripts.records import Context, IdleMean, Record, SummaryEntry, TrialEntry, campaign_sha256
 from ..setups.placement import format_cpu_list
 from .bottleneck import Verdict
 from .evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
@@ -203,7 +204,27 @@ def conditions_of(records: list[Record]) -> list[tuple[str, str]]:
         if (setup, context.cores) not in seen:
             seen.add((setup, context.cores))
             out.append((f"{setup}, {context.cores} DUT core(s): placement", placement_text(context)))
+    steal = steal_text([r for r in records if isinstance(r, TrialEntry)])
+    if steal:
+        out.append(("CPU steal (hypervisor) during trials", steal))
     return out
+
+
+def steal_text(trials: list[TrialEntry]) -> str:
+    """How many trials lost STEAL_NOTE_PCT % or more of a CPU of the suite's host to the hypervisor, and the
+    worst; empty when no trial measured it (fake DUTs, older stores)."""
+    measured = [t.result["host_steal_pct"] for t in trials if t.result.get("host_steal_pct")]
+    if not measured:
+        return ""
+    worst_cpu, worst = max(((cpu, pct) for steal in measured for cpu, pct in steal.items()),
+                           key=lambda item: item[1])
+    hit = sum(1 for steal in measured if max(steal.values()) >= STEAL_NOTE_PCT)
+    if not hit:
+        return (f"below {STEAL_NOTE_PCT:g} % of every CPU in all {len(measured)} trials that measured it "
+                f"(at most {worst:.1f} %, CPU {worst_cpu})")
+    return (f"{hit} of {len(measured)} trials lost {STEAL_NOTE_PCT:g} % or more of a CPU to the hypervisor "
+            f"(at most {worst:.1f} %, CPU {worst_cpu}): their figures may be low for a reason that is "
+            "neither the DUT nor the tester")
 
 
 def campaign_file_of(records: list[Record]) -> tuple[str, str]:

@@ -8,11 +8,12 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from ..scripts.records import TrialEntry
 from . import plots
 from .bottleneck import Verdict, verdict
 from .evidence import Evidence, Latency, latency_from
 from .figures import idle_per_dut, latency_plot
-from .html import Figure, html_report, write_html
+from .html import Figure, html_report, steal_text, write_html
 from .latency import latency_table, resolution_text
 from .measured_bottleneck import measured_tables
 from .records import Campaign, load_campaign
@@ -100,6 +101,9 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
         "timeout (RFC 8219). Each table names the DUT implementation that produced it.",
         "",
     ]
+    steal = steal_text([r for r in campaign.records if isinstance(r, TrialEntry)])
+    if steal:
+        lines[-1:-1] = [f"CPU steal (hypervisor) during trials: {steal}."]
     for table in tables:
         lines += [table.markdown(), ""]
     if verdicts:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from .clock import Clock, RealClock, SimClock
+from .cpuload import steal_note
 from .fakes import FakeDut
 from .search import (
     FAST,
@@ -89,9 +90,10 @@ class TrialLog:
         result = self.inner.measure(duration_s, rate_qps)
         judged = verdict(result, self.loss_ratio)
         loss = f"{100 * result.loss_ratio:.4f} %"
+        note = steal_note(result.host_steal_pct)
         print(f"    trial {duration_s:g} s at {rate_qps:,.0f} queries/s: loss {loss} "
-              f"-> {judged} ({self.clock.now() - self.started_s:.0f} s into the benchmark)",
-              file=self.out, flush=True)
+              f"-> {judged} ({self.clock.now() - self.started_s:.0f} s into the benchmark)"
+              f"{'; ' + note if note else ''}", file=self.out, flush=True)
         return result
 
 

@@ -22,7 +22,7 @@ from ..analysis.host_idle import host_bottleneck, host_bottleneck_text
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
 from .campaignfile import Campaign, SetupSpec, make_environment
-from .cpuload import CpuSampler, mean_per_second
+from .cpuload import CpuSampler, mean_per_second, steal_note
 from .envs import Environment
 from .hostinfo import host_info
 from .measurers import ComponentFailure
@@ -243,6 +243,11 @@ class Recorder:
                                verdict=record.verdict, rest_before_s=record.rest_before_s,
                                wall_s=record.wall_s, raw=record.result.raw))
         self.new_trials += 1
+        note = steal_note(record.result.host_steal_pct)
+        if note:
+            self.progress.say(f"{config.setup}, {config.cores} core(s), trial at "
+                              f"{record.result.rate_qps:.0f} queries/s: {note}; its figure may be low for a "
+                              "reason that is neither the DUT nor the tester")
         self.progress.advance(record.result.duration_s + record.rest_before_s)
 
     def outcome(self, outcome: SearchOutcome, config: ConfigKey, session: SetupSession) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..procs import alive
+from .cpuload import read_jiffies, steal_between
 from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from .trial import TrialResult, result_from_xlatperf
 from .xlatperf import TesterOptions, find_tester, run_trial
@@ -77,15 +78,17 @@ class ChainMeasurer:
         binary = self.binary or find_tester()
         cpu_before, counters_before = self.chain.dut_cpu_times(), self.chain.counters()
         components = self.chain.component_pids()
+        ticks = read_jiffies()
         doc = run_trial(self.chain.client_argv([]), binary, self.chain.server_address, rate_qps, duration_s,
                         self.tester)
+        steal = steal_between(ticks, read_jiffies())
         check_components(components, rate_qps, duration_s)
         cpu_after, counters_after = self.chain.dut_cpu_times(), self.chain.counters()
         self.last_tester_version = tester_version(doc)
         result = result_from_xlatperf(doc, rate_qps, duration_s)
         dut = {"cpu_s": cpu_deltas(cpu_before, cpu_after),
                "counters": counter_deltas(counters_before, counters_after)}
-        return _with_dut(result, dut)
+        return replace(result, dut_stats=dut, host_steal_pct=steal)
 
     def describe(self) -> dict[str, Any]:
         return {"measurer": "chain", "chain": self.chain.describe(), "tester_options": _options(self.tester)}
@@ -108,10 +111,12 @@ class LoopbackMeasurer:
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         binary = self.binary or find_tester()
         knotd = (self.knot_description or {}).get("pid")
+        ticks = read_jiffies()
         doc = run_trial([], binary, self.server, rate_qps, duration_s, self.tester)
+        steal = steal_between(ticks, read_jiffies())
         check_components({"knotd": knotd} if isinstance(knotd, int) else {}, rate_qps, duration_s)
         self.last_tester_version = tester_version(doc)
-        return result_from_xlatperf(doc, rate_qps, duration_s)
+        return replace(result_from_xlatperf(doc, rate_qps, duration_s), host_steal_pct=steal)
 
     def describe(self) -> dict[str, Any]:
         return {"measurer": "loopback", "server": self.knot_description,
@@ -131,21 +136,19 @@ class DnsperfMeasurer:
     options: DnsperfOptions
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        ticks = read_jiffies()
         run = run_dnsperf(dnsperf_argv(self.server, self.options, duration_s, rate_qps), duration_s)
+        steal = steal_between(ticks, read_jiffies())
         short = short_of_schedule(run, rate_qps, duration_s)
         return TrialResult(rate_qps=rate_qps, duration_s=duration_s, sent=run.sent, valid=run.completed,
                            loss_ratio=1.0 - run.completed / run.sent if run.sent else 1.0,
                            tester_limited=short is not None, reasons=(short,) if short else (),
-                           achieved_rate_qps=run.sent / duration_s)
+                           achieved_rate_qps=run.sent / duration_s, host_steal_pct=steal)
 
     def describe(self) -> dict[str, Any]:
         data = asdict(self.options)
         data["data"] = str(self.options.data)
         return {"measurer": "dnsperf", "server": self.server, "dnsperf_options": data}
-
-
-def _with_dut(result: TrialResult, dut: dict[str, Any]) -> TrialResult:
-    return replace(result, dut_stats=dut)
 
 
 def _options(options: TesterOptions) -> dict[str, Any]:

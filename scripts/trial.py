@@ -28,6 +28,9 @@ class TrialResult:
     raw: the tester's JSON document, or None (fake DUTs).
     dut_stats: what the DUT side did during the trial, or None: {"cpu_s": {dut: CPU-seconds of its translator
         processes}, "counters": {hop: {counter: increase}}} (ChainMeasurer).
+    host_steal_pct: per CPU of the host running the suite ("0", "1", ...), % of the trial's time the
+        hypervisor gave that CPU to another guest (/proc/stat steal), or None when not measured (fake DUTs,
+        older stores). In emulation that host is the whole testbed; on a real testbed it is the controller.
     """
 
     rate_qps: float
@@ -40,6 +43,7 @@ class TrialResult:
     achieved_rate_qps: float = 0.0
     raw: dict[str, Any] | None = field(default=None, compare=False)
     dut_stats: dict[str, Any] | None = field(default=None, compare=False)
+    host_steal_pct: dict[str, float] | None = field(default=None, compare=False)
 
     @property
     def lost(self) -> int:
@@ -70,6 +74,7 @@ class TrialResult:
             achieved_rate_qps=float(data.get("achieved_rate_qps", 0.0)),
             raw=data.get("raw"),
             dut_stats=data.get("dut_stats"),
+            host_steal_pct=data.get("host_steal_pct"),
         )
 
 

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.scripts.cpuload import CpuSampler, mean_per_second, read_jiffies, usage_between
+from xlatbench.scripts.cpuload import (
+    CpuSampler,
+    mean_per_second,
+    read_jiffies,
+    steal_between,
+    steal_note,
+    usage_between,
+)
 
 STAT_BEFORE = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\n"
 STAT_AFTER = "cpu  210 0 110 880 0 0 0 0 0 0\ncpu0 60 0 60 480 0 0 0 0 0 0\ncpu1 150 0 50 400 0 0 0 0 0 0\n"
@@ -25,6 +32,17 @@ def test_usage_from_known_counters(tmp_path: Path) -> None:
     assert usage["1"]["usr"] == 100.0 and usage["1"]["idle"] == 0.0
     assert (usage["all"]["usr"], usage["all"]["sys"], usage["all"]["idle"]) == (55.0, 5.0, 40.0)
     assert set(usage["all"]) == {"usr", "nice", "sys", "idle", "iowait", "irq", "softirq", "steal"}
+
+
+def test_steal_from_known_counters(tmp_path: Path) -> None:
+    # CPU 0: 100 ticks pass, 12 of them stolen; CPU 1: 100 ticks, 1 stolen.
+    before, after = tmp_path / "a", tmp_path / "b"
+    before.write_text("cpu  0 0 0 0 0 0 0 0\ncpu0 10 0 0 100 0 0 0 5\ncpu1 10 0 0 100 0 0 0 5\n")
+    after.write_text("cpu  0 0 0 0 0 0 0 0\ncpu0 30 0 0 168 0 0 0 17\ncpu1 30 0 0 179 0 0 0 6\n")
+    steal = steal_between(read_jiffies(before), read_jiffies(after))
+    assert steal == {"0": 12.0, "1": 1.0}
+    assert steal_note(steal) == "CPU steal: the hypervisor took 12.0 % of CPU 0 during the trial"
+    assert steal_note({"0": 1.9, "1": 0.0}) is None and steal_note(None) is None and steal_note({}) is None
 
 
 def test_mean_per_second_averages_runs_second_by_second() -> None:

@@ -75,6 +75,10 @@ def test_an_emulated_chain_store_matches_the_schema(tmp_path: Path, monkeypatch,
     assert {r["type"] for r in written} == TYPES
     trial = next(r for r in written if r["type"] == "trial")
     assert trial["raw"]["header"]["tool"] == "xlatperf" and trial["trial"]["dut_stats"]["cpu_s"]
+    # Steal measured over each trial, for every CPU of this host (the fake tester ran for real).
+    steal = trial["trial"]["host_steal_pct"]
+    assert set(steal) == {str(cpu) for cpu in range(os.cpu_count() or 1)}
+    assert all(0 <= v <= 100 for v in steal.values())
     assert next(r for r in written if r["type"] == "idle-run")["samples"], "a real-time run has CPU samples"
 
 

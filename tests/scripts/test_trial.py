@@ -81,9 +81,11 @@ def test_malformed_json_is_a_clear_error(bad: dict) -> None:
 
 
 def test_round_trip_through_dict() -> None:
-    r = TrialResult(1000, 2, 2000, 1999, 0.0005, False, (), 1000, raw={"x": 1}, dut_stats={"cpu_s": {"a": 1}})
+    r = TrialResult(1000, 2, 2000, 1999, 0.0005, False, (), 1000, raw={"x": 1}, dut_stats={"cpu_s": {"a": 1}},
+                    host_steal_pct={"0": 3.5})
     again = TrialResult.from_dict(r.to_dict())
     assert again == r and again.raw == {"x": 1} and again.dut_stats == {"cpu_s": {"a": 1}}
+    assert again.host_steal_pct == {"0": 3.5}
 
 
 def test_argv_follows_the_contract() -> None:
