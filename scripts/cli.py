@@ -24,6 +24,7 @@ from .campaign import (
     sessions_text,
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
+from .cpuload import steal_note
 from .envs import KINDS
 from .records import implementation_label
 from .search import FAST, METHODS, RFC8219, SearchSettings, verdict
@@ -303,9 +304,10 @@ def _trial(args: argparse.Namespace) -> int:
             judged = verdict(result, args.loss_ratio)
             print(json.dumps({"verdict": judged, "trial": result.to_dict(with_raw=False), "cores": applied,
                               "dut": env.describe(), "tester_version": env.tester_version()}, indent=2))
+            notes = [*result.reasons, *filter(None, [steal_note(result.host_steal_pct)])]
             print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {judged}, "
                   f"loss {100 * result.loss_ratio:.4f} % ({result.lost} of {result.sent} queries)"
-                  f"{'; ' + '; '.join(result.reasons) if result.reasons else ''}", file=sys.stderr)
+                  f"{'; ' + '; '.join(notes) if notes else ''}", file=sys.stderr)
         finally:
             env.down()
     return 0
