@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..procs import alive
+from ..procs import dead_processes
 from .cpuload import read_jiffies, steal_between
 from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from .trial import TrialResult, result_from_xlatperf
@@ -21,10 +21,10 @@ class ComponentFailure(RuntimeError):
     """A process the trial depends on (knotd, a translator) died during it: the trial is void."""
 
 
-def check_components(pids: dict[str, int], rate_qps: float, duration_s: float) -> None:
-    """Raise ComponentFailure when one of `pids` (name -> pid, taken before the trial) is gone after it:
-    its loss then says nothing about the DUT or the tester, so it must be neither a figure nor DUT loss."""
-    dead = [f"{name} (pid {pid})" for name, pid in pids.items() if not alive(pid)]
+def check_components(dead: list[str], rate_qps: float, duration_s: float) -> None:
+    """Raise ComponentFailure when a process the trial needed (`dead`: "name (pid N)" of each one taken
+    before the trial and gone after it) died: its loss then says nothing about the DUT or the tester, so it
+    must be neither a figure nor DUT loss."""
     if dead:
         raise ComponentFailure(f"{', '.join(dead)} died during the trial at {rate_qps:.0f} queries/s for "
                                f"{duration_s:g} s: the trial is void, not stored as a result or as DUT loss")
@@ -82,7 +82,7 @@ class ChainMeasurer:
         doc = run_trial(self.chain.client_argv([]), binary, self.chain.server_address, rate_qps, duration_s,
                         self.tester)
         steal = steal_between(ticks, read_jiffies())
-        check_components(components, rate_qps, duration_s)
+        check_components(self.chain.gone(components), rate_qps, duration_s)
         cpu_after, counters_after = self.chain.dut_cpu_times(), self.chain.counters()
         self.last_tester_version = tester_version(doc)
         result = result_from_xlatperf(doc, rate_qps, duration_s)
@@ -114,7 +114,8 @@ class LoopbackMeasurer:
         ticks = read_jiffies()
         doc = run_trial([], binary, self.server, rate_qps, duration_s, self.tester)
         steal = steal_between(ticks, read_jiffies())
-        check_components({"knotd": knotd} if isinstance(knotd, int) else {}, rate_qps, duration_s)
+        check_components(dead_processes({"knotd": knotd} if isinstance(knotd, int) else {}), rate_qps,
+                         duration_s)
         self.last_tester_version = tester_version(doc)
         return replace(result_from_xlatperf(doc, rate_qps, duration_s), host_steal_pct=steal)
 

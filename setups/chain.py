@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
+from ..procs import dead_processes
 from . import counters as counters_mod
 from .cleanup import down
 from .emulation import Emulation, EmulationConfig, attach
@@ -27,6 +28,7 @@ class Chain(Protocol):
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict: ...
     def dut_cpu_times(self) -> dict[str, float]: ...
     def component_pids(self) -> dict[str, int]: ...
+    def gone(self, pids: dict[str, int]) -> list[str]: ...
     def counters(self) -> dict[str, dict[str, int]]: ...
 
 
@@ -114,6 +116,10 @@ class EmulatedChain:
         if knotd is not None:
             pids["knotd (server)"] = knotd
         return pids
+
+    def gone(self, pids: dict[str, int]) -> list[str]:
+        """"name (pid N)" of each of `pids` (from component_pids) that no longer runs."""
+        return dead_processes(pids)
 
     def counters(self) -> dict[str, dict[str, int]]:
         return counters_mod.collect(self.emulation.netns_of)

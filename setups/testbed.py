@@ -233,6 +233,7 @@ class TestbedChain:
         self.inventory = inventory
         self.shell = shell
         self.preflight = preflight
+        self._roles: dict[str, str] = {}  # component name -> the role of its host (component_pids)
         self.machine = machine_topology(inventory)
         self.topology = inventory.topology_name
         self.server_address = self.machine.server_address
@@ -332,7 +333,9 @@ class TestbedChain:
 
     def dut_cpu_times(self) -> dict[str, float]:
         times = {}
-        for host, pidfile in self._tayga_pidfiles().items():
+        tayga = {role: pidfile for role, daemons in self._daemons().items()
+                 for name, pidfile in daemons.items() if name.startswith("tayga ")}
+        for host, pidfile in tayga.items():
             out = self.shell.capture(host, f"getconf CLK_TCK; cat /proc/$(cat {shlex.quote(pidfile)})/stat",
                                      check=False).stdout.splitlines()
             if len(out) == 2:
@@ -340,18 +343,39 @@ class TestbedChain:
                 times[host] = (int(fields[11]) + int(fields[12])) / int(out[0])
         return times
 
-    def _tayga_pidfiles(self) -> dict[str, str]:
-        found = {}
+    def _daemons(self) -> dict[str, dict[str, str]]:
+        """Per role, name ("tayga (dut1)", "knotd (server)") -> pidfile of every daemon the setup started."""
+        found: dict[str, dict[str, str]] = {}
         for role, steps in plan(self.inventory).items():
             for step in steps:
-                if isinstance(step, Daemon) and Path(step.argv[0]).name == "tayga":
-                    found[role] = step.pidfile
+                if isinstance(step, Daemon):
+                    found.setdefault(role, {})[f"{Path(step.argv[0]).name} ({role})"] = step.pidfile
         return found
 
     def component_pids(self) -> dict[str, int]:
-        """Local pids a trial depends on: none, the daemons run on other hosts. A remote knotd or tayga that
-        dies mid-trial is not yet detected as a void trial here (it shows as loss and in the counters)."""
-        return {}
+        """Name -> pid on its host of every daemon a trial needs (knotd, user-space translators), read from
+        their pidfiles with one SSH command per host; a pidfile that is missing or empty is left out."""
+        pids: dict[str, int] = {}
+        for role, daemons in self._daemons().items():
+            script = "; ".join(f"echo \"$(cat {shlex.quote(f)} 2>/dev/null)\"" for f in daemons.values())
+            lines = self.shell.capture(role, script, check=False).stdout.splitlines()
+            for name, line in zip(daemons, lines, strict=False):
+                if line.strip().isdigit():
+                    pids[name] = int(line)
+                    self._roles[name] = role
+        return pids
+
+    def gone(self, pids: dict[str, int]) -> list[str]:
+        """"name (pid N)" of each of `pids` (from component_pids) that no longer runs on its host."""
+        dead = []
+        for role in sorted({self._roles[name] for name in pids}):
+            mine = {name: pid for name, pid in pids.items() if self._roles[name] == role}
+            # alive as procs.alive has it: the process exists and is not a zombie
+            script = "; ".join(f"s=$(cut -d')' -f2- /proc/{pid}/stat 2>/dev/null | cut -d' ' -f2); "
+                               f"[ -n \"$s\" ] && [ \"$s\" != Z ] || echo {pid}" for pid in mine.values())
+            ended = set(self.shell.capture(role, script, check=False).stdout.split())
+            dead += [f"{name} (pid {pid})" for name, pid in mine.items() if str(pid) in ended]
+        return dead
 
     def counters(self) -> dict[str, dict[str, int]]:
         def read(role: str) -> dict[str, dict[str, int]]:

@@ -19,6 +19,11 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def dead_processes(pids: dict[str, int]) -> list[str]:
+    """"name (pid N)" of each of `pids` (name -> pid) that is no longer alive."""
+    return [f"{name} (pid {pid})" for name, pid in pids.items() if not alive(pid)]
+
+
 def terminate(pids: list[int], timeout_s: float = 3.0, kill_wait_s: float = 2.0) -> list[int]:
     """SIGTERM, wait up to timeout_s, then SIGKILL and wait up to kill_wait_s; return the pids still alive."""
     for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, kill_wait_s)):

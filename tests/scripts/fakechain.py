@@ -81,6 +81,9 @@ class FakeChain:
     def component_pids(self) -> dict[str, int]:
         return {}  # no process of its own can die mid-trial
 
+    def gone(self, pids: dict[str, int]) -> list[str]:
+        return []
+
     def counters(self) -> dict[str, dict[str, int]]:
         return {"dut1:eth0": {"rx_dropped": 3 * self.calls, "rx_packets": 100 * self.calls}}
 

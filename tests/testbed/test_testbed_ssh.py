@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +23,7 @@ from sshnet import ROLES, SshHosts, fake_sysfs, online_states, sh
 from xlatbench.analysis.host_idle import host_bottleneck
 from xlatbench.cli import main
 from xlatbench.paths import build_dir
-from xlatbench.scripts.measurers import ChainMeasurer
+from xlatbench.scripts.measurers import ChainMeasurer, ComponentFailure
 from xlatbench.scripts.records import record_from_json
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.inventory import load_inventory
@@ -101,6 +104,26 @@ def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, t
         assert description["preflight"]["hosts"]["client"]["tester"].startswith("xlatperf")
         log = chain.shell.log_records()
         assert {r["host"] for r in log} == set(ROLES) and all("duration_s" in r for r in log)
+    assert_as_before(hosts, before, tmp_path)
+
+
+def test_a_remote_daemon_killed_inside_a_trial_voids_it(hosts: SshHosts, inventory: Path,
+                                                        tmp_path: Path) -> None:
+    """knotd on the server host or tayga on a DUT host, killed with SIGKILL inside a trial, makes that trial
+    void (ComponentFailure naming it), never a figure or DUT loss; down still leaves every host as before.
+    The hosts are namespaces of this machine, so the test can kill the pid read over SSH itself."""
+    before = hosts.snapshot()
+    with TestbedChain.up(load_inventory(inventory)) as chain:
+        components = chain.component_pids()
+        assert set(components) == {"knotd (server)", "tayga (dut1)", "tayga (dut2)"}, components
+        assert chain.gone(components) == []
+        name, pid = random.choice(sorted(components.items()))
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == name.split()[0]
+        killer = threading.Timer(random.uniform(0.5, 1.5), os.kill, (pid, signal.SIGKILL))
+        killer.start()
+        with pytest.raises(ComponentFailure, match=rf"{re.escape(name)} \(pid {pid}\) died during the trial"):
+            ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=4)).measure(2.5, 1000.0)
+        killer.join()
     assert_as_before(hosts, before, tmp_path)
 
 
