@@ -93,8 +93,10 @@ def estimate_search_s(settings: SearchSettings, method: str) -> float:
     short = settings.short_duration_s + settings.short_rest_s
     if method != FAST:
         return settings.repetitions * steps * full
-    first = steps * short + 2 * full
-    return first + (settings.repetitions - 1) * (3 * short + 1.3 * full)
+    # Until two answers agree a repetition brackets with short trials and verifies at full length; after
+    # that it starts at full length from the earlier answers (about 2.5 full-length trials in simulation).
+    bracketed = min(settings.repetitions, 2)
+    return bracketed * (steps * short + 2 * full) + (settings.repetitions - bracketed) * 2.5 * full
 
 
 def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
