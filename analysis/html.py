@@ -12,8 +12,15 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..scripts.cpuload import STEAL_NOTE_PCT
-from ..scripts.records import Context, IdleMean, Record, SummaryEntry, TrialEntry, campaign_sha256
+from ..scripts.records import (
+    STEAL_NOTE_PCT,
+    Context,
+    IdleMean,
+    Record,
+    SummaryEntry,
+    TrialEntry,
+    campaign_sha256,
+)
 from ..setups.placement import format_cpu_list
 from .bottleneck import Verdict
 from .evidence import dut_cpu_sets, shared_with_test_system, tester_cpus

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from .clock import Clock, RealClock, SimClock
-from .cpuload import steal_note
 from .fakes import FakeDut
+from .records import steal_note
 from .search import (
     FAST,
     RFC8219,

@@ -22,7 +22,7 @@ from ..analysis.host_idle import host_bottleneck, host_bottleneck_text
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
 from .campaignfile import Campaign, SetupSpec, make_environment
-from .cpuload import CpuSampler, mean_per_second, steal_note
+from .cpuload import CpuSampler, mean_per_second
 from .envs import Environment
 from .hostinfo import host_info
 from .measurers import ComponentFailure
@@ -43,6 +43,7 @@ from .records import (
     idle_run_key,
     implementation_label,
     search_key,
+    steal_note,
     trial_failed_key,
     trial_key,
     utc_now,

@@ -24,9 +24,8 @@ from .campaign import (
     sessions_text,
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
-from .cpuload import steal_note
 from .envs import KINDS
-from .records import implementation_label
+from .records import implementation_label, steal_note
 from .search import FAST, METHODS, RFC8219, SearchSettings, verdict
 from .xlatperf import TesterOptions
 

@@ -42,24 +42,9 @@ def usage_between(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int
     return usage
 
 
-# A trial during which the hypervisor took at least this share of one of this host's CPUs (%) gets a note:
-# its figure may be low for a reason that is neither the DUT nor the tester.
-STEAL_NOTE_PCT = 2.0
-
-
 def steal_between(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]]) -> dict[str, float]:
     """Per CPU ("0", "1", ...), % of the interval the hypervisor ran something else on it (steal)."""
     return {cpu: use["steal"] for cpu, use in usage_between(before, after).items() if cpu != "all"}
-
-
-def steal_note(steal: dict[str, float] | None) -> str | None:
-    """One line naming the most stolen CPU when any lost STEAL_NOTE_PCT or more of a trial, else None."""
-    if not steal:
-        return None
-    cpu, pct = max(steal.items(), key=lambda item: item[1])
-    if pct < STEAL_NOTE_PCT:
-        return None
-    return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu} during the trial"
 
 
 @dataclass

@@ -28,6 +28,21 @@ RFC8219_LABEL = "RFC 8219 binary search"
 FAST_LABEL = "fast search (not RFC 8219 exact)"
 
 
+# A trial during which the hypervisor took at least this share of one of this host's CPUs (%) gets a note:
+# its figure may be low for a reason that is neither the DUT nor the tester.
+STEAL_NOTE_PCT = 2.0
+
+
+def steal_note(steal: dict[str, float] | None) -> str | None:
+    """One line naming the most stolen CPU when any lost STEAL_NOTE_PCT or more of a trial, else None."""
+    if not steal:
+        return None
+    cpu, pct = max(steal.items(), key=lambda item: item[1])
+    if pct < STEAL_NOTE_PCT:
+        return None
+    return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu} during the trial"
+
+
 class RecordError(ValueError):
     """A record lacks a field or has one of the wrong type; the message names the record's key."""
 
