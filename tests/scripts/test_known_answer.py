@@ -9,8 +9,8 @@ criterion iff R*d - (3000*w + B) <= 1e-4 * R*d, i.e. the highest passing rate is
 
     R* = (3000 * w / d + B / d) / (1 - 1e-4)          (w = d for a tester that keeps its schedule)
 
-With d = 2 s and B = 20 packets: R* = (3000 + 10) / 0.9999 = 3010.3 queries/s. The search must report a
-rate in (3000 - error, R*]: the cap itself, plus a burst allowance of B/d = 10 queries/s and the 0.01 %
+With d = 2 s and B = 60 packets: R* = (3000 + 30) / 0.9999 = 3030.3 queries/s. The search must report a
+rate in (3000 - error, R*]: the cap itself, plus a burst allowance of B/d = 30 queries/s and the 0.01 %
 loss allowance (0.3 queries/s). Replies are not limited (the rule matches UDP to port 53 only).
 """
 
@@ -26,7 +26,11 @@ from xlatbench.scripts.search import OK, SearchSettings, TrialRunner, fast_searc
 from xlatbench.scripts.xlatperf import TesterOptions
 
 CAP_PPS = 3000
-BURST = 20
+# The token bucket holds what the cap lets through after a sender stall the tester still accepts: xlatperf's
+# --max-lag (20 ms by default) x CAP_PPS. With a smaller bucket (it was 20) a 7-20 ms hiccup of the shared
+# CPU, which the tester rightly calls no fault of its own, made the cap drop queries well below its rate
+# (once in CI: the RFC search ended at 2 719 queries/s).
+BURST = 60
 DURATION_S = 2.0
 ERROR_QPS = 50.0
 
