@@ -211,16 +211,17 @@ def conditions_of(records: list[Record]) -> list[tuple[str, str]]:
         if (setup, context.cores) not in seen:
             seen.add((setup, context.cores))
             out.append((f"{setup}, {context.cores} DUT core(s): placement", placement_text(context)))
-    steal = steal_text([r for r in records if isinstance(r, TrialEntry)])
+    steal = steal_text(records)
     if steal:
         out.append(("CPU steal (hypervisor) during trials", steal))
     return out
 
 
-def steal_text(trials: list[TrialEntry]) -> str:
-    """How many trials lost STEAL_NOTE_PCT % or more of a CPU of the suite's host to the hypervisor, and the
-    worst; empty when no trial measured it (fake DUTs, older stores)."""
-    measured = [t.result["host_steal_pct"] for t in trials if t.result.get("host_steal_pct")]
+def steal_text(records: list[Record]) -> str:
+    """How many of the trial records lost STEAL_NOTE_PCT % or more of a CPU of the suite's host to the
+    hypervisor, and the worst; empty when no trial measured it (fake DUTs, older stores)."""
+    measured = [r.result["host_steal_pct"] for r in records
+                if isinstance(r, TrialEntry) and r.result.get("host_steal_pct")]
     if not measured:
         return ""
     worst_cpu, worst = max(((cpu, pct) for steal in measured for cpu, pct in steal.items()),

@@ -8,7 +8,6 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..scripts.records import TrialEntry
 from . import plots
 from .bottleneck import Verdict, verdict
 from .evidence import Evidence, Latency, latency_from
@@ -101,7 +100,7 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
         "timeout (RFC 8219). Each table names the DUT implementation that produced it.",
         "",
     ]
-    steal = steal_text([r for r in campaign.records if isinstance(r, TrialEntry)])
+    steal = steal_text(campaign.records)
     if steal:
         lines[-1:-1] = [f"CPU steal (hypervisor) during trials: {steal}."]
     for table in tables:

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from pathlib import Path
 from string import Template
 from typing import Any, TypeVar
@@ -233,7 +234,6 @@ class TestbedChain:
         self.inventory = inventory
         self.shell = shell
         self.preflight = preflight
-        self._roles: dict[str, str] = {}  # component name -> the role of its host (component_pids)
         self.machine = machine_topology(inventory)
         self.topology = inventory.topology_name
         self.server_address = self.machine.server_address
@@ -333,7 +333,7 @@ class TestbedChain:
 
     def dut_cpu_times(self) -> dict[str, float]:
         times = {}
-        tayga = {role: pidfile for role, daemons in self._daemons().items()
+        tayga = {role: pidfile for role, daemons in self._daemons.items()
                  for name, pidfile in daemons.items() if name.startswith("tayga ")}
         for host, pidfile in tayga.items():
             out = self.shell.capture(host, f"getconf CLK_TCK; cat /proc/$(cat {shlex.quote(pidfile)})/stat",
@@ -343,8 +343,11 @@ class TestbedChain:
                 times[host] = (int(fields[11]) + int(fields[12])) / int(out[0])
         return times
 
+    @cached_property
     def _daemons(self) -> dict[str, dict[str, str]]:
-        """Per role, name ("tayga (dut1)", "knotd (server)") -> pidfile of every daemon the setup started."""
+        """Per role, name ("tayga (dut1)", "knotd (server)") -> pidfile of every daemon the setup started.
+        Rendered once per chain: plan() renders every host's steps and writes a zone, and the daemons are
+        looked up before and after each trial."""
         found: dict[str, dict[str, str]] = {}
         for role, steps in plan(self.inventory).items():
             for step in steps:
@@ -356,20 +359,21 @@ class TestbedChain:
         """Name -> pid on its host of every daemon a trial needs (knotd, user-space translators), read from
         their pidfiles with one SSH command per host; a pidfile that is missing or empty is left out."""
         pids: dict[str, int] = {}
-        for role, daemons in self._daemons().items():
+        for role, daemons in self._daemons.items():
             script = "; ".join(f"echo \"$(cat {shlex.quote(f)} 2>/dev/null)\"" for f in daemons.values())
             lines = self.shell.capture(role, script, check=False).stdout.splitlines()
             for name, line in zip(daemons, lines, strict=False):
                 if line.strip().isdigit():
                     pids[name] = int(line)
-                    self._roles[name] = role
         return pids
 
     def gone(self, pids: dict[str, int]) -> list[str]:
         """"name (pid N)" of each of `pids` (from component_pids) that no longer runs on its host."""
         dead = []
-        for role in sorted({self._roles[name] for name in pids}):
-            mine = {name: pid for name, pid in pids.items() if self._roles[name] == role}
+        for role, daemons in self._daemons.items():
+            mine = {name: pid for name, pid in pids.items() if name in daemons}
+            if not mine:
+                continue
             # alive as procs.alive has it: the process exists and is not a zombie
             script = "; ".join(f"s=$(cut -d')' -f2- /proc/{pid}/stat 2>/dev/null | cut -d' ' -f2); "
                                f"[ -n \"$s\" ] && [ \"$s\" != Z ] || echo {pid}" for pid in mine.values())
