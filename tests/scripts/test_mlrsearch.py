@@ -5,6 +5,7 @@ nothing of its stored part again."""
 
 from __future__ import annotations
 
+import io
 import json
 import statistics
 from pathlib import Path
@@ -14,10 +15,11 @@ import pytest
 from test_campaign import fake_campaign
 from test_store import REPO, assert_valid
 
-from xlatbench.scripts.campaign import CampaignRun
+from xlatbench.scripts.campaign import CampaignRun, estimate_search_s
 from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
 from xlatbench.scripts.clock import SimClock
 from xlatbench.scripts.fakes import FakeDut, GradualDut, QueueDut
+from xlatbench.scripts.methodbench import print_suite, simulated_search_s, simulated_suite
 from xlatbench.scripts.search import (
     BELOW_LOWER,
     MLRSEARCH,
@@ -241,3 +243,28 @@ def test_an_mlrsearch_store_validates_against_the_schema_and_reads_back(tmp_path
     assert all(g["conditional_throughput_qps"] <= g["relevant_lower_bound_qps"] for g in goals)
     phases = {r["search"]["phase"] for r in written if r["type"] == "trial"}
     assert phases == {"mlrsearch"}
+
+
+def test_the_suite_compares_the_three_methods_against_known_answers() -> None:
+    s = settings(max_rate_qps=100_000, error_qps=500, error_ratio=None, duration_s=30, rest_s=5,
+                 short_duration_s=2, short_rest_s=1, repetitions=3)
+    rows = simulated_suite(24_000, s)
+    assert len(rows) == 5 and all(set(r.runs) == {"rfc8219-binary", "fast", MLRSEARCH} for r in rows)
+    for row in rows:
+        for method, run in row.runs.items():
+            assert len(run.values()) == 3, (row.dut, method)
+            median = statistics.median(run.values())
+            assert abs(median - row.known_qps) <= 0.03 * row.known_qps, (row.dut, method)
+            assert run.wall_s > 0
+    out = io.StringIO()
+    print_suite(rows, s, out)
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("| ")]
+    assert len(lines) == 1 + 5 * 3 and "conditional throughput" in out.getvalue()
+
+
+def test_campaign_plan_estimates_mlrsearch_from_the_simulator() -> None:
+    s = settings(max_rate_qps=4_000_000, error_ratio=0.001, repetitions=10)
+    estimate = estimate_search_s(s, MLRSEARCH)
+    # Far below the RFC search's 10 x 12 steps x 70 s, far above a single trial per repetition.
+    assert 10 * 70 < estimate < estimate_search_s(s, "rfc8219-binary")
+    assert estimate == simulated_search_s(s)  # the same simulation, cached
