@@ -16,7 +16,7 @@ from test_campaign import fake_campaign
 from test_store import REPO, assert_valid
 
 from xlatbench.scripts.campaign import CampaignRun, estimate_search_s
-from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
+from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.clock import SimClock
 from xlatbench.scripts.fakes import FakeDut, GradualDut, QueueDut
 from xlatbench.scripts.methodbench import print_suite, simulated_search_s, simulated_suite
@@ -268,3 +268,18 @@ def test_campaign_plan_estimates_mlrsearch_from_the_simulator() -> None:
     # Far below the RFC search's 10 x 12 steps x 70 s, far above a single trial per repetition.
     assert 10 * 70 < estimate < estimate_search_s(s, "rfc8219-binary")
     assert estimate == simulated_search_s(s)  # the same simulation, cached
+
+
+def test_paper_fast_is_the_papers_campaign_with_mlrsearch_and_its_plan_says_how_long() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    fast = load_campaign(repo / "campaigns" / "paper-fast.toml")
+    paper = load_campaign(repo / "campaigns" / "paper.toml")
+    assert fast.methods == (MLRSEARCH,) and fast.cores == paper.cores == (1, 2, 4, 8, 16)
+    assert [s.name for s in fast.setups] == [s.name for s in paper.setups] and fast.tester == paper.tester
+    settings, reference = fast.searches[0][1], paper.searches[0][1]
+    assert settings.repetitions == reference.repetitions == 10 and settings.loss_ratio == reference.loss_ratio
+    assert [g.name for g in settings.mlr_goals()] == ["rfc8219-30s", "short"]
+    # 3 setups x 5 core counts on a 16-core testbed: what the file's header claims (about 5 h, not <= 4 h).
+    searches = 15 * estimate_search_s(settings, MLRSEARCH)
+    assert 4.5 * 3600 < searches < 5.5 * 3600
+    assert 15 * estimate_search_s(reference, "rfc8219-binary") > 30 * 3600
