@@ -53,7 +53,7 @@ def latency_plot(latencies: list[Latency], path: Path) -> Path | None:
     shown = [lat for lat in latencies if lat.typical_s is not None]
     if not shown:
         return None
-    labels = [f"{lat.setup}\n{lat.cores} core(s)" for lat in shown]
+    labels = [f"{lat.setup}\n{lat.cores} core(s)\n{lat.sessions} sessions" for lat in shown]
     x = range(len(shown))
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(shown) + 2), 3.6))
     ax.bar([i - 0.2 for i in x], [1000 * (lat.typical_s or 0) for lat in shown], 0.4,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from ..scripts.records import method_label, search_error_qps
+from ..scripts.records import search_error_qps
 from .records import Series, Throughput
-from .tables import Table
+from .tables import Table, series_label
 
 USABLE = ("ok", "upper-bound-not-failed")  # statuses whose median is a throughput (or a lower bound of it)
 
@@ -47,7 +47,7 @@ class Point:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A dual-DUT series and its single-DUT series (same method and sessions), point by point."""
+    """A dual-DUT series and its single-DUT series (same method, sessions and search), point by point."""
 
     chain: Series
     devices: tuple[Series, ...]
@@ -64,11 +64,12 @@ def _error(series: Series, rate: float) -> float:
 
 
 def comparisons(all_series: list[Series]) -> list[Comparison]:
-    """Every dual-DUT series with at least two single-DUT series of its devices beside it."""
+    """Every dual-DUT series with at least two single-DUT series of its devices beside it, at the same join
+    key but for the setup (analysis.joinkey: cores, sessions, [[search]] name, method)."""
     found = []
     for chain in all_series:
         devices = tuple(s for s in all_series if single_dut_of(s.topology) == chain.topology
-                        and (s.method, s.sessions) == (chain.method, chain.sessions))
+                        and s.key(0) == chain.key(0).with_setup(s.setup))
         if len({s.topology for s in devices}) >= 2:
             cores = sorted(set(chain.cells).intersection(*(s.cells for s in devices)))
             points = tuple(p for p in (_point(chain, devices, c) for c in cores) if _measured(p))
@@ -119,7 +120,7 @@ def measured_table(comparison: Comparison) -> Table:
     implementations = sorted({cell.implementation for s in (chain, *comparison.devices)
                               for cell in s.cells.values()})
     title = (f"Bottleneck by measurement: {chain.label} beside each of its devices alone (RFC 8219 "
-             f"Figure 5), {method_label(chain.rfc8219_exact)}: resolved queries/s "
+             f"Figure 5), {series_label(chain)}: resolved queries/s "
              f"({'; '.join(implementations)})")
     rows = [[f"{chain.setup}: the chain (queries/s)", *[_qps(p.chain_qps) for p in points]]]
     rows += [[f"{s.setup} alone (queries/s)", *[_qps(p.devices_qps[s.setup]) for p in points]]

@@ -142,40 +142,79 @@ def _searches(cell: Throughput, repetitions: int | None) -> str:
 CEILING_SHARE = 0.9
 
 
-def comparison_table(all_series: list[Series], method_exact: bool = True) -> Table | None:
-    """Medians of every setup side by side, each over the baseline and over the tester's loopback
-    self-test measured in the same run.
+def comparison_tables(all_series: list[Series]) -> list[Table]:
+    """One side-by-side table per (method, [[search]] name) that has something to compare."""
+    groups = list(dict.fromkeys((s.rfc8219_exact, s.search) for s in all_series))
+    tables = [comparison_table(all_series, exact, search) for exact, search in groups]
+    return [t for t in tables if t is not None and len(t.rows) > 1]
+
+
+def comparison_table(all_series: list[Series], method_exact: bool = True,
+                     search: str | None = None) -> Table | None:
+    """Medians of every setup side by side for one method and [[search]] table (the first of that method
+    when None), each over the baseline and over the tester's loopback self-test measured in the same run,
+    each at its own join key (analysis.joinkey): a session count is divided by the baseline and the
+    self-test of that same session count.
 
     On a shared 2-core machine absolute rates are noisy; ratios within one run are the figures worth
     comparing, and the self-test ratio shows whether the suite could measure that high at all.
     """
     chosen = [s for s in all_series if s.rfc8219_exact == method_exact]
+    if search is None and chosen:
+        search = chosen[0].search
+    chosen = [s for s in chosen if s.search == search]
     if not chosen:
         return None
-    ceiling_series = next((s for s in chosen if s.topology == "loopback"), None)
-    ceiling = _median_at(ceiling_series, min(ceiling_series.cells)) if ceiling_series else None
-    chains = [s for s in chosen if s is not ceiling_series]
+    ceilings = [s for s in chosen if s.topology == "loopback"]
+    chains = [s for s in chosen if s.topology != "loopback"]
     cores = sorted({c for s in chains for c in s.cells})
     rows = []
-    if ceiling is not None:
-        rows.append(["loopback self-test, tester + Knot alone (queries/s)", *[_qps(ceiling) for _ in cores]])
-    several = len({s.search for s in chains}) > 1
+    for ceiling in ceilings:
+        rows.append([f"{_loopback_name(ceiling)}, tester + Knot alone (queries/s)",
+                     *[_qps(_ceiling_at(ceiling)) for _ in cores]])
     for series in chains:
-        name = f"{series.label} [{series.search}]" if several else series.label
         repetitions = series.conditions.get("repetitions")
-        rows.append([f"{name}: median (queries/s)", *[_cell_median(series.cells[c], repetitions)
-                                                      if c in series.cells else "-" for c in cores]])
-        baseline = next((s for s in chains if s.topology == "baseline" and s.search == series.search), None)
-        if baseline is not None and series is not baseline:
-            rows.append([f"{name} / baseline",
-                         *[_share(_median_at(series, c), _median_at(baseline, c)) for c in cores]])
-        if ceiling:
-            rows.append([f"{name} / loopback self-test",
-                         *[_share(_median_at(series, c), ceiling) for c in cores]])
-    title = (f"Medians side by side, {method_label(method_exact)}: resolved queries/s, and ratios within "
-             f"the same run (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the test "
-             "system may be the limit, not the translators)")
+        rows.append([f"{series.label}: median (queries/s)", *[_cell_median(series.cells[c], repetitions)
+                                                              if c in series.cells else "-" for c in cores]])
+        if series.topology != "baseline":
+            baseline = [_median_at(_partner(chains, series, c, "baseline"), c) for c in cores]
+            if any(value is not None for value in baseline):
+                rows.append([f"{series.label} / baseline", *_ratios(series, cores, baseline)])
+        loopback = [_ceiling_at(_partner(ceilings, series, c, "loopback")) for c in cores]
+        if any(value is not None for value in loopback):
+            rows.append([f"{series.label} / loopback self-test", *_ratios(series, cores, loopback)])
+    title = (f"Medians side by side, {method_label(method_exact)}"
+             + ("" if search in ("", "default") else f", search {search!r}")
+             + ": resolved queries/s, and ratios within the same run, each at the same cores, tester "
+             f"sessions and search (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the "
+             "test system may be the limit, not the translators)")
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
+
+
+def _ratios(series: Series, cores: list[int], references: list[float | None]) -> list[str]:
+    """The series' median at each core count over the reference at that count."""
+    return [_share(_median_at(series, c), ref) for c, ref in zip(cores, references, strict=True)]
+
+
+def _loopback_name(series: Series) -> str:
+    return "loopback self-test" if series.sessions is None else \
+        f"loopback self-test, {series.sessions} tester sessions"
+
+
+def _partner(candidates: list[Series], series: Series, cores: int, topology: str) -> Series | None:
+    """The series of `topology` whose key at `cores` is this series' key but for the setup (the loopback
+    self-test, which has no DUT cores, matches at any core count)."""
+    for other in candidates:
+        if other.topology != topology:
+            continue
+        at = cores if topology != "loopback" else (min(other.cells) if other.cells else cores)
+        if other.key(at) == series.key(at).with_setup(other.setup):
+            return other
+    return None
+
+
+def _ceiling_at(series: Series | None) -> float | None:
+    return None if series is None or not series.cells else _median_at(series, min(series.cells))
 
 
 def _share(value: float | None, reference: float | None) -> str:
