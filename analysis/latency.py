@@ -5,6 +5,7 @@ both over the trials at the median throughput rate (the idle-capture runs), with
 
 from __future__ import annotations
 
+from .bounded import rate_text
 from .evidence import Latency
 from .tables import Table
 
@@ -35,12 +36,16 @@ def _search(lat: Latency) -> str:
 
 def latency_table(latencies: list[Latency]) -> Table | None:
     """One row per join key (setup, cores, tester sessions, search, method: analysis.joinkey)."""
-    rows = [[lat.setup, str(lat.cores), str(lat.sessions), _search(lat), f"{lat.rate_qps:,.0f}",
+    rows = [[lat.setup, str(lat.cores), str(lat.sessions), _search(lat),
+             rate_text(lat.rate_qps, lat.rate_lower_bound, lat.rate_partial),
              _ms(lat.typical_s), _ms(lat.worst_s), str(lat.trials), lat.implementation] for lat in latencies]
     if not rows:
         return None
     title = ("Latency at the median throughput rate: typical = median of the per-trial medians, worst case = "
              "median of the per-trial 99.9th percentiles (RFC 8219 §7.2)")
+    if any(lat.rate_lower_bound or lat.rate_partial for lat in latencies):
+        title += ("; ≥ = the rate is a lower bound of the throughput (its search never failed), † = a median "
+                  "over fewer searches than were run")
     header = ["Setup", "DUT cores", "Tester sessions", "Rate of the median of (search)",
               "Rate (queries/s)", "Typical latency (ms)", "Worst-case latency (ms)",
               "Trials", "DUT implementation"]

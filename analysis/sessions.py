@@ -14,9 +14,10 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
+from .bounded import of_cell  # noqa: E402
 from .plots import save_figure, throughput_axes  # noqa: E402
 from .records import Series, Throughput  # noqa: E402
-from .tables import Table, conditions_text, series_label  # noqa: E402
+from .tables import Table, cell_median_text, conditions_text, series_label  # noqa: E402
 
 # (setup, method, [[search]] name) -> cores -> sessions -> cell
 Sweep = dict[tuple[str, str, str], dict[int, dict[int, Throughput]]]
@@ -40,13 +41,6 @@ def sweeps(all_series: list[Series]) -> Sweep:
     return grouped
 
 
-def _qps(cell: Throughput) -> str:
-    if cell.median is None:
-        return cell.status
-    text = f"{cell.median:,.0f}"
-    return f"≥ {text}" if cell.status == "upper-bound-not-failed" else text
-
-
 def sessions_tables(all_series: list[Series]) -> list[Table]:
     """One table per (setup, method, [[search]] name, cores) measured at two or more session counts."""
     by_name = {_sweep_of(s): s for s in all_series if s.sessions is not None}
@@ -61,15 +55,15 @@ def sessions_tables(all_series: list[Series]) -> list[Table]:
 
 def _table(series: Series, cores: int, cells: dict[int, Throughput]) -> Table:
     counts = sorted(cells)
-    first = cells[counts[0]].median
+    repetitions = series.conditions.get("repetitions")
+    values = {n: of_cell(cell.status, cell.median, cell.n, repetitions) for n, cell in cells.items()}
     implementations = sorted({cell.implementation for cell in cells.values()})
     title = (f"Throughput of {series.setup} against tester sessions ({'; '.join(implementations)}), "
              f"{cores} DUT core(s), {series_label(series)}: resolved queries/s "
              f"({conditions_text(series)})")
-    ratio = ["-" if first in (None, 0) or cells[n].median is None else f"{cells[n].median / first:.2f}"
-             for n in counts]
+    ratio = [values[n].over(values[counts[0]]).text() for n in counts]
     rows = [
-        ["Median (queries/s)", *[_qps(cells[n]) for n in counts]],
+        ["Median (queries/s)", *[cell_median_text(cells[n], repetitions) for n in counts]],
         ["Minimum (queries/s)", *["-" if cells[n].minimum is None else f"{cells[n].minimum:,.0f}"
                                   for n in counts]],
         ["Maximum (queries/s)", *["-" if cells[n].maximum is None else f"{cells[n].maximum:,.0f}"

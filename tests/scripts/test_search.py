@@ -151,8 +151,27 @@ def test_tester_limit_stops_repetitions_and_gives_no_median() -> None:
     runner = runner_for(fake(clock, tester_limit_qps=120_000), clock)
     repeated = repeat_search(runner, SETTINGS, RFC8219, "tl")
     assert repeated.status == TESTER_LIMITED and repeated.summary is None
-    assert len(repeated.outcomes) == 1
+    assert len(repeated.outcomes) == 2  # TESTER_STOP: the first two both ended at the limit
     assert "tester limit reached" in repeated.describe()
+
+
+@pytest.mark.parametrize("method", [RFC8219, FAST])
+def test_one_tester_limited_repetition_does_not_void_the_others(method: str) -> None:
+    # Repetition 3 of 10 ran while the tester could offer only 120 000 queries/s (below the DUT's
+    # 165 403): it ends at the tester limit. The other nine find the DUT's number; the median is theirs,
+    # over 9 (before: "tester limit reached at 120 000, no throughput", repetitions 4-10 never run).
+    clock = SimClock()
+    search = rfc8219_search if method == RFC8219 else fast_search
+    limited = search(runner_for(fake(clock, tester_limit_qps=120_000), clock), SETTINGS, "c/rfc/rep3")
+    assert limited.status == TESTER_LIMITED
+    sid = f"c/{method}/rep3"
+    repeated = repeat_search(runner_for(fake(clock), clock), SETTINGS, method, "c",
+                             completed={sid: limited})
+    assert len(repeated.outcomes) == 10 and repeated.status == OK
+    assert repeated.summary is not None and repeated.summary.n == 9
+    assert THRESHOLD - SETTINGS.error_qps < repeated.summary.median <= THRESHOLD
+    assert repeated.tester_limited_repetitions == 1
+    assert "1 of 10 searches reached the tester limit" in repeated.describe()
 
 
 def test_tester_limit_above_the_dut_capacity_does_not_matter() -> None:
