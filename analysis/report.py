@@ -17,15 +17,12 @@ from .latency import latency_table, resolution_text
 from .measured_bottleneck import measured_tables
 from .records import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
-from .tables import Table, comparison_table, throughput_table
+from .tables import Table, comparison_tables, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:
     tables = [throughput_table(series) for series in campaign.series]
-    for exact in (True, False):
-        table = comparison_table(campaign.series, method_exact=exact)
-        if table is not None and len(table.rows) > 1:
-            tables.append(table)
+    tables += comparison_tables(campaign.series)
     return tables + sessions_tables(campaign.series) + measured_tables(campaign.series)
 
 

@@ -32,6 +32,7 @@ from .records import (
     Context,
     IdleMean,
     IdleRun,
+    RateOf,
     Record,
     SearchEntry,
     Stats,
@@ -444,7 +445,7 @@ class IdleCapture:
                         context=self.recorder.context(self.session),
                         rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
                         per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts,
-                        excluded=excluded)
+                        excluded=excluded, rate_of=self._rate_of())
         self.recorder.append(mean)
         left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
         self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
@@ -484,7 +485,7 @@ class IdleCapture:
             interval_s=c.idle.interval_s, rate_source=self._rate_source(),
             result={**result.to_dict(with_raw=False), "rest_before_s": rest_taken}, samples=samples,
             raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None,
-            hosts=hosts))
+            hosts=hosts, rate_of=self._rate_of()))
         self.recorder.progress.advance(duration + rest_taken)
         return samples, hosts, idle_run_exclusion(result.to_dict(with_raw=False))
 
@@ -512,6 +513,15 @@ class IdleCapture:
         if window is not None:
             samples = samples_within(samples, window, "t_wall", self.campaign.idle.interval_s)
         return result, samples, hosts
+
+    def _rate_of(self) -> RateOf:
+        """The search whose median the runs offer, and whether that median is a lower bound or over fewer
+        repetitions than were run (analysis marks the idle and latency rate so)."""
+        assert self.source is not None and self.source.repeated.summary is not None
+        name, settings = self.campaign.idle_search()
+        repeated = self.source.repeated
+        return RateOf(search=name, method=repeated.method, lower_bound=repeated.status == UPPER_NOT_FAILED,
+                      partial=repeated.summary.n < settings.repetitions)
 
     def _rate_source(self) -> str:
         assert self.source is not None
