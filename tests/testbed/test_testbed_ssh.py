@@ -26,8 +26,8 @@ from xlatbench.paths import build_dir
 from xlatbench.scripts.measurers import ChainMeasurer, ComponentFailure
 from xlatbench.scripts.records import record_from_json
 from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.inventory import load_inventory
-from xlatbench.setups.testbed import HostLost, TestbedChain
+from xlatbench.setups.testbed.chain import HostLost, TestbedChain
+from xlatbench.setups.testbed.inventory import load_inventory
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -322,7 +322,7 @@ def test_check_refuses_what_the_host_has_and_a_failed_up_keeps_it(hosts: SshHost
         sh("ip", "-n", dut2, "route", "del", "192.0.2.0/24", "dev", "lo")
         sh("ip", "-n", server, "address", "del", "203.0.113.56/32", "dev", "lo")
         before = hosts.snapshot()
-        import xlatbench.setups.preflight as preflight
+        import xlatbench.setups.testbed.preflight as preflight
 
         monkeypatch.setattr(preflight, "collision_problems", lambda *_: [])
         with pytest.raises(RuntimeError, match="ip link add to_napt"):

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import shlex
 
-from .backends.tayga import TUN
-from .steps import Cmd, Comment, Daemon, Step, WriteFile
+from ..backends.tayga import TUN
+from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
 class UndoError(ValueError):
@@ -83,7 +83,7 @@ def _cmd_undo(step: Cmd) -> str | None:
         return f"ip link del {TUN}"
     if a[:2] == ("ip", "link") and a[2:3] == ("set",) and a[-1] == "up":
         return None  # recorded with its previous state (record_script)
-    raise UndoError(f"no undo known for `{step.shell()}`: teach xlatbench.setups.undo to reverse it")
+    raise UndoError(f"no undo known for `{step.shell()}`: teach xlatbench.setups.testbed.undo to reverse it")
 
 
 def record_script(step: Step, statefile: str) -> str | None:
@@ -144,7 +144,8 @@ def down_script(statefile: str) -> str:
                      f"\"$(cat {waiting})\" ]; then :; else cat {waiting} >> {path}; fi; "
                      f"rm -f {waiting}; fi; ")
     return (f"{pending_first}if [ -f {path} ]; then tac {path} | while IFS= read -r line; do "
-            f"if sh -c \"$line\" >/dev/null 2>&1; then echo \"undone: $line\"; else echo \"failed: $line\"; fi; "
+            f"if sh -c \"$line\" >/dev/null 2>&1; then echo \"undone: $line\"; "
+            f"else echo \"failed: $line\"; fi; "
             f"done; rm -f {path}; fi; {stop_testers(role_dir)}; "
             f"rm -f {role_dir}/trial-*.json {role_dir}/trial-*.json.tmp-*; "
             f"rmdir {role_dir} \"$(dirname {role_dir})\" 2>/dev/null; true")
