@@ -14,6 +14,7 @@ from typing import Any
 
 from ..setups.cpulist import parse_cpu_list
 from ..setups.placement import OWN_HOSTS
+from ..setups.testbed.chain import HostLost
 from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
 from ..setups.testbed.remote_idle import IdleSampler
 from .cpuload import samples_within
@@ -145,7 +146,12 @@ class TestbedEnvironment(Environment):
         window = trial_window(result, float(client.get("offset_s", 0.0))) if result is not None else None
         if window is None:
             return found
-        return {host: inside(samples, window) for host, samples in found.items()}
+        kept = {host: inside(samples, window) for host, samples in found.items()}
+        for host, samples in kept.items():
+            if not samples:
+                raise HostLost(f"{host} ({self._inv().hosts[host].ssh}): no CPU idle sample inside the "
+                               "trial: the trial is void, not stored; run the same command again to resume")
+        return kept
 
 
 def trial_window(result: TrialResult, client_offset_s: float) -> tuple[float, float] | None:
