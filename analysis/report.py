@@ -15,15 +15,19 @@ from .figures import idle_per_dut, latency_plot
 from .html import Figure, html_report, steal_text, write_html
 from .latency import latency_table, resolution_text
 from .measured_bottleneck import measured_tables
+from .mlrsearch import MLRSEARCH, mlrsearch_tables
 from .records import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
 from .tables import Table, comparison_tables, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:
-    tables = [throughput_table(series) for series in campaign.series]
-    tables += comparison_tables(campaign.series)
-    return tables + sessions_tables(campaign.series) + measured_tables(campaign.series)
+    # MLRsearch's conditional throughputs get tables of their own (per goal), never the RFC 8219 ones.
+    searched = [series for series in campaign.series if series.method != MLRSEARCH]
+    tables = [throughput_table(series) for series in searched]
+    tables += comparison_tables(searched)
+    return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched)
+            + measured_tables(searched))
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:

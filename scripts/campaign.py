@@ -53,6 +53,7 @@ from .records import (
 from .search import (
     FAST,
     OK,
+    RFC8219,
     UPPER_NOT_FAILED,
     RepeatedSearch,
     SearchOutcome,
@@ -240,7 +241,7 @@ class Recorder:
 
     def trial(self, record: TrialRecord, config: ConfigKey, session: SetupSession) -> None:
         settings = self.campaign.settings(config.search)
-        position = TrialPosition(record.search_id, config.search, config.method, config.method != FAST,
+        position = TrialPosition(record.search_id, config.search, config.method, config.method == RFC8219,
                                  _repetition(record.search_id), record.step, record.phase, record.lower_qps,
                                  record.upper_qps, asdict(settings))
         self.append(TrialEntry(key=trial_key(record.search_id, record.step), context=self.context(session),

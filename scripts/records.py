@@ -28,6 +28,7 @@ UNLABELLED_SCHEMA = "xlatbench.results/1"  # written before the envelope carried
 
 RFC8219_LABEL = "RFC 8219 binary search"
 FAST_LABEL = "fast search (not RFC 8219 exact)"
+MLRSEARCH_LABEL = "MLRsearch (RFC 9971), first goal's conditional throughput (not RFC 8219 exact)"
 
 
 # A trial during which the hypervisor took at least this share of one of this host's CPUs (%) gets a note:
@@ -63,8 +64,10 @@ class RecordError(ValueError):
     """A record lacks a field or has one of the wrong type; the message names the record's key."""
 
 
-def method_label(rfc8219_exact: bool) -> str:
-    """How every table and summary names a search method."""
+def method_label(rfc8219_exact: bool, method: str | None = None) -> str:
+    """How every table and summary names a search method (method: its name, when the caller has it)."""
+    if method == "mlrsearch":
+        return MLRSEARCH_LABEL
     return RFC8219_LABEL if rfc8219_exact else FAST_LABEL
 
 
