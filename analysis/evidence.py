@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..scripts.records import Context, IdleMean, IdleRun, Record, TrialEntry
+from .joinkey import JoinKey, idle_key, rate_of, trial_key
 
 # Columns of a CPU sample counted as kernel work (in-kernel NAT and forwarding run in softirq), %.
 KERNEL_COLUMNS = ("sys", "irq", "softirq")
@@ -66,6 +67,11 @@ class Evidence:
     failing: FailingTrial | None = None
     single_threaded: bool = False
     tun_devices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    sessions: int = 0
+    search: str = ""
+    method: str = ""
+    rate_lower_bound: bool = False
+    rate_partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,30 +93,43 @@ class Latency:
     resolution_s: float | None
     relative_resolution: float | None
     measured: str
-
-
-def _key(record: Record) -> tuple[str, int]:
-    return record.context.setup_name, record.context.cores
+    sessions: int = 0
+    search: str = ""
+    method: str = ""
+    rate_lower_bound: bool = False
+    rate_partial: bool = False
 
 
 def evidence_from(records: list[Record]) -> list[Evidence]:
-    """One Evidence per idle capture (`idle-mean` record) in the store, in store order."""
-    runs: dict[tuple[str, int], list[IdleRun]] = {}
-    trials: dict[tuple[str, int], list[TrialEntry]] = {}
-    for record in records:
-        if isinstance(record, IdleRun):
-            runs.setdefault(_key(record), []).append(record)
-        elif isinstance(record, TrialEntry):
-            trials.setdefault(_key(record), []).append(record)
-    return [_evidence(mean, runs.get(_key(mean), []), trials.get(_key(mean), []))
-            for mean in records if isinstance(mean, IdleMean)]
+    """One Evidence per idle capture (`idle-mean` record) in the store, in store order; its runs and its
+    failing trial are those of the same join key (analysis.joinkey)."""
+    runs = [r for r in records if isinstance(r, IdleRun)]
+    trials = [r for r in records if isinstance(r, TrialEntry)]
+    out = []
+    for mean in records:
+        if isinstance(mean, IdleMean):
+            key = _mean_key(mean, runs)
+            out.append(_evidence(mean, key, [r for r in runs if idle_key(r).matches(key)],
+                                 [t for t in trials if trial_key(t).matches(key)]))
+    return out
 
 
-def _evidence(mean: IdleMean, runs: list[IdleRun], trials: list[TrialEntry]) -> Evidence:
+def _mean_key(mean: IdleMean, runs: list[IdleRun]) -> JoinKey:
+    """An idle mean's key; one written before idle records named their search takes its runs'."""
+    key = idle_key(mean)
+    if key.search or key.method:
+        return key
+    return next((idle_key(r) for r in runs if idle_key(r).point == key.point), key)
+
+
+def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[TrialEntry]) -> Evidence:
     context = mean.context
     translators = context.dut.get("translators") or {}
     rate = float(mean.rate_qps)
+    source = rate_of(mean) if mean.rate_of is not None or not runs else rate_of(runs[0])
     return Evidence(
+        sessions=key.sessions, search=key.search, method=key.method,
+        rate_lower_bound=source.lower_bound, rate_partial=source.partial,
         setup=context.setup_name, topology=context.setup.get("topology", context.setup.get("kind", "?")),
         cores=context.cores, rate_qps=rate, interval_s=float(mean.interval_s or 1.0),
         runs=mean.runs, implementation=context.implementation, emulated="namespaces" in context.dut,
@@ -220,21 +239,25 @@ def _cpu_use(per_second: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def latency_from(records: list[Record]) -> list[Latency]:
-    """Latency per idle capture, from the tester's JSON of each idle run (trials at the median rate)."""
-    runs: dict[tuple[str, int], list[IdleRun]] = {}
+    """Latency per idle capture (one join key: analysis.joinkey), from the tester's JSON of each idle run
+    (trials at the median rate)."""
+    runs: dict[JoinKey, list[IdleRun]] = {}
     for record in records:
         if isinstance(record, IdleRun):
-            runs.setdefault(_key(record), []).append(record)
+            runs.setdefault(idle_key(record), []).append(record)
     return [_latency(key, mine) for key, mine in runs.items()]
 
 
-def _latency(key: tuple[str, int], runs: list[IdleRun]) -> Latency:
+def _latency(key: JoinKey, runs: list[IdleRun]) -> Latency:
     docs = [(run.raw or {}).get("latency") or {} for run in runs]
     docs = [d for d in docs if d.get("p50") is not None]
     worst = [float(d["p999"]) for d in docs if d.get("p999") is not None]
     first = docs[0] if docs else {}
+    source = rate_of(runs[0])
     return Latency(
-        setup=key[0], cores=key[1], rate_qps=float(runs[0].rate_qps),
+        sessions=key.sessions, search=key.search, method=key.method,
+        rate_lower_bound=source.lower_bound, rate_partial=source.partial,
+        setup=key.setup, cores=key.cores, rate_qps=float(runs[0].rate_qps),
         implementation=runs[0].context.implementation, trials=len(docs),
         typical_s=statistics.median(float(d["p50"]) for d in docs) if docs else None,
         worst_s=statistics.median(worst) if worst else None,

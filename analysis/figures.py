@@ -13,6 +13,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .bounded import rate_text  # noqa: E402
 from .evidence import Evidence, Latency  # noqa: E402
 from .plots import idle_lines, save_figure  # noqa: E402
 
@@ -38,7 +39,8 @@ def idle_per_dut(evidence: Evidence, out_dir: Path) -> list[tuple[str, Path]]:
             continue
         fig, ax = plt.subplots(figsize=(6.4, 3.4))
         idle_lines(ax, evidence, [str(cpu) for cpu in cpus])
-        caption = (f"{dut} of {evidence.setup}, {evidence.cores} DUT core(s), at {evidence.rate_qps:,.0f} "
+        rate = rate_text(evidence.rate_qps, evidence.rate_lower_bound, evidence.rate_partial)
+        caption = (f"{dut} of {evidence.setup}, {evidence.cores} DUT core(s), at {rate} "
                    f"queries/s: CPU idle time, mean of {evidence.runs} run(s){_sharing_note(evidence, dut)}")
         title = "\n".join(textwrap.wrap(caption, 90))
         ax.set_title(title + "\n" + textwrap.shorten(evidence.implementation, 100),
@@ -53,7 +55,7 @@ def latency_plot(latencies: list[Latency], path: Path) -> Path | None:
     shown = [lat for lat in latencies if lat.typical_s is not None]
     if not shown:
         return None
-    labels = [f"{lat.setup}\n{lat.cores} core(s)" for lat in shown]
+    labels = [f"{lat.setup}\n{lat.cores} core(s)\n{lat.sessions} sessions" for lat in shown]
     x = range(len(shown))
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(shown) + 2), 3.6))
     ax.bar([i - 0.2 for i in x], [1000 * (lat.typical_s or 0) for lat in shown], 0.4,

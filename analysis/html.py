@@ -105,7 +105,8 @@ def verdict_html(verdict: Verdict) -> str:
     items = "".join(f"<li>{escape(line)}</li>" for line in verdict.evidence)
     named = " named" if verdict.bottleneck else ""
     return (f'<div class="verdict{named}" data-verdict><h3>{escape(verdict.setup)}, {verdict.cores} DUT '
-            f"core(s), at {verdict.rate_qps:,.0f} queries/s: {escape(verdict.headline())}</h3>"
+            f"core(s), at {escape(verdict.rate_label or f'{verdict.rate_qps:,.0f}')} queries/s: "
+            f"{escape(verdict.headline())}</h3>"
             f'<div class="sub">{escape(verdict.implementation)}</div><ul>{items}</ul></div>')
 
 

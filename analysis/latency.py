@@ -5,6 +5,7 @@ both over the trials at the median throughput rate (the idle-capture runs), with
 
 from __future__ import annotations
 
+from .bounded import rate_text
 from .evidence import Latency
 from .tables import Table
 
@@ -29,13 +30,23 @@ def resolution_text(latencies: list[Latency]) -> str:
     return "; ".join(parts) + "."
 
 
+def _search(lat: Latency) -> str:
+    return f"{lat.method or '?'} {lat.search!r}" if lat.search else (lat.method or "?")
+
+
 def latency_table(latencies: list[Latency]) -> Table | None:
-    rows = [[lat.setup, str(lat.cores), f"{lat.rate_qps:,.0f}", _ms(lat.typical_s), _ms(lat.worst_s),
-             str(lat.trials), lat.implementation] for lat in latencies]
+    """One row per join key (setup, cores, tester sessions, search, method: analysis.joinkey)."""
+    rows = [[lat.setup, str(lat.cores), str(lat.sessions), _search(lat),
+             rate_text(lat.rate_qps, lat.rate_lower_bound, lat.rate_partial),
+             _ms(lat.typical_s), _ms(lat.worst_s), str(lat.trials), lat.implementation] for lat in latencies]
     if not rows:
         return None
     title = ("Latency at the median throughput rate: typical = median of the per-trial medians, worst case = "
              "median of the per-trial 99.9th percentiles (RFC 8219 §7.2)")
-    header = ["Setup", "DUT cores", "Rate (queries/s)", "Typical latency (ms)", "Worst-case latency (ms)",
+    if any(lat.rate_lower_bound or lat.rate_partial for lat in latencies):
+        title += ("; ≥ = the rate is a lower bound of the throughput (its search never failed), † = a median "
+                  "over fewer searches than were run")
+    header = ["Setup", "DUT cores", "Tester sessions", "Rate of the median of (search)",
+              "Rate (queries/s)", "Typical latency (ms)", "Worst-case latency (ms)",
               "Trials", "DUT implementation"]
     return Table(title, header, rows)

@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
+from .bounded import rate_text  # noqa: E402
 from .evidence import Evidence  # noqa: E402
 from .records import Series  # noqa: E402
 from .tables import conditions_text  # noqa: E402
@@ -95,7 +96,8 @@ def idle_per_core(capture: Evidence, path: Path) -> Path | None:
     idle_lines(ax, capture, cpus)
     where = "whole machine: tester, Knot and both DUTs share these CPUs" if capture.emulated else "DUT host"
     produced_by = textwrap.fill(capture.implementation, 110)
-    ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {capture.rate_qps:,.0f} "
+    rate = rate_text(capture.rate_qps, capture.rate_lower_bound, capture.rate_partial)
+    ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {rate} "
                  f"queries/s, mean of {capture.runs} run(s)\n{produced_by}\n({where})", fontsize=8)
     return save_figure(fig, path)
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..scripts.records import Record, SummaryEntry
 from ..scripts.store import ResultStore, StoreError
 from .evidence import Evidence, evidence_from, shared_with_test_system
+from .joinkey import JoinKey
 
 
 class ReportError(ValueError):
@@ -56,7 +57,7 @@ class Throughput:
 class Series:
     """All core counts of one setup searched with one method and one [[search]] table (one table of the
     paper); in a sessions sweep, at one session count. search: the [[search]] table's name; sessions: the
-    tester's flows (None when the campaign did not sweep them)."""
+    tester's flows (None when the campaign did not sweep them); flows: the tester's flows either way."""
 
     setup: str
     topology: str
@@ -66,6 +67,16 @@ class Series:
     cells: dict[int, Throughput] = field(default_factory=dict)
     search: str = ""
     sessions: int | None = None
+    flows: int = 0
+
+    def key(self, cores: int) -> JoinKey:
+        """The join key of this series' cell at `cores` (analysis.joinkey)."""
+        return JoinKey(self.setup, cores, self.flows, self.search, self.method)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """(method, [[search]] name): one comparison or sessions table per group."""
+        return self.method, self.search
 
     @property
     def label(self) -> str:
@@ -114,17 +125,17 @@ def load_campaign(path: Path) -> Campaign:
 def series_of(summaries: list[SummaryEntry]) -> list[Series]:
     """One Series per (setup, method, [[search]] name, swept session count), in the order of the summaries; a
     later summary of the same cores replaces an earlier one."""
-    grouped: dict[tuple[str, str, str, int | None], Series] = {}
+    grouped: dict[tuple[str, str, str, int], Series] = {}
     for record in summaries:
         setup = record.context.setup
         sessions = record.context.sessions if record.context.swept else None
-        key = (record.context.setup_name, record.method, record.settings_name, sessions)
+        key = (record.context.setup_name, record.method, record.settings_name, record.context.sessions)
         if key not in grouped:
             grouped[key] = Series(
                 setup=record.context.setup_name, topology=setup.get("topology", setup.get("kind", "?")),
                 method=record.method, rfc8219_exact=record.rfc8219_exact, conditions=_conditions(record),
                 search=record.settings_name,
-                sessions=sessions,
+                sessions=sessions, flows=record.context.sessions,
             )
         grouped[key].cells[record.context.cores] = _cell(record)
     return list(grouped.values())

@@ -18,17 +18,14 @@ from .measured_bottleneck import measured_tables
 from .mlrsearch import MLRSEARCH, mlrsearch_tables
 from .records import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
-from .tables import Table, comparison_table, throughput_table
+from .tables import Table, comparison_tables, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:
     # MLRsearch's conditional throughputs get tables of their own (per goal), never the RFC 8219 ones.
     searched = [series for series in campaign.series if series.method != MLRSEARCH]
     tables = [throughput_table(series) for series in searched]
-    for exact in (True, False):
-        table = comparison_table(searched, method_exact=exact)
-        if table is not None and len(table.rows) > 1:
-            tables.append(table)
+    tables += comparison_tables(searched)
     return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched)
             + measured_tables(searched))
 

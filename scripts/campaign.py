@@ -22,7 +22,7 @@ from ..analysis.host_idle import host_bottleneck, host_bottleneck_text
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
 from .campaignfile import Campaign, SetupSpec, make_environment
-from .cpuload import CpuSampler, mean_per_second
+from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info
 from .measurers import ComponentFailure
@@ -32,6 +32,7 @@ from .records import (
     Context,
     IdleMean,
     IdleRun,
+    RateOf,
     Record,
     SearchEntry,
     Stats,
@@ -40,6 +41,7 @@ from .records import (
     TrialFailed,
     TrialPosition,
     idle_mean_key,
+    idle_run_exclusion,
     idle_run_key,
     implementation_label,
     search_key,
@@ -441,15 +443,19 @@ class IdleCapture:
             self.recorder.progress.say(f"{setup}, {cores} core(s): no idle capture, the {c.idle.method} "
                                        "search gave no median rate")
             return
-        runs = [self._one_run(run, rate) for run in range(1, c.idle.runs + 1)]
+        done = {run: self._one_run(run, rate) for run in range(1, c.idle.runs + 1)}
+        excluded = [{"run": run, "why": why} for run, (_, _, why) in done.items() if why is not None]
+        runs = [(samples, hosts) for samples, hosts, why in done.values() if why is None]
         hosts = per_host_means([host_samples for _, host_samples in runs])
         mean = IdleMean(key=idle_mean_key(setup, cores, self.session.sessions),
                         context=self.recorder.context(self.session),
                         rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
-                        per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts)
+                        per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts,
+                        excluded=excluded, rate_of=self._rate_of())
         self.recorder.append(mean)
-        self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} runs at "
-                                   f"{rate:.0f} queries/s")
+        left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
+        self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
+                                   f"{len(done)} runs averaged at {rate:.0f} queries/s{left_out}")
         verdict = host_bottleneck(mean)
         if verdict is not None:
             self.recorder.progress.say(host_bottleneck_text(verdict))
@@ -463,8 +469,9 @@ class IdleCapture:
             return None
         return float(round(source.repeated.summary.median))
 
-    def _one_run(self, run: int, rate: float) -> tuple[list[dict[str, Any]], HostSamples]:
-        """One idle run's CPU samples and per-host samples: from the store, or measured now and stored."""
+    def _one_run(self, run: int, rate: float) -> tuple[list[dict[str, Any]], HostSamples, str | None]:
+        """One idle run's CPU samples, per-host samples and why it stays out of the mean (None: it counts):
+        from the store, or measured now and stored."""
         c, session, runner = self.campaign, self.session, self.session.runner
         duration, rest = c.idle_timing()
         key = idle_run_key(session.spec.name, session.cores, run, session.sessions)
@@ -472,7 +479,7 @@ class IdleCapture:
         stored = self.stored.get(key)
         if isinstance(stored, IdleRun):
             runner.owe_rest(rest)
-            return stored.samples, stored.hosts
+            return stored.samples, stored.hosts, idle_run_exclusion(stored.result)
         self.recorder.progress.status(f"{session.spec.name} cores={session.cores} idle capture "
                                       f"{run}/{c.idle.runs}")
         measurer = runner.ensure_measurer()
@@ -484,14 +491,16 @@ class IdleCapture:
             interval_s=c.idle.interval_s, rate_source=self._rate_source(),
             result={**result.to_dict(with_raw=False), "rest_before_s": rest_taken}, samples=samples,
             raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None,
-            hosts=hosts))
+            hosts=hosts, rate_of=self._rate_of()))
         self.recorder.progress.advance(duration + rest_taken)
-        return samples, hosts
+        return samples, hosts, idle_run_exclusion(result.to_dict(with_raw=False))
 
     def _measure(self, measurer: Measurer, duration: float, rate: float
                  ) -> tuple[TrialResult, list[dict[str, Any]], HostSamples]:
         """The trial with this machine's CPU sampled, and each host's where the environment has hosts of
-        its own (a real testbed's DUTs: started before, collected after)."""
+        its own (a real testbed's DUTs: started before, collected after). This machine's samples are cut to
+        the tester's send schedule, as the hosts' are: the sampler also spans the tester's start-up, its
+        drain and the counter reads around the trial, which are not the load being measured."""
         env = self.session.env
         sampler = CpuSampler(self.campaign.idle.interval_s)
         if not env.simulated:
@@ -506,7 +515,19 @@ class IdleCapture:
             if not env.simulated:
                 hosts = env.collect_host_idle(result)
         assert result is not None
+        window = trial_window(result.raw, result.duration_s)
+        if window is not None:
+            samples = samples_within(samples, window, "t_wall", self.campaign.idle.interval_s)
         return result, samples, hosts
+
+    def _rate_of(self) -> RateOf:
+        """The search whose median the runs offer, and whether that median is a lower bound or over fewer
+        repetitions than were run (analysis marks the idle and latency rate so)."""
+        assert self.source is not None and self.source.repeated.summary is not None
+        name, settings = self.campaign.idle_search()
+        repeated = self.source.repeated
+        return RateOf(search=name, method=repeated.method, lower_bound=repeated.status == UPPER_NOT_FAILED,
+                      partial=repeated.summary.n < settings.repetitions)
 
     def _rate_source(self) -> str:
         assert self.source is not None

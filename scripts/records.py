@@ -6,9 +6,11 @@ the implementation label) and a body by type: "trial" (one trial of a search), "
 outcome), "summary" (a repeated search at one core count), "idle-run" (one full-length trial at the median
 rate with per-second CPU samples) and "idle-mean" (the per-second mean of the idle runs).
 
-Version 2 added the "implementation" label to the envelope, version 3 (this module) "sessions", the tester's
-distinct flows. Older records still read: a version-1 label is made from its "dut" description, and a record
-without "sessions" had the tester options' own flow count (threads x ports_per_thread).
+Version 2 added the "implementation" label to the envelope, version 3 "sessions", the tester's distinct
+flows, version 4 (this module) "rate_of" on the idle records (which search's median they offered, and whether
+that is a lower bound or a median over fewer repetitions). Older records still read: a version-1 label is
+made from its "dut" description, a record without "sessions" had the tester options' own flow count
+(threads x ports_per_thread), and an idle record without "rate_of" names its search in "rate_source".
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-SCHEMA = "xlatbench.results/3"
-OLD_SCHEMAS = ("xlatbench.results/1", "xlatbench.results/2")
+SCHEMA = "xlatbench.results/4"
+OLD_SCHEMAS = ("xlatbench.results/1", "xlatbench.results/2", "xlatbench.results/3")
 UNLABELLED_SCHEMA = "xlatbench.results/1"  # written before the envelope carried "implementation"
 
 RFC8219_LABEL = "RFC 8219 binary search"
@@ -42,6 +44,20 @@ def steal_note(steal: dict[str, float] | None) -> str | None:
     if pct < STEAL_NOTE_PCT:
         return None
     return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu} during the trial"
+
+
+def idle_run_exclusion(result: dict[str, Any]) -> str | None:
+    """Why an idle run's CPU samples must stay out of the idle mean, else None: the tester could not offer
+    the rate (the DUTs saw less load than the mean would claim), or the hypervisor took STEAL_NOTE_PCT or
+    more of a CPU (the idle it shows is partly another guest's). `result` is a trial's stored dict."""
+    if result.get("tester_limited"):
+        return "tester-limited: the tester could not offer the rate"
+    steal = result.get("host_steal_pct") or {}
+    if steal:
+        cpu, pct = max(steal.items(), key=lambda item: item[1])
+        if pct >= STEAL_NOTE_PCT:
+            return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu}"
+    return None
 
 
 class RecordError(ValueError):
@@ -424,7 +440,7 @@ class FlatRecord(Record):
     ADDED: ClassVar[frozenset[str]] = frozenset()
 
     def body_json(self) -> dict[str, Any]:
-        return {name: getattr(self, attribute) for attribute, name, _ in self.FIELDS}
+        return {name: _plain(getattr(self, attribute)) for attribute, name, _ in self.FIELDS}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FlatRecord:
@@ -432,6 +448,37 @@ class FlatRecord(Record):
         return cls(**head, **{attribute: None if name in cls.ADDED and name not in data
                               else _need(data, name, kind, head["key"])
                               for attribute, name, kind in cls.FIELDS})
+
+
+def _plain(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+@dataclass(frozen=True)
+class RateOf:
+    """What an idle capture's rate is: the median of the [[search]] table `search` run with `method`;
+    lower_bound: that search never failed (the throughput is at least the rate); partial: the median is
+    over fewer repetitions than were run (the others gave no number)."""
+
+    search: str
+    method: str
+    lower_bound: bool
+    partial: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"search": self.search, "method": self.method, "lower_bound": self.lower_bound,
+                "partial": self.partial}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], key: str) -> RateOf:
+        return cls(_need(data, "search", str, key), _need(data, "method", str, key),
+                   _need(data, "lower_bound", bool, key), _need(data, "partial", bool, key))
+
+
+def _rate_of(record: Any) -> None:
+    """Read a stored rate_of (a dict) into a RateOf, in place of the frozen record's field."""
+    if isinstance(record.rate_of, dict):
+        object.__setattr__(record, "rate_of", RateOf.from_json(record.rate_of, record.key))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -447,8 +494,9 @@ class IdleRun(FlatRecord):
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
         ("run", "run", int), ("rate_qps", "rate_qps", NUMBER), ("interval_s", "interval_s", NUMBER),
         ("rate_source", "rate_source", str), ("result", "trial", dict), ("samples", "samples", list),
-        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))), ("hosts", "hosts", OPTIONAL_DICT))
-    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts"})
+        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))), ("hosts", "hosts", OPTIONAL_DICT),
+        ("rate_of", "rate_of", OPTIONAL_DICT + (RateOf,)))
+    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts", "rate_of"})
     run: int
     rate_qps: float
     interval_s: float
@@ -458,24 +506,37 @@ class IdleRun(FlatRecord):
     raw: dict[str, Any] | None
     note: str | None
     hosts: dict[str, list[dict[str, Any]]] | None = None
+    rate_of: RateOf | None = None
+
+    def __post_init__(self) -> None:
+        _rate_of(self)
 
 
 @dataclass(frozen=True, kw_only=True)
 class IdleMean(FlatRecord):
     """The per-second mean of `runs` idle runs at rate_qps (queries/s), sampled every interval_s (s):
     per_second = [{"second": i, "runs": k, "cpus": {cpu: {column: mean %}}}]; hosts: on a real testbed,
-    the same per DUT host ({host: per_second}), else None."""
+    the same per DUT host ({host: per_second}), else None. runs counts the runs averaged; excluded: the
+    runs left out and why ([{"run": n, "why": ...}], `idle_run_exclusion`), None in records written
+    before it existed."""
 
     TYPE: ClassVar[str] = "idle-mean"
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
         ("rate_qps", "rate_qps", NUMBER), ("runs", "runs", int), ("interval_s", "interval_s", NUMBER),
-        ("per_second", "per_second", list), ("hosts", "hosts", OPTIONAL_DICT))
-    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts"})
+        ("per_second", "per_second", list), ("hosts", "hosts", OPTIONAL_DICT),
+        ("excluded", "excluded", (list, type(None))),
+        ("rate_of", "rate_of", OPTIONAL_DICT + (RateOf,)))
+    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts", "excluded", "rate_of"})
     rate_qps: float
     runs: int
     interval_s: float
     per_second: list[dict[str, Any]]
     hosts: dict[str, list[dict[str, Any]]] | None = None
+    excluded: list[dict[str, Any]] | None = None
+    rate_of: RateOf | None = None
+
+    def __post_init__(self) -> None:
+        _rate_of(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,15 +15,20 @@ from .rfc8219 import rfc8219_search
 from .runner import TESTER_LIMITED, TrialRunner
 from .settings import METHODS, MLRSEARCH, RFC8219, SearchSettings
 
+# The remaining repetitions are not run once this many, from the first, all ended at the tester limit.
+TESTER_STOP = 2
+
 
 @dataclass(frozen=True)
 class RepeatedSearch:
     """R repetitions of one search method.
 
-    outcomes: one per repetition run (fewer than R when a tester limit stopped them).
-    summary: of the throughputs of the outcomes with a number, queries/s (None when none has one).
-    status: "ok", "tester-limited" (no number), "upper-bound-not-failed" (a lower bound only) or
-        "below-lower-bound".
+    outcomes: one per repetition run (fewer than R when the first TESTER_STOP all reached the tester limit).
+    summary: of the throughputs of the outcomes with a number, queries/s (None when none has one): a
+        tester-limited repetition does not void the others, the median is over those with a number (the
+        report marks a median over fewer than R).
+    status: "ok", "tester-limited" (no repetition gave a number), "upper-bound-not-failed" (a lower bound
+        only) or "below-lower-bound".
     """
 
     method: str
@@ -39,6 +44,10 @@ class RepeatedSearch:
     def tester_limit_qps(self) -> float | None:
         limits = [o.tester_limit_qps for o in self.outcomes if o.tester_limit_qps is not None]
         return min(limits) if limits else None
+
+    @property
+    def tester_limited_repetitions(self) -> int:
+        return sum(o.status == TESTER_LIMITED for o in self.outcomes)
 
     @property
     def elapsed_s(self) -> float:
@@ -63,6 +72,10 @@ class RepeatedSearch:
             text += f", p1 {s.p1:.0f}, p99 {s.p99:.0f}, dispersion {100 * s.dispersion:.2f} %"
         if self.status == UPPER_NOT_FAILED:
             text += " (some searches never failed: a lower bound, raise max_rate_qps)"
+        limited = self.tester_limited_repetitions
+        if limited:
+            text += (f" ({limited} of {len(self.outcomes)} searches reached the tester limit at "
+                     f"{self.tester_limit_qps:.0f} {unit} without a number: the median is over the others)")
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +93,9 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
                   first_guess_qps: float | None = None,
                   on_outcome: Callable[[SearchOutcome], None] | None = None,
                   completed: Mapping[str, SearchOutcome] | None = None) -> RepeatedSearch:
-    """Run `settings.repetitions` searches; stop early at a tester limit (no repetition can give a number).
+    """Run `settings.repetitions` searches. A repetition that reached the tester limit does not stop the
+    others (a tester preempted on a shared machine says nothing of the next search); only when the first
+    TESTER_STOP repetitions all ended at the tester limit without a number do the rest stay unrun.
 
     The fast search starts each repetition from the earlier repetitions' results (the first at
     first_guess_qps, e.g. the previous core count's median): that is where most of its speed comes from.
@@ -104,7 +119,7 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
         outcomes.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
-        if outcome.status == TESTER_LIMITED:
+        if len(outcomes) >= TESTER_STOP and all(o.status == TESTER_LIMITED for o in outcomes):
             break
     return summarize_outcomes(method, outcomes)
 
@@ -112,7 +127,7 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
 def summarize_outcomes(method: str, outcomes: list[SearchOutcome]) -> RepeatedSearch:
     statuses = {o.status for o in outcomes}
     numbers = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
-    if TESTER_LIMITED in statuses:
+    if TESTER_LIMITED in statuses and not numbers:
         return RepeatedSearch(method, tuple(outcomes), None, TESTER_LIMITED)
     summary = summarize(numbers) if numbers else None
     if summary is None:

@@ -19,7 +19,7 @@ METHODS = (RFC8219, FAST, MLRSEARCH)
 class SearchSettings:
     """How a throughput search runs (defaults: the paper's section 3).
 
-    min_rate_qps: lower bound, queries/s; assumed to pass, never measured.
+    min_rate_qps: lower bound, queries/s; assumed to pass, measured only when nothing above it passed.
     max_rate_qps: upper bound, queries/s; assumed to fail, never measured by the RFC 8219 search.
     error_qps: the search stops when upper - lower <= error_qps, queries/s (absolute error).
     error_ratio: ... or when upper - lower <= error_ratio x lower, fraction (relative error). With both set

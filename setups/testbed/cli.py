@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     shell = transport_for(inventory)
-    result = check(inventory, shell, machine_interfaces(inventory))
+    result = check(inventory, shell, machine_interfaces(inventory), plan(inventory))
     print(json.dumps(result, indent=2))
     for warning in result["warnings"]:
         print(f"testbed check: warning: {warning}", file=sys.stderr)
@@ -72,8 +72,15 @@ def _down(args: argparse.Namespace) -> int:
     shell = transport_for(inventory)
     report = down_all(inventory, shell)
     print(json.dumps(report, indent=2))
+    for role, done in report.items():
+        if "unreachable" in done:
+            print(f"testbed down: {role}: NOT REACHED ({done['unreachable']}): its state file stays; run "
+                  "`xlatbench testbed down` again once it answers", file=sys.stderr)
+        else:
+            print(f"testbed down: {role}: undid {len(done['undone'])} change(s)"
+                  + (f", {len(done['failed'])} failed" if done["failed"] else ""), file=sys.stderr)
     left = leftovers(inventory, shell)
-    failed = [f"{role}: {line}" for role, r in report.items() for line in r["failed"]]
+    failed = [f"{role}: {line}" for role, r in report.items() for line in r.get("failed", [])]
     if left or failed:
         print(f"testbed down: not clean: {'; '.join(failed) or ', '.join(left)}", file=sys.stderr)
         return 1

@@ -52,7 +52,7 @@ def step_script(step: Step) -> tuple[str, str | None]:
         # setsid + nohup: the daemon outlives this connection; the pid file holds its own PID.
         return (f"mkdir -p \"$(dirname {pid})\" && {{ setsid nohup {shlex.join(step.argv)} >{log} 2>&1 "
                 f"</dev/null & echo $! >{pid}; }} && sleep 0.3 && {{ kill -0 \"$(cat {pid})\" 2>/dev/null || "
-                f"{{ echo \"{step.argv[0]} exited at once: $(tail -n 3 {log})\" >&2; exit 1; }}; }}"), None
+                f"{{ echo \"{step.argv[0]} exited at once: $(tail -n 3 {log})\" >&2; false; }}; }}"), None
     return "", None
 
 

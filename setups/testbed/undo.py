@@ -1,16 +1,22 @@
 """What to undo on a real host, written down on the host itself before each change is made.
 
-Every step that changes a host is sent as `RECORD && STEP`: RECORD appends the shell line that reverses
-the step to the host's state file (for a sysctl or an offload setting it stores the value read just
-before). `down_script` runs the file's lines newest first and deletes it, so a controller killed with
--9 at any point leaves a file that says exactly what is left to undo (`xlatbench testbed down`).
-A step whose reversal is unknown is refused at planning time.
+Every step that changes a host is sent as `PENDING && STEP && COMMIT`: PENDING writes the shell line
+that reverses the step to the host's pending file (`undo.sh.pending`; for a sysctl or an offload setting
+it holds the value read just before), COMMIT appends it to the state file (`undo.sh`) once the step
+succeeded and removes the pending file. A step that fails (e.g. because its object already exists on the
+host) leaves no undo line: its pending file is removed, so a rollback never deletes what the suite did not
+make. `down_script` first runs a pending file left by a controller killed between the step and its
+commit (a step that was under way; `testbed check` has shown its object absent before `up`), then the
+state file's lines newest first, and deletes both, so a `kill -9` at any moment leaves files that say
+exactly what is left to undo (`xlatbench testbed down`). A step whose reversal is unknown is refused at
+planning time.
 """
 
 from __future__ import annotations
 
 import shlex
 
+from ..backends.tayga import TUN
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
@@ -18,13 +24,19 @@ class UndoError(ValueError):
     """A step the suite does not know how to reverse."""
 
 
+def pending_file(statefile: str) -> str:
+    """Where a step's undo line waits while the step runs (see the module docstring)."""
+    return f"{statefile}.pending"
+
+
 def _append(statefile: str, line: str) -> str:
-    return f"printf '%s\\n' {shlex.quote(line)} >> {shlex.quote(statefile)}"
+    """Snippet writing a fixed undo line to the pending file of `statefile`."""
+    return f"printf '%s\\n' {shlex.quote(line)} > {shlex.quote(pending_file(statefile))}"
 
 
 def _append_dynamic(statefile: str, shell_expr: str) -> str:
-    """Append a line built by the remote shell (double-quoted expression with $(...) in it)."""
-    return f"printf '%s\\n' \"{shell_expr}\" >> {shlex.quote(statefile)}"
+    """The same with a line built by the remote shell (double-quoted expression with $(...) in it)."""
+    return f"printf '%s\\n' \"{shell_expr}\" > {shlex.quote(pending_file(statefile))}"
 
 
 def undo_line(step: Step) -> str | None:
@@ -68,7 +80,7 @@ def _cmd_undo(step: Cmd) -> str | None:
     if a[:2] == ("mkdir", "-p"):
         return shlex.join(("rm", "-rf", a[2]))
     if len(a) >= 3 and a[-1] == "--mktun" and "tayga" in a[0]:
-        return "ip link del nat64"
+        return f"ip link del {TUN}"
     if a[:2] == ("ip", "link") and a[2:3] == ("set",) and a[-1] == "up":
         return None  # recorded with its previous state (record_script)
     raise UndoError(f"no undo known for `{step.shell()}`: teach xlatbench.setups.testbed.undo to reverse it")
@@ -98,19 +110,25 @@ def record_script(step: Step, statefile: str) -> str | None:
 
 
 def guarded(step_script: str, step: Step, statefile: str) -> str:
-    """`RECORD && STEP`: the undo line is on the host before the change is."""
+    """`PENDING && STEP && COMMIT`: the undo line is pending on the host while the change is made and
+    enters the state file only once it succeeded."""
     return with_record(record_script(step, statefile), step_script, statefile)
 
 
 def append_line(statefile: str, line: str) -> str:
-    """Snippet appending a fixed undo line to the state file."""
+    """Snippet writing a fixed undo line as the pending one (committed by `with_record`)."""
     return _append(statefile, line)
 
 
 def with_record(record: str | None, step_script: str, statefile: str) -> str:
+    """`step_script` with its undo record pending while it runs, committed to `statefile` if it succeeds
+    and dropped if it fails (the snippet's status is the step's)."""
     if record is None:
         return step_script
-    return f"mkdir -p \"$(dirname {shlex.quote(statefile)})\" && {{ {record}; }} && {{ {step_script}\n}}"
+    state, waiting = shlex.quote(statefile), shlex.quote(pending_file(statefile))
+    commit = f"if [ -f {waiting} ]; then cat {waiting} >> {state} && rm -f {waiting}; fi"
+    return (f"mkdir -p \"$(dirname {state})\" && rm -f {waiting} && {{ {record}; }} && "
+            f"if {{ {step_script}\n}}; then {commit}; else rm -f {waiting}; false; fi")
 
 
 def down_script(statefile: str) -> str:
@@ -118,11 +136,16 @@ def down_script(statefile: str) -> str:
     tester a killed controller left running (its `trial-*.pid`, see remote_run), delete the tester's result
     files of killed trials (`trial-*.json`, and the `.tmp-PID` file xlatperf writes before renaming) and
     the then empty directories.
-    Prints `undone N`, `failed: LINE` and `stopped tester PID` lines."""
-    path = shlex.quote(statefile)
+    Prints `undone: LINE`, `failed: LINE` and `stopped tester PID` lines."""
+    path, waiting = shlex.quote(statefile), shlex.quote(pending_file(statefile))
     role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
-    return (f"if [ -f {path} ]; then n=0; tac {path} | while IFS= read -r line; do "
-            f"sh -c \"$line\" >/dev/null 2>&1 || echo \"failed: $line\"; n=$((n+1)); echo \"undone $n\"; "
+    # A pending line equal to the state file's last one was committed already (killed before its rm).
+    pending_first = (f"if [ -f {waiting} ]; then if [ -f {path} ] && [ \"$(tail -n 1 {path})\" = "
+                     f"\"$(cat {waiting})\" ]; then :; else cat {waiting} >> {path}; fi; "
+                     f"rm -f {waiting}; fi; ")
+    return (f"{pending_first}if [ -f {path} ]; then tac {path} | while IFS= read -r line; do "
+            f"if sh -c \"$line\" >/dev/null 2>&1; then echo \"undone: $line\"; "
+            f"else echo \"failed: $line\"; fi; "
             f"done; rm -f {path}; fi; {stop_testers(role_dir)}; "
             f"rm -f {role_dir}/trial-*.json {role_dir}/trial-*.json.tmp-*; "
             f"rmdir {role_dir} \"$(dirname {role_dir})\" 2>/dev/null; true")
@@ -139,4 +162,5 @@ def pending(statefile: str) -> str:
     controller (empty when nothing is left to undo)."""
     path = shlex.quote(statefile)
     role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
-    return f"cat {path} 2>/dev/null; ls {role_dir}/trial-*.pid 2>/dev/null; true"
+    waiting = shlex.quote(pending_file(statefile))
+    return f"cat {path} {waiting} 2>/dev/null; ls {role_dir}/trial-*.pid 2>/dev/null; true"

@@ -75,6 +75,26 @@ class SshHosts:
                "netns", self.netns(b))
         self._wait_for_sshd()
 
+    def kill_sshd(self, role: str) -> None:
+        """The host stops answering SSH: its sshd and every session of it (the masters' too) killed."""
+        for pid in sh("ip", "netns", "pids", self.netns(role), check=False).split():
+            try:
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if name.startswith("sshd"):
+                subprocess.run(["kill", "-9", pid], check=False, capture_output=True)
+        self.sshd[role].wait(timeout=10)
+
+    def restart_sshd(self, role: str) -> None:
+        d = self.workdir / role
+        log = open(d / "sshd.log", "ab")  # noqa: SIM115 - closed with the process
+        self.sshd[role] = subprocess.Popen(
+            ["ip", "netns", "exec", self.netns(role), "/usr/sbin/sshd", "-D", "-e", "-f",
+             str(d / "sshd_config")],
+            stdout=log, stderr=log, start_new_session=True)
+        self._wait_for_sshd()
+
     def _start_sshd(self, role: str) -> str:
         d = self.workdir / role
         d.mkdir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -207,3 +208,29 @@ def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
     assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
     tie = bottleneck({"dut1": dut1, "dut2": dut1}, {"dut1": [0], "dut2": [0]})
     assert tie["bottleneck"] is None and "not determined" in tie["reason"]
+
+
+def test_an_undo_line_enters_the_state_file_only_after_its_step_succeeded(tmp_path: Path) -> None:
+    """A step that fails (its object was there already) leaves no undo line, so a rollback cannot delete
+    what the host had; a step cut off before its commit (kill -9) leaves a pending line that down runs."""
+    from xlatbench.setups.testbed.undo import guarded, pending, pending_file
+
+    statefile = str(tmp_path / "state" / "undo.sh")
+    shell = LocalShell()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the host's own\n")
+    failing = Cmd(("mkdir", "-p", f"{blocker}/sub"))
+    assert shell.capture("h", guarded(shlex.join(failing.argv), failing, statefile), check=False).returncode
+    assert not Path(statefile).exists() and not Path(pending_file(statefile)).exists()
+    made = tmp_path / "made"
+    step = Cmd(("mkdir", "-p", str(made)))
+    shell.capture("h", guarded(shlex.join(step.argv), step, statefile))
+    assert Path(statefile).read_text() == f"rm -rf {made}\n" and not Path(pending_file(statefile)).exists()
+    # Killed between the step and its commit: only the pending file knows; `pending` and `down` see it.
+    cut = tmp_path / "cut"
+    record = record_script(Cmd(("mkdir", "-p", str(cut))), statefile)
+    shell.capture("h", f"{record} && mkdir -p {cut}")
+    assert f"rm -rf {cut}" in shell.capture("h", pending(statefile)).stdout
+    shell.capture("h", down_script(statefile))
+    assert not made.exists() and not cut.exists() and blocker.read_text() == "the host's own\n"
+    assert not Path(statefile).exists() and not Path(pending_file(statefile)).exists()
