@@ -289,6 +289,7 @@ def _hours(seconds: float) -> str:
 def _one_config_campaign(args: argparse.Namespace, methods: list[str], store: Path) -> CampaignRun:
     data = {"campaign": {"name": f"{args.command}", "methods": methods, "cores": [args.cores]},
             "search": {"name": "cli", **_search_table(args)},
+            "idle": {"runs": 0, "method": methods[0]},  # no idle capture; its method must be one searched
             "tester": _tester_table(args), "setup": [_setup_table(args)]}
     return CampaignRun(parse_campaign(data, "<command line>", store), progress=not args.no_progress)
 

@@ -15,6 +15,7 @@ import pytest
 from test_campaign import fake_campaign
 from test_store import REPO, assert_valid
 
+from xlatbench.cli import main
 from xlatbench.scripts.campaign import CampaignRun, estimate_search_s
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.clock import SimClock
@@ -283,3 +284,17 @@ def test_paper_fast_is_the_papers_campaign_with_mlrsearch_and_its_plan_says_how_
     searches = 15 * estimate_search_s(settings, MLRSEARCH)
     assert 4.5 * 3600 < searches < 5.5 * 3600
     assert 15 * estimate_search_s(reference, "rfc8219-binary") > 30 * 3600
+
+
+@pytest.mark.parametrize("method", ["mlrsearch", "fast"])
+def test_xlatbench_search_runs_one_method_alone(tmp_path: Path, method: str) -> None:
+    store = tmp_path / "s.jsonl"
+    status = main(["search", "--dut", "fake", "--method", method, "--capacity", "50000", "--noise", "0",
+                   "--buffer", "0", "--max-rate", "200000", "--error-ratio", "0.002", "--duration", "10",
+                   "--repetitions", "2", "--store", str(store), "--no-progress"])
+    assert status == 0
+    searches = [r for r in map(json.loads, store.read_text().splitlines()) if r["type"] == "search"]
+    assert len(searches) == 2 and all(r["search"]["method"] == method for r in searches)
+    for r in searches:
+        assert abs(r["search"]["throughput_qps"] - 50_000) <= 0.003 * 50_000
+        assert bool(r["search"].get("goals")) == (method == MLRSEARCH)
