@@ -52,6 +52,7 @@ from .records import (
 )
 from .search import (
     FAST,
+    MLRSEARCH,
     OK,
     RFC8219,
     UPPER_NOT_FAILED,
@@ -89,7 +90,11 @@ def capped_cores(cores: tuple[int, ...], available: int) -> list[int]:
 
 
 def estimate_search_s(settings: SearchSettings, method: str) -> float:
-    """Rough time of `repetitions` searches, s: for the ETA only."""
+    """Rough time of `repetitions` searches, s: for the ETA only. MLRsearch's: from the simulator."""
+    if method == MLRSEARCH:
+        from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
+
+        return simulated_search_s(settings)
     span = settings.max_rate_qps - settings.min_rate_qps
     width = settings.width_qps(settings.min_rate_qps + span / 4)
     steps = max(1, math.ceil(math.log2(max(2.0, span / width))))

@@ -5,6 +5,7 @@ nothing of its stored part again."""
 
 from __future__ import annotations
 
+import io
 import json
 import statistics
 from pathlib import Path
@@ -14,10 +15,12 @@ import pytest
 from test_campaign import fake_campaign
 from test_store import REPO, assert_valid
 
-from xlatbench.scripts.campaign import CampaignRun
-from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
+from xlatbench.cli import main
+from xlatbench.scripts.campaign import CampaignRun, estimate_search_s
+from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.clock import SimClock
 from xlatbench.scripts.fakes import FakeDut, GradualDut, QueueDut
+from xlatbench.scripts.methodbench import print_suite, simulated_search_s, simulated_suite
 from xlatbench.scripts.search import (
     BELOW_LOWER,
     MLRSEARCH,
@@ -241,3 +244,57 @@ def test_an_mlrsearch_store_validates_against_the_schema_and_reads_back(tmp_path
     assert all(g["conditional_throughput_qps"] <= g["relevant_lower_bound_qps"] for g in goals)
     phases = {r["search"]["phase"] for r in written if r["type"] == "trial"}
     assert phases == {"mlrsearch"}
+
+
+def test_the_suite_compares_the_three_methods_against_known_answers() -> None:
+    s = settings(max_rate_qps=100_000, error_qps=500, error_ratio=None, duration_s=30, rest_s=5,
+                 short_duration_s=2, short_rest_s=1, repetitions=3)
+    rows = simulated_suite(24_000, s)
+    assert len(rows) == 5 and all(set(r.runs) == {"rfc8219-binary", "fast", MLRSEARCH} for r in rows)
+    for row in rows:
+        for method, run in row.runs.items():
+            assert len(run.values()) == 3, (row.dut, method)
+            median = statistics.median(run.values())
+            assert abs(median - row.known_qps) <= 0.03 * row.known_qps, (row.dut, method)
+            assert run.wall_s > 0
+    out = io.StringIO()
+    print_suite(rows, s, out)
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("| ")]
+    assert len(lines) == 1 + 5 * 3 and "conditional throughput" in out.getvalue()
+
+
+def test_campaign_plan_estimates_mlrsearch_from_the_simulator() -> None:
+    s = settings(max_rate_qps=4_000_000, error_ratio=0.001, repetitions=10)
+    estimate = estimate_search_s(s, MLRSEARCH)
+    # Far below the RFC search's 10 x 12 steps x 70 s, far above a single trial per repetition.
+    assert 10 * 70 < estimate < estimate_search_s(s, "rfc8219-binary")
+    assert estimate == simulated_search_s(s)  # the same simulation, cached
+
+
+def test_paper_fast_is_the_papers_campaign_with_mlrsearch_and_its_plan_says_how_long() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    fast = load_campaign(repo / "campaigns" / "paper-fast.toml")
+    paper = load_campaign(repo / "campaigns" / "paper.toml")
+    assert fast.methods == (MLRSEARCH,) and fast.cores == paper.cores == (1, 2, 4, 8, 16)
+    assert [s.name for s in fast.setups] == [s.name for s in paper.setups] and fast.tester == paper.tester
+    settings, reference = fast.searches[0][1], paper.searches[0][1]
+    assert settings.repetitions == reference.repetitions == 10 and settings.loss_ratio == reference.loss_ratio
+    assert [g.name for g in settings.mlr_goals()] == ["rfc8219-30s", "short"]
+    # 3 setups x 5 core counts on a 16-core testbed: what the file's header claims (about 5 h, not <= 4 h).
+    searches = 15 * estimate_search_s(settings, MLRSEARCH)
+    assert 4.5 * 3600 < searches < 5.5 * 3600
+    assert 15 * estimate_search_s(reference, "rfc8219-binary") > 30 * 3600
+
+
+@pytest.mark.parametrize("method", ["mlrsearch", "fast"])
+def test_xlatbench_search_runs_one_method_alone(tmp_path: Path, method: str) -> None:
+    store = tmp_path / "s.jsonl"
+    status = main(["search", "--dut", "fake", "--method", method, "--capacity", "50000", "--noise", "0",
+                   "--buffer", "0", "--max-rate", "200000", "--error-ratio", "0.002", "--duration", "10",
+                   "--repetitions", "2", "--store", str(store), "--no-progress"])
+    assert status == 0
+    searches = [r for r in map(json.loads, store.read_text().splitlines()) if r["type"] == "search"]
+    assert len(searches) == 2 and all(r["search"]["method"] == method for r in searches)
+    for r in searches:
+        assert abs(r["search"]["throughput_qps"] - 50_000) <= 0.003 * 50_000
+        assert bool(r["search"].get("goals")) == (method == MLRSEARCH)
