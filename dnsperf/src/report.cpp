@@ -218,6 +218,9 @@ json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, cons
                  {"max", seconds(static_cast<std::int64_t>(trial.send_lag.max()))}}},
         {"max_burst", t.max_burst},
         {"max_queries_in_100us", t.max_in_100us},
+        {"stop", {{"reason", send_stop_name(t.stop)},
+                  {"at_s", nullable_seconds(t.stopped_ns)},
+                  {"bound_s", plan.send_bound_s}}},
         {"gso", gso_json(plan, trial, t)},
         {"would_block", t.would_block},
         {"max_retry_stall_s", seconds(t.max_retry_stall_ns)},
@@ -291,6 +294,8 @@ json threads_json(const TrialResult& trial) {
             {"last_send_s", nullable_seconds(s.last_send_ns)},
             {"max_lag_s", seconds(s.max_lag_ns)},
             {"max_lag_at_s", nullable_seconds(s.max_lag_at_ns)},
+            {"stop_reason", send_stop_name(s.stop)},
+            {"stopped_at_s", nullable_seconds(s.stopped_ns)},
             {"max_burst", s.max_burst},
             {"max_queries_in_100us", s.max_in_100us},
             {"would_block", s.would_block},
@@ -360,6 +365,11 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     s << "  sent        " << t.sent << " of " << t.scheduled << " queries in " << fixed(send.window_s, 6)
       << " s = " << fixed(send.achieved_rate_qps, 1) << " queries/s (schedule: "
       << fixed(send.scheduled_window_s, 6) << " s, max lag " << duration_text(seconds(t.max_lag_ns)) << ")\n";
+    if (t.stop != SendStop::schedule_sent) {
+        s << "  stopped     the senders stopped " << fixed(seconds(t.stopped_ns), 3) << " s after the start: "
+          << send_stop_name(t.stop) << " (send bound " << fixed(plan.send_bound_s, 3)
+          << " s = window + send tolerance + --max-lag)\n";
+    }
     s << "  valid       " << t.valid << " queries; loss " << percent(t.loss_ratio()) << " (1 - valid/sent)\n";
     s << "  other       late " << t.late << ", error RCODE " << t.rcode_errors();
     for (unsigned r = 1; r < 16; ++r) {

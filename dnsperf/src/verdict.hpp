@@ -46,6 +46,8 @@ struct Totals {
     std::uint64_t max_burst = 0;
     std::uint64_t max_in_100us = 0;    // the largest of the senders' (a lower bound of all threads together)
     std::uint64_t gso_calls = 0;       // UDP_SEGMENT sends (each one batch of queries)
+    SendStop stop = SendStop::schedule_sent;  // send-bound if any sender stopped there, else signal, failure
+    std::int64_t stopped_ns = -1;      // when the last sender stopped, from the start
     std::array<std::uint64_t, 256> errno_counts{};
 };
 

@@ -11,11 +11,12 @@ import json
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import check_consistency
+from .helpers import RELAXED_TIMING, check_consistency
 
 STALL_MS = 50
 
@@ -120,3 +121,52 @@ def test_the_burst_offered_in_100_us_is_reported(xlatperf, tmp_path):
     result = json.loads(out.read_text())
     assert result["send"]["max_queries_in_100us"] >= 10
     assert result["threads"][0]["max_queries_in_100us"] == result["send"]["max_queries_in_100us"]
+
+
+UNREACHABLE_QPS = 4_000_000  # far above what loopback sendmmsg without GSO carries on this machine kind
+BOUND_WINDOW_S = 3
+
+
+def test_a_rate_the_tester_cannot_reach_ends_at_its_send_bound(xlatperf, tmp_path, validator):
+    """Behind schedule, the senders stop at window + send tolerance + --max-lag (before: they sent the whole
+    schedule, many times the window); the JSON says when and why, and the verdict is tester-limited."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never read: the queries only have to go out
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "bound.json"
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", str(UNREACHABLE_QPS), "--duration", str(BOUND_WINDOW_S),
+                               "--threads", "2", "--ports-per-thread", "64", "--gso", "off",
+                               "--timeout", "0.1", "--quiet", "--json", str(out)],
+                              capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        sink.close()
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    validator.validate(result)
+    check_consistency(result)
+    assert elapsed < BOUND_WINDOW_S + 1.0, f"the trial ran {elapsed:.1f} s for a {BOUND_WINDOW_S} s window"
+    stop = result["send"]["stop"]
+    assert stop["reason"] == "send-bound"
+    assert stop["bound_s"] == pytest.approx(BOUND_WINDOW_S + 0.002 + 0.02)
+    assert stop["bound_s"] <= stop["at_s"] < stop["bound_s"] + 0.5
+    assert any(t["stop_reason"] == "send-bound" for t in result["threads"])
+    assert result["totals"]["sent"] < result["send"]["scheduled_queries"]
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("at the send bound" in reason for reason in result["verdict"]["reasons"])
+
+
+def test_a_schedule_sent_in_full_says_so(run_xlatperf):
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    try:
+        run = run_xlatperf("--server", "127.0.0.1", "--port", str(sink.getsockname()[1]), "--rate", "10000",
+                           "--queries", "2000", "--timeout", "0.1", "--quiet", *RELAXED_TIMING)
+    finally:
+        sink.close()
+    assert run.returncode == 0, run.stderr
+    stop = run.result["send"]["stop"]
+    assert stop["reason"] == "schedule-sent" and 0.19 < stop["at_s"] < stop["bound_s"]
+    assert stop["bound_s"] == pytest.approx(0.2 + 0.5)  # --max-lag 0, --send-tolerance-abs 0.5
