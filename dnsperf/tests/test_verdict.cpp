@@ -19,6 +19,7 @@ Plan plan_of_1000() {
     plan.total_queries = 1000;
     plan.scheduled_window_s = 1.0;
     plan.effective_send_tolerance_s = 0.002;
+    plan.send_bound_s = 1.022;
     return plan;
 }
 
@@ -93,18 +94,20 @@ TEST_CASE("an interrupted trial is tester-limited") {
     CHECK(mentions(v, "interrupted by a signal"));
 }
 
-TEST_CASE("unsent queries are tester-limited, with their errno counts and the give-up") {
+TEST_CASE("unsent queries are tester-limited, with their errno counts and the send bound") {
     const Plan plan = plan_of_1000();
     TrialResult trial = clean_trial();
     trial.pairs[0].send.sent = 470;
     trial.pairs[0].send.send_errors = 30;
     trial.pairs[0].send.errno_counts[EPERM] = 30;
     trial.pairs[1].send.gave_up = true;
+    trial.pairs[1].send.stop = SendStop::bound;
+    trial.pairs[1].send.stopped_ns = 1'025'000'000;
     const Verdict v = verdict_of(plan, trial);
     CHECK(v.tester_limited);
     CHECK(mentions(v, "30 of 1000 scheduled queries were not sent"));
     CHECK(mentions(v, "EPERM x30"));
-    CHECK(mentions(v, "a sender gave up"));
+    CHECK(mentions(v, "the senders stopped 1.025 s after the start, at the send bound of 1.022 s"));
 }
 
 TEST_CASE("a send window longer than the tolerance is tester-limited") {
