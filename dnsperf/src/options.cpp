@@ -130,7 +130,7 @@ void add_verdict_and_output_options(CLI::App& app, Config& config) {
         ->type_name("S")->group(verdict);
 
     const char* output = "Output";
-    app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE")
+    app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE (a regular file or a new name in an existing directory; - for stdout)")
         ->type_name("FILE")->group(output);
     app.add_option("--run-id", config.run_id, "identifier recorded in the results (empty: a random one)")
         ->type_name("ID")->group(output);

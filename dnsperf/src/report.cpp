@@ -9,6 +9,9 @@
 #include <ostream>
 #include <random>
 #include <sstream>
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -402,6 +405,94 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     s << "  verdict     " << verdict.status() << "\n";
     for (const auto& reason : verdict.reasons) s << "              - " << reason << "\n";
     out << s.str() << std::flush;
+}
+
+namespace {
+
+const char* file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    return "not a regular file";
+}
+
+std::string parent_directory(const std::string& path) {
+    const auto slash = path.find_last_of('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+void check_json_path(const std::string& path) {
+    if (path.empty() || path == "-") return;
+    const std::string fix = "; give a regular file, a new name in an existing directory, or - for stdout";
+    if (path.back() == '/') throw StartError("--json " + path + " names a directory" + fix);
+    struct stat info {};
+    if (lstat(path.c_str(), &info) == 0) {
+        if (!S_ISREG(info.st_mode)) {
+            throw StartError("--json " + path + " is " + file_kind(info.st_mode) +
+                             ", not a regular file" + fix);
+        }
+        return;
+    }
+    if (errno != ENOENT) throw StartError("--json " + path + ": " + std::strerror(errno) + fix);
+    const std::string directory = parent_directory(path);
+    struct stat dir {};
+    if (stat(directory.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) {
+        throw StartError("--json " + path + ": directory " + directory + " does not exist" + fix);
+    }
+}
+
+JsonOutput::JsonOutput(std::string path) : path_(std::move(path)) {
+    if (path_.empty() || to_stdout()) return;
+    check_json_path(path_);
+    temp_ = path_ + ".tmp-" + std::to_string(getpid());
+    fd_ = open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd_ < 0) {
+        const int error = errno;
+        temp_.clear();
+        throw StartError("cannot write --json " + path_ + " (temporary file beside it): " + std::strerror(error) +
+                         "; choose a writable directory");
+    }
+}
+
+JsonOutput::~JsonOutput() {
+    if (fd_ >= 0) close(fd_);
+    if (!temp_.empty()) unlink(temp_.c_str());
+}
+
+void JsonOutput::commit(const nlohmann::json& doc) {
+    const std::string text = doc.dump(2) + "\n";
+    if (path_.empty()) return;
+    if (to_stdout()) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        if (std::fflush(stdout) != 0) throw std::runtime_error(std::string("writing --json - failed: ") + std::strerror(errno));
+        return;
+    }
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = write(fd_, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw std::runtime_error("writing --json " + path_ + " failed: " + std::strerror(errno));
+        done += static_cast<std::size_t>(n);
+    }
+    const int closed = close(fd_);
+    fd_ = -1;
+    if (closed != 0) throw std::runtime_error("writing --json " + path_ + " failed: " + std::strerror(errno));
+    // The path may have changed during the trial: never rename over anything but a regular file.
+    try {
+        check_json_path(path_);
+    } catch (const StartError& e) {
+        throw std::runtime_error(e.what());
+    }
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
+        throw std::runtime_error("writing --json " + path_ + " failed: " + std::strerror(errno));
+    }
+    temp_.clear();
 }
 
 }  // namespace xlatperf
