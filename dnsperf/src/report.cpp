@@ -293,6 +293,8 @@ json threads_json(const TrialResult& trial) {
             {"unexpected", r.unexpected},
             {"duplicate", r.duplicate},
             {"tester_socket_drops", r.socket_drops},
+            {"final_drain", r.final_drain},
+            {"final_drain_cut", r.final_drain_cut},
             {"first_send_s", nullable_seconds(s.first_send_ns)},
             {"last_send_s", nullable_seconds(s.last_send_ns)},
             {"max_lag_s", seconds(s.max_lag_ns)},
@@ -348,6 +350,9 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
     doc["loss_ratio"] = t.loss_ratio();
     doc["send"] = send_json(plan, trial, t, send);
     doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+    doc["receive"] = {{"final_drain", t.final_drain},
+                      {"final_drain_s", seconds(t.final_drain_ns)},
+                      {"final_drain_cut", t.final_drain_cut}};
     doc["latency"] = latency_json(trial);
     doc["cpu"] = cpu_json(trial, t);
     doc["threads"] = threads_json(trial);

@@ -409,13 +409,35 @@ public:
             }
             ++stats_.wakeups;
         }
-        // Replies that arrived in the last tick: one more non-blocking read.
-        for (std::size_t s = 0; s < pair_.sockets.size(); ++s) drain(s);
+        final_drain(end_ns);
         for (auto& socket : pair_.sockets) stats_.socket_drops += socket.drops();
     }
 
 private:
     static constexpr std::size_t kControlSize = CMSG_SPACE(sizeof(timespec));
+
+    // After the end time: reads every socket until none has anything pending, so that
+    // a receiver behind at its end (preempted, or a burst of replies) still reads the
+    // replies that arrived in time (their kernel timestamps judge them). It stops at
+    // one timeout past the end time at the latest; replies still waiting then stay
+    // unanswered and the trial is tester-limited (final_drain_cut).
+    void final_drain(std::int64_t end_ns) {
+        const std::int64_t started = monotonic_ns();
+        const std::int64_t deadline = std::max(end_ns, started) + shared_.plan.timeout_ns;
+        const std::uint64_t received_before = stats_.received;
+        for (;;) {
+            std::size_t got = 0;
+            for (std::size_t s = 0; s < pair_.sockets.size(); ++s) got += drain(s);
+            if (got == 0) break;
+            if (monotonic_ns() >= deadline) {
+                // Something may still wait: one more look says whether anything does.
+                stats_.final_drain_cut = poll(pollfds_.data(), pollfds_.size(), 0) > 0;
+                break;
+            }
+        }
+        stats_.final_drain = stats_.received - received_before;
+        stats_.final_drain_ns = monotonic_ns() - started;
+    }
 
     // Reads the datagrams waiting on `socket`, at most kDrainCalls recvmmsg calls
     // (so that a flood cannot keep the receiver from its end time); returns how many.

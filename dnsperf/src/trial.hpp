@@ -62,6 +62,9 @@ struct ReceiverStats {
     std::uint64_t wrong_question = 0;
     std::uint64_t duplicate = 0;
     std::uint64_t socket_drops = 0;      // datagrams the kernel dropped at our sockets
+    std::uint64_t final_drain = 0;       // datagrams read after the end time (until nothing was pending)
+    std::int64_t final_drain_ns = 0;     // how long that took
+    bool final_drain_cut = false;        // datagrams still waited when the final read reached its deadline
     std::uint64_t syscalls = 0;          // recvmmsg calls
     std::uint64_t wakeups = 0;           // epoll_wait returns
     double cpu_s = 0;

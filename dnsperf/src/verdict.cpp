@@ -67,6 +67,9 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.wrong_question += r.wrong_question;
         t.duplicate += r.duplicate;
         t.socket_drops += r.socket_drops;
+        t.final_drain += r.final_drain;
+        t.final_drain_ns = std::max(t.final_drain_ns, r.final_drain_ns);
+        t.final_drain_cut = t.final_drain_cut || r.final_drain_cut;
     }
     return t;
 }
@@ -134,6 +137,11 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
         limit(std::to_string(t.ring_overruns) +
               " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
               "per socket)");
+    }
+    if (t.final_drain_cut) {
+        limit("a receiver still had replies waiting one timeout (" + duration_text(plan.config.timeout_s) +
+              ") after its end time, when its final read stopped; they count as unanswered: give the receivers "
+              "more CPU");
     }
     if (t.buffer_drops() > 0) {
         limit(std::to_string(t.buffer_drops()) +
