@@ -155,6 +155,22 @@ TEST_CASE("drops at the tester's receive buffers are tester-limited") {
     CHECK(mentions(v, "12 datagrams were dropped at the tester's own receive sockets"));
 }
 
+TEST_CASE("a final read cut at its deadline is tester-limited; a long one that finished is not") {
+    Plan plan = plan_of_1000();
+    plan.config.timeout_s = 0.25;
+    TrialResult trial = clean_trial();
+    trial.pairs[1].receive.final_drain = 9000;
+    trial.pairs[1].receive.final_drain_ns = 20'000'000;
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+    trial.pairs[1].receive.final_drain_cut = true;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "still had replies waiting one timeout (250.000 ms) after its end time"));
+    const Totals t = sum(plan, trial);
+    CHECK(t.final_drain == 9000);
+    CHECK(t.final_drain_cut);
+}
+
 TEST_CASE("several reasons are all given") {
     const Plan plan = plan_of_1000();
     TrialResult trial = clean_trial();
