@@ -20,6 +20,7 @@ from ..scripts.records import (
     SummaryEntry,
     TrialEntry,
     campaign_sha256,
+    provenance,
 )
 from ..setups.cpulist import format_cpu_list
 from .bottleneck import Verdict
@@ -199,6 +200,9 @@ def conditions_of(records: list[Record]) -> list[tuple[str, str]]:
     if not contexts:
         return []
     out = _machine_and_tester(contexts[0])
+    measured_by = list(dict.fromkeys(provenance(r.context) for r in records))
+    out.append(("Measured by" + (" (cells marked ‡ mix them)" if len(measured_by) > 1 else ""),
+                "; ".join(p.text() for p in measured_by)))
     seen: set[tuple[str, int | None]] = set()
     for context in contexts:
         setup = context.setup_name

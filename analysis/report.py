@@ -97,6 +97,9 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
         "timeout (RFC 8219). Each table names the DUT implementation that produced it.",
         "",
     ]
+    if len(campaign.provenances) > 1:
+        lines[-1:-1] = ["Measured by more than one suite commit, tester build or host (cells marked ‡): "
+                        + "; ".join(p.text() for p in campaign.provenances) + "."]
     steal = steal_text(campaign.records)
     if steal:
         lines[-1:-1] = [f"CPU steal (hypervisor) during trials: {steal}."]
