@@ -53,7 +53,8 @@ def idle(campaign_file):
     per_second = [{"second": s, "runs": 2, "cpus": cpus} for s in range(1, 11)]
     ctx = context("464xlat", 1, campaign_file)
     runs = [storefix.idle_run(ctx, run, 165403,
-                              {"duration_s": 10.0, "dut_stats": {"cpu_s": {"dut1": 9.5, "dut2": 4.0}}},
+                              {"duration_s": 10.0, "sent": 1_654_030, "valid": 1_654_030,
+                               "dut_stats": {"cpu_s": {"dut1": 9.5, "dut2": 4.0}}},
                               raw={"latency": {"p50": p50, "p999": p999, "resolution_s": 1e-9,
                                                "relative_resolution": 1 / 1024, "of": "valid replies"}})
             for run, (p50, p999) in enumerate([(0.0002, 0.004), (0.0003, 0.006)], start=1)]
