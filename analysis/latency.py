@@ -45,7 +45,7 @@ def resolution_text(latencies: list[Latency]) -> str:
 
 
 def _search(lat: Latency) -> str:
-    return f"{lat.method or '?'} {lat.search!r}" if lat.search else (lat.method or "?")
+    return f"{lat.method or '?'} {lat.search!r}" if lat.search else (lat.method or "not recorded")
 
 
 def latency_table(latencies: list[Latency]) -> Table | None:
@@ -71,4 +71,19 @@ def latency_table(latencies: list[Latency]) -> Table | None:
               "Rate (queries/s)", "Typical latency (ms)", "Worst-case latency (ms)",
               "Late or lost (% of queries)",
               "Trials", "DUT implementation"]
+    constant = ("Tester sessions", "Rate of the median of (search)", "DUT implementation")
+    return _constants_in_title(Table(title, header, rows), constant)
+
+
+def _constants_in_title(table: Table, names: tuple[str, ...]) -> Table:
+    """A column of `names` whose every row says the same moves into the title (a narrower table)."""
+    header, rows, title = list(table.header), [list(r) for r in table.rows], table.title
+    for name in names:
+        i = header.index(name)
+        values = {row[i] for row in rows}
+        if len(values) == 1 and len(rows) > 0:
+            title += f"; {name.lower()}: {values.pop()}"
+            header.pop(i)
+            for row in rows:
+                row.pop(i)
     return Table(title, header, rows)

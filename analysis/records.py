@@ -31,7 +31,8 @@ class Throughput:
     n, median, minimum, maximum, p1, p99: throughput over the repetitions, queries/s (None without a number).
     dispersion: (p99 - p1) / median, fraction (None below 20 repetitions).
     tester_limit_qps: the rate at which the tester could not keep up, queries/s (None if never).
-    implementation: which DUT implementation produced the number, one line.
+    implementation: which DUT implementation produced the number, its short tag (Context.tag; the full
+        label is under the report's Conditions).
     trials: trials the searches ran, count. elapsed_s: their time with rests, s.
     shared_cpus: DUT CPUs the tester or Knot also ran on (emulation on a small machine), else empty.
     """
@@ -162,7 +163,7 @@ def _cell(record: SummaryEntry, mixed: bool = False) -> Throughput:
         median=stats.median if stats else None, minimum=stats.minimum if stats else None,
         maximum=stats.maximum if stats else None, p1=stats.p1 if stats else None,
         p99=stats.p99 if stats else None, dispersion=stats.dispersion if stats else None,
-        tester_limit_qps=record.tester_limit_qps, implementation=record.context.implementation,
+        tester_limit_qps=record.tester_limit_qps, implementation=record.context.tag,
         trials=record.trials, elapsed_s=record.elapsed_s, shared_cpus=shared_with_test_system(record.context),
         sessions=record.context.sessions, mixed=mixed,
     )

@@ -108,6 +108,11 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
     if verdicts:
         lines += ["## Bottleneck", ""]
         lines += ["```", *[v.text() for v in verdicts], "```", ""]
+    labels = {r.context.setup_name: r.context.implementation for r in campaign.records}
+    lines += ["## Conditions", "", "Titles and tables name each DUT implementation by a short tag; in full:",
+              ""]
+    lines += [f"- {setup}: {label}" for setup, label in labels.items()]
+    lines.append("")
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{figure.stem}]({figure.name})" for figure in figures]

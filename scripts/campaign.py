@@ -415,7 +415,7 @@ class CampaignRun:
             previous_medians[(config.search, config.method)] = repeated.summary.median
         recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s){sessions_text(config.sessions)}, "
                               f"search {config.search!r}: "
-                              f"{repeated.describe()} [{summary.context.implementation}]")
+                              f"{repeated.describe()} [{summary.context.tag}]")
 
     def _recorder(self) -> Recorder:
         assert self.recorder is not None, "run() makes the recorder"

@@ -73,6 +73,30 @@ def implementation_label(dut: dict[str, Any]) -> str:
     return f"{dut.get('implementation', dut.get('topology', '?'))} {dut.get('version', '')}".strip()
 
 
+def implementation_tag(dut: dict[str, Any], label: str) -> str:
+    """A short name of what produced a number, for titles and tables ("tayga 0.9.2-8 + 2 patches"): per
+    translator its implementation, the first word of its version and how many patches it carries, once when
+    every DUT runs the same; `label` (the full one-line label) where there are no translators."""
+    translators = dut.get("translators")
+    if not isinstance(translators, dict) or not translators:
+        return label
+    tags = {host: _short_version(v) for host, v in translators.items() if isinstance(v, dict)}
+    distinct = set(tags.values())
+    if len(distinct) == 1:
+        return distinct.pop()
+    return ", ".join(f"{host} {tag}" for host, tag in tags.items())
+
+
+def _short_version(translator: dict[str, Any]) -> str:
+    version = str(translator.get("version", "?"))
+    words = version.split()
+    text = f"{translator.get('implementation', '?')} {words[0] if words else '?'}"
+    if "patches:" in version:
+        count = len(version.split("patches:", 1)[1].split())
+        text += f" + {count} patch{'es' if count != 1 else ''}"
+    return text
+
+
 def search_error_qps(error_qps: float | None, error_ratio: float | None, rate_qps: float) -> float:
     """A search's error (the bracket width at which it stops) at rate_qps, queries/s: the larger of the
     absolute and the relative error, at least 1 query/s."""
@@ -209,6 +233,12 @@ class Context:
     @property
     def setup_name(self) -> str:
         return str(self.setup["name"])
+
+    @property
+    def tag(self) -> str:
+        """The short implementation name titles and tables use (implementation_tag); the full label is in
+        `implementation`."""
+        return implementation_tag(self.dut, self.implementation)
 
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign.to_json(), "setup": self.setup, "cores": self.cores,

@@ -107,3 +107,14 @@ def test_the_report_renders_to_a_non_blank_page(report_dir, tmp_path):
     assert pixels.std() > 0.05
     if os.environ.get("XLATBENCH_SCREENSHOT"):
         shutil.copy(png, Path(os.environ["XLATBENCH_SCREENSHOT"]))
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_no_table_is_clipped(report_dir, width):
+    # Each table cell and each table's box is as wide as its content (scrollWidth <= clientWidth): before,
+    # the two-column grid of narrow tables cut numbers to "262,5" and "0.".
+    dom = dump_dom(report_dir / "report.html", width=width)
+    clipped = re.search(r'data-clipped="(\d+)"', dom)
+    assert clipped is not None, "the page's load script ran"
+    text = re.search(r'data-clipped-text="([^"]*)"', dom)
+    assert clipped.group(1) == "0", text.group(1) if text else ""
