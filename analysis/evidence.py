@@ -9,6 +9,7 @@ Built from the store's typed records (xlatbench.scripts.records, read by analysi
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,9 +77,14 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Latency:
-    """Latency at the median throughput rate (RFC 8219 section 7.2), over the idle runs.
+    """Latency at the median throughput rate, over the idle runs, each run's percentiles taken over all the
+    queries it sent with late and lost ones counted as infinitely late (all_queries_percentile).
 
-    typical_s: median of the per-trial medians, s. worst_s: median of the per-trial 99.9th percentiles, s.
+    typical_s: median of the per-trial medians, s. worst_s: median of the per-trial 99.9th percentiles, s;
+    either is math.inf when more queries went unanswered in time than the percentile leaves out.
+    typical_bound / worst_bound: the figure is a lower bound (the tester's histogram of valid replies gives
+    the all-queries percentile only between two of its quantiles). unanswered_ratio: median over the trials
+    of the queries without a valid reply in time, fraction. timeout_s: the tester's reply timeout, s.
     trials: trials with latency figures, count. resolution_s / relative_resolution: the tester histogram's
     resolution (absolute, s; relative, fraction of the value). measured: what the tester timed.
     """
@@ -98,6 +104,10 @@ class Latency:
     method: str = ""
     rate_lower_bound: bool = False
     rate_partial: bool = False
+    typical_bound: bool = False
+    worst_bound: bool = False
+    unanswered_ratio: float | None = None
+    timeout_s: float | None = None
 
 
 def evidence_from(records: list[Record]) -> list[Evidence]:
@@ -132,7 +142,7 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         rate_lower_bound=source.lower_bound, rate_partial=source.partial,
         setup=context.setup_name, topology=context.setup.get("topology", context.setup.get("kind", "?")),
         cores=context.cores, rate_qps=rate, interval_s=float(mean.interval_s or 1.0),
-        runs=mean.runs, implementation=context.implementation, emulated="namespaces" in context.dut,
+        runs=mean.runs, implementation=context.tag, emulated="namespaces" in context.dut,
         translator_share=_mean_share([run.result for run in runs]),
         dut_cpus=dut_cpu_sets(context), test_cpus=tester_cpus(context),
         cpu_use=_cpu_use(mean.per_second), per_second=mean.per_second,
@@ -248,19 +258,66 @@ def latency_from(records: list[Record]) -> list[Latency]:
     return [_latency(key, mine) for key, mine in runs.items()]
 
 
+# The quantiles of valid replies the tester reports, and their keys in its "latency" object.
+QUANTILES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999"), (1.0, "max"))
+
+
+def all_queries_percentile(latency: dict[str, Any], sent: int, valid: int, q: float) -> tuple[float, bool]:
+    """The q-quantile of every query's latency in one trial, queries without a valid reply in time (late,
+    lost) counted as infinitely late: (seconds or math.inf, True when only a lower bound is known).
+
+    With u = 1 - valid/sent unanswered, it is infinite when u > 1 - q; else it is the valid replies'
+    q/(1 - u)-quantile, exact when the tester reports that quantile and otherwise at least the nearest one it
+    reports below it. sent < 0: not recorded: the valid replies' q-quantile, a lower bound."""
+    if sent < 0 and latency.get(_name(q)) is not None:
+        return float(latency[_name(q)]), True
+    if sent <= 0 or valid <= 0:
+        return math.inf, False
+    unanswered = 1.0 - valid / sent
+    if unanswered > 1.0 - q:
+        return math.inf, False
+    wanted = q / (1.0 - unanswered)
+    known = [(level, float(latency[name])) for level, name in QUANTILES if latency.get(name) is not None]
+    exact = next((value for level, value in known if math.isclose(level, wanted, rel_tol=1e-9)), None)
+    if exact is not None:
+        return exact, False
+    below = [value for level, value in known if level <= wanted]
+    return (max(below) if below else 0.0), True
+
+
+def _name(q: float) -> str:
+    return next((name for level, name in QUANTILES if math.isclose(level, q)), "")
+
+
+def _counts(run: IdleRun) -> tuple[int, int]:
+    """(sent, valid) of an idle run; sent -1 when its record lacks the counts."""
+    if "sent" not in run.result:
+        return -1, 0
+    return int(run.result["sent"]), int(run.result.get("valid", 0))
+
+
 def _latency(key: JoinKey, runs: list[IdleRun]) -> Latency:
-    docs = [(run.raw or {}).get("latency") or {} for run in runs]
-    docs = [d for d in docs if d.get("p50") is not None]
-    worst = [float(d["p999"]) for d in docs if d.get("p999") is not None]
+    with_docs = [(run, (run.raw or {}).get("latency") or {}) for run in runs]
+    with_docs = [(run, d) for run, d in with_docs if d.get("p50") is not None]
+    docs = [d for _, d in with_docs]
+    typical = [all_queries_percentile(d, *_counts(run), 0.5) for run, d in with_docs]
+    worst = [all_queries_percentile(d, *_counts(run), 0.999) for run, d in with_docs]
+    counts = [_counts(run) for run, _ in with_docs]
+    unanswered = [1.0 - valid / sent for sent, valid in counts if sent > 0]
     first = docs[0] if docs else {}
+    timeout = ((runs[0].raw or {}).get("config") or {}).get("timeout_s") or \
+        (runs[0].context.tester.get("options") or {}).get("timeout_s")
     source = rate_of(runs[0])
     return Latency(
+        typical_bound=any(bound for _, bound in typical), worst_bound=any(bound for _, bound in worst),
+        unanswered_ratio=statistics.median(unanswered) if unanswered else None,
+        timeout_s=float(timeout) if timeout is not None else None,
         sessions=key.sessions, search=key.search, method=key.method,
         rate_lower_bound=source.lower_bound, rate_partial=source.partial,
         setup=key.setup, cores=key.cores, rate_qps=float(runs[0].rate_qps),
-        implementation=runs[0].context.implementation, trials=len(docs),
-        typical_s=statistics.median(float(d["p50"]) for d in docs) if docs else None,
-        worst_s=statistics.median(worst) if worst else None,
+        implementation=runs[0].context.tag, trials=len(docs),
+        typical_s=statistics.median(v for v, _ in typical) if typical else None,
+        worst_s=statistics.median(v for v, _ in worst) if worst else None,
         resolution_s=first.get("resolution_s"), relative_resolution=first.get("relative_resolution"),
         measured=str(first.get("of", "")),
     )

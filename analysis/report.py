@@ -101,6 +101,9 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
         "timeout (RFC 8219). Each table names the DUT implementation that produced it.",
         "",
     ]
+    if len(campaign.provenances) > 1:
+        lines[-1:-1] = ["Measured by more than one suite commit, tester build or host (cells marked ‡): "
+                        + "; ".join(p.text() for p in campaign.provenances) + "."]
     steal = steal_text(campaign.records)
     if steal:
         lines[-1:-1] = [f"CPU steal (hypervisor) during trials: {steal}."]
@@ -109,6 +112,11 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
     if verdicts:
         lines += ["## Bottleneck", ""]
         lines += ["```", *[v.text() for v in verdicts], "```", ""]
+    labels = {r.context.setup_name: r.context.implementation for r in campaign.records}
+    lines += ["## Conditions", "", "Titles and tables name each DUT implementation by a short tag; in full:",
+              ""]
+    lines += [f"- {setup}: {label}" for setup, label in labels.items()]
+    lines.append("")
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{figure.stem}]({figure.name})" for figure in figures]

@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("file", type=Path, help="campaign TOML file (see campaigns/demo.toml)")
     run.add_argument("--store", type=Path, help="results store (default: the file's [campaign] store)")
     run.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
+    run.add_argument("--allow-mixed", action="store_true",
+                     help="let a resume add records of another suite commit, tester build or host (the "
+                          "report marks the mixed cells)")
     run.set_defaults(func=_campaign_run)
     plan = actions.add_parser("plan", help="print what a campaign would run and roughly how long")
     plan.add_argument("file", type=Path)
@@ -251,7 +254,7 @@ def run_campaign(run: CampaignRun) -> int:
 # -- commands ------------------------------------------------------------------------------------
 def _campaign_run(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file, args.store)
-    return run_campaign(CampaignRun(campaign, progress=not args.no_progress))
+    return run_campaign(CampaignRun(campaign, progress=not args.no_progress, allow_mixed=args.allow_mixed))
 
 
 def _campaign_plan(args: argparse.Namespace) -> int:
