@@ -35,7 +35,7 @@ from .inventory import DUTS, Inventory
 from .preflight import check as preflight_check
 from .remote_idle import IdleSampler, samples_from
 from .ssh import Shell, SshTransport, step_script
-from .undo import down_script, guarded, pending
+from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
 
 ORDER = ("dut1", "dut2", "server", "client")
 KNOT_UDP_WORKERS = 1
@@ -289,7 +289,9 @@ class TestbedChain:
     def apply(self, role: str, steps: list[Step]) -> None:
         """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
         may be); each step is guarded by its undo record and names itself when it fails."""
-        self.shell.capture(role, "sh -s", stdin=batch_script(steps, self.inventory.statefile(role)))
+        statefile = self.inventory.statefile(role)
+        snapshot = sysctl_snapshot(statefile, moving_nics(steps))
+        self.shell.capture(role, "sh -s", stdin=snapshot + batch_script(steps, statefile))
 
     def __enter__(self) -> TestbedChain:
         return self

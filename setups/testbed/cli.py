@@ -26,7 +26,7 @@ from .chain import (
 from .inventory import DUTS, Inventory, load_inventory
 from .preflight import check
 from .remote_run import remote_scripts
-from .undo import stop_testers, undo_line
+from .undo import moving_nics, stop_testers, undo_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -109,6 +109,10 @@ def teardown_lines(steps: list[Step]) -> list[str]:
             line = undo_line(step)
             if line:
                 lines.append(line)
+    nics = moving_nics(steps)
+    lines.append("# every interface's forwarding sysctls" + (
+        f" and every net.ipv4/ipv6.conf sysctl of {', '.join(nics)}" if nics else "")
+        + " back to the values saved before up (sysctl.saved)")
     return lines
 
 

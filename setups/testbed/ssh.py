@@ -18,6 +18,7 @@ from typing import Protocol
 
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 from ..transports import StepError
+from .undo import remember_process
 
 LOG = logging.getLogger("xlatbench.ssh")
 BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
@@ -50,8 +51,9 @@ def step_script(step: Step) -> tuple[str, str | None]:
     if isinstance(step, Daemon):
         pid, log = shlex.quote(step.pidfile), shlex.quote(step.logfile)
         # setsid + nohup: the daemon outlives this connection; the pid file holds its own PID.
+        started = remember_process("$!", step.pidfile, step.argv[0])
         return (f"mkdir -p \"$(dirname {pid})\" && {{ setsid nohup {shlex.join(step.argv)} >{log} 2>&1 "
-                f"</dev/null & echo $! >{pid}; }} && sleep 0.3 && {{ kill -0 \"$(cat {pid})\" 2>/dev/null || "
+                f"</dev/null & {started}; }} && sleep 0.3 && {{ kill -0 \"$(cat {pid})\" 2>/dev/null || "
                 f"{{ echo \"{step.argv[0]} exited at once: $(tail -n 3 {log})\" >&2; false; }}; }}"), None
     return "", None
 

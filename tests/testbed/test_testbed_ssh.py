@@ -371,3 +371,39 @@ def test_a_dut_lost_inside_a_trial_voids_it_and_a_resume_measures_it(hosts: SshH
     stored = [json.loads(x) for x in store.read_text().splitlines()]
     assert [r for r in stored if r["type"] == "trial"] and [r for r in stored if r["type"] == "summary"]
     assert_as_before(hosts, before, tmp_path)
+
+
+def test_down_restores_every_sysctl_and_spares_a_stranger_in_a_stale_pid_file(
+        hosts: SshHosts, inventory: Path, tmp_path: Path) -> None:
+    """MAP-T (dut1's client-side NIC moves into the napt namespace and back): an unrelated interface's
+    forwarding=1 on dut2 and non-default sysctls of the moving NIC come back; a tayga pid file that now
+    names an unrelated `sleep` (pid reuse) does not make down kill it; every conf sysctl of every
+    interface, address, route, link and rule is as before."""
+    inventory.write_text(inventory.read_text().replace('topology = "464xlat"', 'topology = "mapt"'))
+    dut1, dut2 = hosts.netns("dut1"), hosts.netns("dut2")
+    sh("ip", "-n", dut2, "link", "add", "other", "type", "veth", "peer", "name", "other2")
+    for key in ("net.ipv4.conf.other.forwarding=1", "net.ipv6.conf.other.forwarding=1"):
+        sh("ip", "netns", "exec", dut2, "sysctl", "-qw", key)
+    for key in ("net.ipv4.conf.eth1.rp_filter=2", "net.ipv6.conf.eth1.accept_ra=0",
+                "net.ipv6.conf.eth1.hop_limit=33"):
+        sh("ip", "netns", "exec", dut1, "sysctl", "-qw", key)
+    before = hosts.snapshot()
+    assert "net.ipv4.conf.other.forwarding = 1" in before["dut2"]
+    assert "net.ipv4.conf.eth1.rp_filter = 2" in before["dut1"]
+    stranger = subprocess.Popen(["ip", "netns", "exec", dut1, "sleep", "300"], start_new_session=True)
+    try:
+        with TestbedChain.up(load_inventory(inventory)) as chain:
+            assert "net.ipv4.conf.other.forwarding = 1" in hosts.snapshot()["dut2"]
+            pids = chain.component_pids()
+            os.kill(pids["tayga (dut1)"], signal.SIGKILL)
+            pidfile = next(tmp_path.glob("run/*/dut1/dut1-tayga.pid"))
+            pidfile.write_text(f"{stranger.pid}\n")
+            report = chain.down()
+            assert not report["dut1"]["failed"] and not report["dut2"]["failed"], report
+            assert any(line.startswith("ok=0; while read -r f v") for line in report["dut2"]["undone"])
+        assert stranger.poll() is None, "down killed a process it did not start"
+        assert Path(f"/proc/{stranger.pid}/comm").read_text().strip() == "sleep"
+        assert_as_before(hosts, before, tmp_path)
+    finally:
+        stranger.kill()
+        stranger.wait()
