@@ -191,25 +191,6 @@ def test_preflight_refuses_another_tester_version() -> None:
     assert "tester /opt/xlatbench/build/dnsperf/xlatperf not found" in problems[0]
 
 
-def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
-    from xlatbench.analysis.host_idle import bottleneck
-    from xlatbench.setups.testbed.remote_idle import samples_from
-
-    def stat(t: float, ticks: list[tuple[int, int]]) -> str:
-        lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]
-        return "\n".join(lines)
-
-    # dut1: CPU 0 busy 90 %, CPU 1 (offline for the trial, still listed) idle; dut2: CPU 0 busy 40 %.
-    dut1 = samples_from(stat(1.0, [(0, 0), (0, 0)]) + "\n" + stat(2.0, [(90, 10), (0, 100)]))
-    dut2 = samples_from(stat(1.0, [(0, 0)]) + "\n" + stat(2.0, [(40, 60)]))
-    verdict = bottleneck({"dut1": dut1, "dut2": dut2}, {"dut1": [0], "dut2": [0]})
-    assert verdict["bottleneck"] == "dut1"
-    assert verdict["idle_percent"] == {"dut1": 10.0, "dut2": 60.0}
-    assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
-    tie = bottleneck({"dut1": dut1, "dut2": dut1}, {"dut1": [0], "dut2": [0]})
-    assert tie["bottleneck"] is None and "not determined" in tie["reason"]
-
-
 def test_an_undo_line_enters_the_state_file_only_after_its_step_succeeded(tmp_path: Path) -> None:
     """A step that fails (its object was there already) leaves no undo line, so a rollback cannot delete
     what the host had; a step cut off before its commit (kill -9) leaves a pending line that down runs."""
