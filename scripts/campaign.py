@@ -407,6 +407,7 @@ class CampaignRun:
             if dropped:
                 self._recorder().progress.say(f"{setup.name}: core counts {dropped} skipped, its DUTs have "
                                               f"only {available} core(s)")
+            envs[setup.name].refuse_cores(capped_cores(self.campaign.cores, available))
 
     def _print_tables(self) -> None:
         """The report's throughput table of each setup, search settings and method, with trials and time."""

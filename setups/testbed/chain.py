@@ -267,14 +267,21 @@ class TestbedChain:
     @classmethod
     def up(cls, inventory: Inventory, shell: SshTransport | None = None) -> TestbedChain:
         shell = shell or transport_for(inventory)
-        left = leftovers(inventory, shell)
-        if left:
-            raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
-                               f"run `xlatbench testbed down {inventory.path}` first")
-        steps = plan(inventory)
-        found = preflight_check(inventory, shell, machine_interfaces(inventory), steps)
-        if not found["ok"]:
-            raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
+        try:
+            left = leftovers(inventory, shell)
+            lost = [f"{role} ({text})" for role, text in left.items() if text.startswith("unreachable: ")]
+            if lost:
+                raise TestbedError(f"cannot reach {'; '.join(lost)}")
+            if left:
+                raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
+                                   f"run `xlatbench testbed down {inventory.path}` first")
+            steps = plan(inventory)
+            found = preflight_check(inventory, shell, machine_interfaces(inventory), steps)
+            if not found["ok"]:
+                raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
+        except BaseException:
+            shell.close()
+            raise
         chain = cls(inventory, shell, found)
         try:
             each(ORDER, lambda role: chain.apply(role, steps[role]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -66,6 +67,7 @@ class SshTransport:
         self.destinations = destinations
         self.options = tuple(options)
         self.timeout_s = timeout_s
+        self._own_dir = control_dir is None
         self._control_dir = control_dir or tempfile.mkdtemp(prefix="xlatbench-ssh-")
         self.log: list[Completed] = []
 
@@ -108,10 +110,16 @@ class SshTransport:
         return result
 
     def close(self) -> None:
-        """End the master connections (ControlPersist would end them later anyway)."""
+        """End the master connections and remove their directory (the transport's own): nothing of a
+        command outlives it. Safe to call twice."""
         for host in self.destinations:
-            subprocess.run([*self.argv(host)[:-1], "-O", "exit", self.destinations[host]],
-                           capture_output=True, timeout=10, check=False)
+            try:
+                subprocess.run([*self.argv(host)[:-1], "-O", "exit", self.destinations[host]],
+                               capture_output=True, timeout=10, check=False)
+            except subprocess.TimeoutExpired:
+                continue  # an unreachable host's master: ControlPersist ends it
+        if self._own_dir:
+            shutil.rmtree(self._control_dir, ignore_errors=True)
 
     def log_records(self) -> list[dict[str, object]]:
         return [{"host": c.host, "exit": c.returncode, "duration_s": c.duration_s,

@@ -135,3 +135,20 @@ def test_host_samples_are_cut_to_the_trial_on_the_controllers_clock() -> None:
     assert [s["t_s"] for s in kept] == [1.4, 2.4, 3.4]
     no_start = TrialResult(rate_qps=1.0, duration_s=1.0, sent=1, valid=1, loss_ratio=0.0)
     assert trial_window(no_start, 0.0) is None
+
+
+def test_impossible_core_counts_are_refused_from_the_preflight() -> None:
+    inv = parse_inventory({
+        "name": "lab", "topology": "464xlat",
+        "hosts": {"client": {"ssh": "c", "interfaces": {"client-dut1": "e0"}},
+                  "dut1": {"ssh": "d1", "offline_cpus": "1-3", "interfaces": {"client-dut1": "e0",
+                                                                               "dut1-dut2": "e1"}},
+                  "dut2": {"ssh": "d2", "offline_cpus": "2,3", "interfaces": {"dut1-dut2": "e0",
+                                                                               "dut2-server": "e1"}},
+                  "server": {"ssh": "s", "interfaces": {"dut2-server": "e0"}}}}, "lab.toml")
+    env = TestbedEnvironment("lab.toml", TesterOptions())
+    env._inventory = inv  # noqa: SLF001 (no SSH in this test)
+    env._preflight = {"hosts": {"dut1": {"cpus_present": "0-3"}, "dut2": {"cpus_present": "0-3"}}}  # noqa: SLF001
+    env.refuse_cores([2, 3, 4])
+    with pytest.raises(TestbedSetupError, match=r"dut2 keeps CPUs \[0, 1\] online .* cannot run 1 core"):
+        env.refuse_cores([1, 2])
