@@ -55,6 +55,18 @@ def test_hotplug_refuses(tmp_path: Path, allowed: tuple[int, ...], keep: list[in
     assert online_states(base, 4) == ["1", "1", "1"]  # nothing changed
 
 
+def test_hotplug_reads_back_what_the_host_really_has_online(tmp_path: Path) -> None:
+    """CPU 3 is present, outside offline_cpus and already offline: 4 cores would really be 3, refused."""
+    base = fake_sysfs(tmp_path / "sys", 4)
+    (base / "cpu3" / "online").write_text("0\n")
+    hotplug = Hotplug("dut1", (1, 2), str(tmp_path / "sys"), str(tmp_path / "undo.sh"))
+    with pytest.raises(HotplugError, match=r"dut1: asked for CPUs \[0, 1, 2, 3\] online, the host reads back "
+                                           r"\[0, 1, 2\]: CPU \[3\] stayed offline; bring the CPUs outside"):
+        hotplug.apply(LocalShell(), [0, 1, 2, 3])
+    (base / "cpu3" / "online").write_text("1\n")  # the host's CPU 3 back, as the message says
+    assert hotplug.apply(LocalShell(), [0, 1, 2, 3])["online"] == [0, 1, 2, 3]
+
+
 def _ticking_stat(path: Path, stop: threading.Event) -> None:
     """A /proc/stat whose cpu0 spends 3 of 4 ticks in user time and 1 idle, cpu1 4 of 4 idle."""
     ticks = 0
