@@ -18,7 +18,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from ..analysis.host_idle import host_bottleneck, host_bottleneck_text
+from ..analysis.bottleneck import verdict
+from ..analysis.evidence import evidence_from
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
 from .campaignfile import Campaign, SetupSpec, make_environment
@@ -466,6 +467,7 @@ class CampaignRun:
             if dropped:
                 self._recorder().progress.say(f"{setup.name}: core counts {dropped} skipped, its DUTs have "
                                               f"only {available} core(s)")
+            envs[setup.name].refuse_cores(capped_cores(self.campaign.cores, available))
 
     def _print_tables(self) -> None:
         """The report's throughput table of each setup, search settings and method, with trials and time."""
@@ -509,9 +511,11 @@ class IdleCapture:
         left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
         self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
                                    f"{len(done)} runs averaged at {rate:.0f} queries/s{left_out}")
-        verdict = host_bottleneck(mean)
-        if verdict is not None:
-            self.recorder.progress.say(host_bottleneck_text(verdict))
+        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck).
+        found = [e for e in evidence_from(list(self.recorder.store.records()))
+                 if (e.setup, e.cores) == (setup, cores) and e.topology != "loopback"]
+        if found and not self.session.env.simulated:
+            self.recorder.progress.say(verdict(found[-1]).text())
 
     def _rate(self) -> float | None:
         # A search that never failed still gives a rate the chain carried; the paper's idle capture needs

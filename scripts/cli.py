@@ -237,7 +237,7 @@ def run_campaign(run: CampaignRun) -> int:
     """Run (or resume) a campaign; Ctrl-C and errors end it cleanly with a word on how to resume."""
     with _sigterm_as_interrupt():
         try:
-            run.run()
+            results = run.run()
         except KeyboardInterrupt:
             print(f"\ninterrupted: {run.new_trials} new trial(s) stored in {run.campaign.store}, the "
                   "environment was torn down; run the same command again to resume", file=sys.stderr)
@@ -247,6 +247,11 @@ def run_campaign(run: CampaignRun) -> int:
                   f"{run.campaign.store}; fix the cause and run the same command again to resume)",
                   file=sys.stderr)
             return 1
+    if not results:
+        print(f"xlatbench {run.campaign.name}: measured nothing: no core count of "
+              f"{list(run.campaign.cores)} could run on any setup (see the skipped core counts above)",
+              file=sys.stderr)
+        return 1
     print(f"results: {run.campaign.store} ({run.new_trials} new trials)", file=sys.stderr)
     return 0
 
