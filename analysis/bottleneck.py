@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..setups.placement import format_cpu_list
+from ..setups.cpulist import format_cpu_list
 from .evidence import KERNEL_COLUMNS, Evidence, FailingTrial
 
 # A single-threaded translator at or above this share of one core has no headroom left, %.

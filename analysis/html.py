@@ -21,7 +21,7 @@ from ..scripts.records import (
     TrialEntry,
     campaign_sha256,
 )
-from ..setups.placement import format_cpu_list
+from ..setups.cpulist import format_cpu_list
 from .bottleneck import Verdict
 from .evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
 from .tables import Table, median_text, series_label

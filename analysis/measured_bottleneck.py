@@ -20,7 +20,7 @@ USABLE = ("ok", "upper-bound-not-failed")  # statuses whose median is a throughp
 @cache
 def single_dut_of(topology: str) -> str | None:
     """The dual-DUT chain a single-DUT topology's device belongs to (setups/testbeds.py says it)."""
-    from ..setups.testbeds import TOPOLOGIES
+    from ..setups.paper import TOPOLOGIES
 
     make = TOPOLOGIES.get(topology)
     return make().single_dut_of if make is not None else None

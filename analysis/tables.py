@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..scripts.records import method_label
-from ..setups.placement import format_cpu_list
+from ..setups.cpulist import format_cpu_list
 from .records import Series, Throughput
 
 

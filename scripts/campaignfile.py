@@ -13,8 +13,8 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..setups.placement import format_cpu_list, parse_user_cpu_list
-from ..setups.testbeds import TOPOLOGIES
+from ..setups.cpulist import format_cpu_list, parse_user_cpu_list
+from ..setups.paper import TOPOLOGIES
 from .clock import RealClock, SimClock
 from .envs import (
     DEFAULT_CHAIN_FACTORY,
@@ -352,7 +352,7 @@ def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
     so many on ephemeral ports that a MAP-T CE's NAT44 runs out of ports between trials."""
     if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
         return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
-    from ..setups.testbeds import topology
+    from ..setups.paper import topology
 
     config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
     chain = topology(config.topology, config.effective_nat64_prefix, config.ces)
@@ -412,8 +412,8 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
     """Catch a typo in a chain's options now rather than hours into a campaign."""
     if not isinstance(options, dict):
         raise CampaignFileError(f"{where}: options must be a table")
-    from ..setups import EmulationConfig
-    from ..setups.names import check_prefix
+    from ..setups.emulation import EmulationConfig
+    from ..setups.emulation.names import check_prefix
 
     allowed = {f.name for f in fields(EmulationConfig)} - {"topology"}
     _only(options, f"{where} options", allowed)
@@ -429,7 +429,7 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
 
 def _check_testbed(where: str, table: dict[str, Any]) -> None:
     """A testbed setup names a valid inventory file; a topology, if given, is the inventory's."""
-    from ..setups.inventory import InventoryError, load_inventory
+    from ..setups.testbed.inventory import InventoryError, load_inventory
 
     path = table.get("inventory")
     if not isinstance(path, str) or not path:

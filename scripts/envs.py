@@ -165,7 +165,7 @@ class LoopbackEnvironment(Environment):
         return f"loopback-{os.getpid()}"
 
     def up(self) -> None:
-        from ..setups import rootsysctl
+        from ..setups.emulation import rootsysctl
         from ..zones.knot import KnotConfig, KnotServer, loopback_rundir
 
         self._sysctls = rootsysctl.acquire(self._holder, rootsysctl.socket_buffers(self.rmem_bytes), netns=[],
@@ -183,7 +183,7 @@ class LoopbackEnvironment(Environment):
         self._measurer = LoopbackMeasurer(tester=self.tester, knot_description=self._server.describe())
 
     def down(self) -> None:
-        from ..setups import rootsysctl
+        from ..setups.emulation import rootsysctl
 
         if self._server is not None:
             server, self._server = self._server, None
@@ -230,7 +230,7 @@ DEFAULT_CHAIN_FACTORY = "xlatbench.scripts.envs:emulated_chain"
 
 def emulation_config(topology: str, **options: Any) -> Any:
     """The setups part's EmulationConfig from campaign options (TOML lists become tuples)."""
-    from ..setups import EmulationConfig
+    from ..setups.emulation import EmulationConfig
 
     tuple_fields = {f.name for f in dataclasses.fields(EmulationConfig) if "tuple" in str(f.type)}
     values = {}
@@ -250,7 +250,7 @@ def emulation_config(topology: str, **options: Any) -> Any:
 
 def _cpu_list(key: str, text: str) -> tuple[int, ...]:
     """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
-    from ..setups.placement import parse_user_cpu_list
+    from ..setups.cpulist import parse_user_cpu_list
 
     try:
         return parse_user_cpu_list(text)
@@ -264,7 +264,7 @@ def emulated_chain(topology: str, **options: Any) -> Any:
 
     Returns the chain, a context manager whose exit takes every namespace, cgroup and table down.
     """
-    from ..setups import EmulatedChain
+    from ..setups.emulation import EmulatedChain
 
     config = emulation_config(topology, **options)
     clear_killed_run(config.prefix)
@@ -274,8 +274,8 @@ def emulated_chain(topology: str, **options: Any) -> Any:
 def clear_killed_run(prefix: str) -> None:
     """Take down what a killed run of this prefix left (a resumed campaign meets it after `kill -9`),
     unless the process that brought it up is still alive: then the prefix is in use and we refuse."""
-    from ..setups.cleanup import down, leftovers
-    from ..setups.names import statefile
+    from ..setups.emulation.cleanup import down, leftovers
+    from ..setups.emulation.names import statefile
 
     found = leftovers(prefix)
     if not found:
@@ -328,8 +328,9 @@ class ChainEnvironment(Environment):
 
     def plan(self, count: int) -> DutPlan:
         """Where the DUTs run at `count` cores: the campaign's cpu_map entry, else the placement rule."""
-        from ..setups.placement import duts_of, parse_user_cpu_list, plan_dut_cpus
-        from ..setups.testbeds import topology
+        from ..setups.cpulist import parse_user_cpu_list
+        from ..setups.paper import topology
+        from ..setups.placement import duts_of, plan_dut_cpus
 
         tester = [cpu for text in (self.tester.sender_cpus, self.tester.receiver_cpus) if text
                   for cpu in parse_user_cpu_list(text)]

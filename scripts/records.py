@@ -437,7 +437,7 @@ class IdleRun(FlatRecord):
     (s). rate_source says which median the rate is; result as in TrialEntry plus rest_before_s; samples:
     [{"t_s": end of the interval since the start, s, "cpus": {cpu: {column: %}}}] of the machine that ran
     the campaign (in emulation: every host); note: why there are no samples (simulated time), or None.
-    hosts: on a real testbed, per DUT host its own samples (setups.remote_idle: "t_s", "t_host",
+    hosts: on a real testbed, per DUT host its own samples (setups.testbed.remote_idle: "t_s", "t_host",
     "t_controller", "cpus"); None elsewhere and in records written before it existed."""
 
     TYPE: ClassVar[str] = "idle-run"

@@ -13,9 +13,10 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..setups.inventory import DUTS, Inventory, load_inventory
-from ..setups.placement import OWN_HOSTS, parse_cpu_list
-from ..setups.remote_idle import IdleSampler
+from ..setups.cpulist import parse_cpu_list
+from ..setups.placement import OWN_HOSTS
+from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
+from ..setups.testbed.remote_idle import IdleSampler
 from .envs import Environment
 from .measurers import ChainMeasurer
 from .trial import Measurer, TrialResult
@@ -69,8 +70,8 @@ class TestbedEnvironment(Environment):
         if self._chain is not None:
             return self._chain.preflight
         if self._preflight is None:
-            from ..setups.preflight import check
-            from ..setups.testbed import machine_interfaces, transport_for
+            from ..setups.testbed.chain import machine_interfaces, transport_for
+            from ..setups.testbed.preflight import check
 
             shell = transport_for(self._inv())
             try:
@@ -83,7 +84,7 @@ class TestbedEnvironment(Environment):
         return self._preflight
 
     def up(self) -> None:
-        from ..setups.testbed import TestbedChain
+        from ..setups.testbed.chain import TestbedChain
 
         self._chain = TestbedChain.up(self._inv())
         self._measurer = ChainMeasurer(self._chain, self.tester)

@@ -1,24 +1,14 @@
-"""The testbeds: topologies as data, MAP-T arithmetic, backends (jool, linux, tayga), transports and
-emulation in network namespaces."""
+"""The testbeds, in two worlds over one shared core.
 
-from .chain import Chain, EmulatedChain
-from .cleanup import down, leftovers
-from .emulation import Emulation, EmulationConfig, EmulationError
+The core (this folder): topologies as data (`topology`), the paper's testbeds (`paper`), MAP-T arithmetic
+(`mapt`), the CPU-list rule (`cpulist`), the placement plan (`placement`), the steps a backend renders
+(`steps`, `plan`, `backends/`), the transports that run them (`transports`), per-hop counters (`counters`)
+and the `Chain` protocol the measurement drives (`chain`). The worlds build on it and never on each other:
+`emulation/` runs a testbed in network namespaces on this machine, `testbed/` on real hosts over SSH.
+"""
+
+from .chain import Chain
 from .mapt import Bmr, MapCe, flows_fit, map_ce
-from .testbeds import TOPOLOGIES, topology
+from .paper import TOPOLOGIES, topology
 
-__all__ = [
-    "TOPOLOGIES",
-    "Bmr",
-    "Chain",
-    "EmulatedChain",
-    "Emulation",
-    "EmulationConfig",
-    "EmulationError",
-    "MapCe",
-    "down",
-    "flows_fit",
-    "leftovers",
-    "map_ce",
-    "topology",
-]
+__all__ = ["TOPOLOGIES", "Bmr", "Chain", "MapCe", "flows_fit", "map_ce", "topology"]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from .mapt import Bmr, MapCe, map_ce, tester_max_sockets
 
+DUT_HOSTS = {"dut1": ("dut1", "napt"), "dut2": ("dut2",)}  # the hosts each DUT consists of (MAP-T CE: + napt)
+
 
 @dataclass(frozen=True)
 class Interface:

@@ -73,8 +73,8 @@ def _session_processes() -> list[str]:
 def session_leftovers() -> list[str]:
     """Everything this session started that is still there: processes, loopback run directories, and for
     each of its chain prefixes namespaces, cpusets, nft tables, run directory, sysctl lease, interfaces."""
-    from xlatbench.setups.cleanup import leftovers
-    from xlatbench.setups.rootsysctl import held_by
+    from xlatbench.setups.emulation.cleanup import leftovers
+    from xlatbench.setups.emulation.rootsysctl import held_by
 
     found = _session_processes()
     loopback = SESSION_DIR / "loopback"

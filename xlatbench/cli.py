@@ -14,8 +14,8 @@ from . import __version__
 
 PARTS = (
     "xlatbench.zones.cli",
-    "xlatbench.setups.cli",
-    "xlatbench.setups.testbed_cli",
+    "xlatbench.setups.emulation.cli",
+    "xlatbench.setups.testbed.cli",
     "xlatbench.scripts.cli",
     "xlatbench.analysis.cli",
     "xlatbench.demo",

@@ -48,7 +48,7 @@ from xlatbench.scripts.measurers import DnsperfMeasurer, LoopbackMeasurer
 from xlatbench.scripts.search import SearchOutcome, SearchSettings, TrialRunner, rfc8219_search, verdict
 from xlatbench.scripts.trial import Measurer, TrialResult
 from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups import rootsysctl
+from xlatbench.setups.emulation import rootsysctl
 from xlatbench.zones import KnotConfig, KnotServer
 
 LOSS_LIMIT = 1e-4  # 0.01 %, RFC 8219 as the paper applies it

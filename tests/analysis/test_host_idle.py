@@ -11,7 +11,7 @@ from xlatbench.analysis.host_idle import host_bottleneck, host_bottleneck_text
 from xlatbench.scripts.records import CampaignRef, Context, IdleMean, record_from_json
 from xlatbench.scripts.testbed_env import TestbedEnvironment, TestbedSetupError, usable_cpus
 from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.inventory import parse_inventory
+from xlatbench.setups.testbed.inventory import parse_inventory
 
 
 def second(idle: dict[str, float]) -> dict[str, Any]:

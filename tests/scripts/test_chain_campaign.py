@@ -58,7 +58,7 @@ def _trials(store: Path) -> list[dict]:
 
 
 def test_emulated_campaign_survives_sigkill(tmp_path: Path) -> None:
-    from xlatbench.setups.cleanup import down, leftovers
+    from xlatbench.setups.emulation.cleanup import down, leftovers
 
     prefix = f"xr{os.getpid() % 100000}"
     file = tmp_path / "c.toml"

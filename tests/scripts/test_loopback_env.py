@@ -6,7 +6,7 @@ import pytest
 
 from xlatbench.scripts.envs import LoopbackEnvironment
 from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups import rootsysctl
+from xlatbench.setups.emulation import rootsysctl
 
 pytestmark = pytest.mark.root
 

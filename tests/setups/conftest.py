@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from xlatbench.paths import tester_binary
-from xlatbench.setups import EmulatedChain, EmulationConfig, down, leftovers
-from xlatbench.setups.names import rundir
+from xlatbench.setups.emulation import EmulatedChain, EmulationConfig, down, leftovers
+from xlatbench.setups.emulation.names import rundir
 
 
 def _random_prefix() -> str:

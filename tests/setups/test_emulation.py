@@ -8,11 +8,12 @@ import subprocess
 
 import pytest
 
-from xlatbench.setups import leftovers, rootsysctl
-from xlatbench.setups.check import check
-from xlatbench.setups.cleanup import down, existing_namespaces
-from xlatbench.setups.names import CPUSET_ROOT
-from xlatbench.setups.placement import cpu_mask, online_cpus
+from xlatbench.setups.cpulist import cpu_mask
+from xlatbench.setups.emulation import leftovers, rootsysctl
+from xlatbench.setups.emulation.check import check
+from xlatbench.setups.emulation.cleanup import down, existing_namespaces
+from xlatbench.setups.emulation.cpusets import online_cpus
+from xlatbench.setups.emulation.names import CPUSET_ROOT
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -15,9 +15,9 @@ import shlex
 import pytest
 
 from xlatbench.setups.backends import RenderContext
+from xlatbench.setups.paper import topology
 from xlatbench.setups.plan import BackendChoice, render
 from xlatbench.setups.steps import Cmd
-from xlatbench.setups.testbeds import topology
 
 CLIENT = """
 ip link set enp5s0f0 up

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from xlatbench.procs import alive
-from xlatbench.setups import leftovers
-from xlatbench.setups.cleanup import down, existing_namespaces
-from xlatbench.setups.names import rundir
+from xlatbench.setups.emulation import leftovers
+from xlatbench.setups.emulation.cleanup import down, existing_namespaces
+from xlatbench.setups.emulation.names import rundir
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -65,7 +65,7 @@ def test_kill_during_up(prefix, moment):
 def test_kill_during_trial(prefix, tester):
     driver = f"""
 import subprocess, sys
-from xlatbench.setups import EmulatedChain, EmulationConfig
+from xlatbench.setups.emulation import EmulatedChain, EmulationConfig
 chain = EmulatedChain.up(EmulationConfig("464xlat", prefix="{prefix}"))
 out = "{rundir(prefix)}/killed-trial.json"
 print("tester", flush=True)

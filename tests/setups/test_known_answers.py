@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from xlatbench.setups.faults import Fault, fault_counters, inject
+from xlatbench.setups.emulation.faults import Fault, fault_counters, inject
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from xlatbench.setups.paper import topology
 from xlatbench.setups.placement import (
     FIXED,
     PER_DUT,
@@ -13,7 +14,6 @@ from xlatbench.setups.placement import (
     duts_of,
     plan_dut_cpus,
 )
-from xlatbench.setups.testbeds import topology
 
 BOTH = ("dut1", "dut2")
 ONE = ("dut1",)

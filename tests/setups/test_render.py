@@ -10,12 +10,12 @@ import pytest
 
 from xlatbench.cli import main
 from xlatbench.setups.backends import RenderContext
-from xlatbench.setups.capture import Datagram, read_pcap
-from xlatbench.setups.check import expected_on_inner_link
-from xlatbench.setups.emulation import Emulation, EmulationConfig
+from xlatbench.setups.emulation.capture import Datagram, read_pcap
+from xlatbench.setups.emulation.check import expected_on_inner_link
+from xlatbench.setups.emulation.emulator import Emulation, EmulationConfig
+from xlatbench.setups.paper import topology
 from xlatbench.setups.plan import BackendChoice, render
 from xlatbench.setups.steps import Cmd, Daemon, WriteFile
-from xlatbench.setups.testbeds import topology
 from xlatbench.setups.transports import DryRun
 
 

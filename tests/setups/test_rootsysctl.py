@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from xlatbench.setups import rootsysctl
+from xlatbench.setups.emulation import rootsysctl
 
 
 @pytest.fixture

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 
 from xlatbench.cli import main
-from xlatbench.setups import EmulationConfig, leftovers
-from xlatbench.setups.capture import Capture
 from xlatbench.setups.chain import ce_tester_args
-from xlatbench.setups.check import check, expected_on_link
-from xlatbench.setups.cleanup import down, existing_namespaces
-from xlatbench.setups.faults import Fault, fault_counters, inject
-from xlatbench.setups.names import rundir
-from xlatbench.setups.testbeds import SINGLE_DUT, topology
+from xlatbench.setups.emulation import EmulationConfig, leftovers
+from xlatbench.setups.emulation.capture import Capture
+from xlatbench.setups.emulation.check import check, expected_on_link
+from xlatbench.setups.emulation.cleanup import down, existing_namespaces
+from xlatbench.setups.emulation.faults import Fault, fault_counters, inject
+from xlatbench.setups.emulation.names import rundir
+from xlatbench.setups.paper import SINGLE_DUT, topology
 
 MAP_ADDRESS = "2001:db8:ce:11b:0:c000:208:1b"  # the paper's CE 11b (section 3.5)
 PORT_SET = (55296, 57343)

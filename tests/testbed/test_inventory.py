@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from xlatbench.setups.inventory import InventoryError, load_inventory, parse_inventory
+from xlatbench.setups.testbed.inventory import InventoryError, load_inventory, parse_inventory
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "paper-mapt.toml"
 

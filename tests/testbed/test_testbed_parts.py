@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from sshnet import fake_sysfs, online_states
 
-from xlatbench.setups.hotplug import Hotplug, HotplugError
-from xlatbench.setups.inventory import load_inventory
-from xlatbench.setups.remote_idle import IdleSampler
-from xlatbench.setups.ssh import LocalShell
 from xlatbench.setups.steps import Cmd, cmd
-from xlatbench.setups.testbed_cli import dry_run
-from xlatbench.setups.undo import UndoError, down_script, record_script, undo_line
+from xlatbench.setups.testbed.cli import dry_run
+from xlatbench.setups.testbed.hotplug import Hotplug, HotplugError
+from xlatbench.setups.testbed.inventory import load_inventory
+from xlatbench.setups.testbed.remote_idle import IdleSampler
+from xlatbench.setups.testbed.ssh import LocalShell
+from xlatbench.setups.testbed.undo import UndoError, down_script, record_script, undo_line
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "paper-mapt.toml"
 
@@ -164,7 +164,7 @@ def _facts(**extra: str) -> dict[str, str]:
     ({"loaded_jool_mapt": "4.2.0-rc2"}, None),
 ])
 def test_preflight_says_mapt_needs_jool_42(extra: dict[str, str], problem: str | None) -> None:
-    from xlatbench.setups.preflight import host_problems
+    from xlatbench.setups.testbed.preflight import host_problems
 
     inv = load_inventory(EXAMPLE)
     problems, _ = host_problems(inv, "dut1", _facts(**extra), {
@@ -177,7 +177,7 @@ def test_preflight_says_mapt_needs_jool_42(extra: dict[str, str], problem: str |
 
 
 def test_preflight_refuses_another_tester_version() -> None:
-    from xlatbench.setups.preflight import host_problems, local_tester_version
+    from xlatbench.setups.testbed.preflight import host_problems, local_tester_version
 
     local = local_tester_version()
     assert local is not None and local.startswith("xlatperf ")
@@ -192,7 +192,7 @@ def test_preflight_refuses_another_tester_version() -> None:
 
 def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
     from xlatbench.analysis.host_idle import bottleneck
-    from xlatbench.setups.remote_idle import samples_from
+    from xlatbench.setups.testbed.remote_idle import samples_from
 
     def stat(t: float, ticks: list[tuple[int, int]]) -> str:
         lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]

@@ -26,8 +26,8 @@ from xlatbench.paths import build_dir
 from xlatbench.scripts.measurers import ChainMeasurer, ComponentFailure
 from xlatbench.scripts.records import record_from_json
 from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.inventory import load_inventory
-from xlatbench.setups.testbed import TestbedChain
+from xlatbench.setups.testbed.chain import TestbedChain
+from xlatbench.setups.testbed.inventory import load_inventory
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

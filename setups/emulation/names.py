@@ -13,7 +13,6 @@ from pathlib import Path
 RUN_ROOT = Path("/run/xlatbench")
 CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset")
 HOST_NAMES = ("client", "napt", "dut1", "dut2", "server")
-DUT_HOSTS = {"dut1": ("dut1", "napt"), "dut2": ("dut2",)}  # the namespaces each DUT consists of
 PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
 

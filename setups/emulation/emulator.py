@@ -1,7 +1,7 @@
 """A testbed emulated on this machine: one network namespace per host, veth pairs as links.
 
-`Emulation.up()` creates everything (names in xlatbench.setups.names), records the state in
-/run/xlatbench/<prefix>/state.json and, if anything fails, removes what it made (xlatbench.setups.cleanup).
+`Emulation.up()` creates everything (names in `names`), records the state in
+/run/xlatbench/<prefix>/state.json and, if anything fails, removes what it made (`cleanup`).
 """
 
 from __future__ import annotations
@@ -13,25 +13,23 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..procs import alive
-from ..zones import KnotConfig, KnotServer
+from ...procs import alive
+from ...zones import KnotConfig, KnotServer
+from ..backends import RenderContext, linux
+from ..backends.tayga import TaygaBackend, is_well_known
+from ..paper import WELL_KNOWN_PREFIX, topology
+from ..plan import BackendChoice, render
+from ..steps import Cmd, Comment, Step
+from ..topology import Topology
+from ..transports import Netns, Transport
 from . import rootsysctl
-from .backends import RenderContext, linux
-from .backends.tayga import TaygaBackend, is_well_known
 from .cleanup import down, existing_namespaces
+from .cpusets import set_dut_cpus
+from .errors import EmulationError
 from .names import check_prefix, netns_name, read_pid, rundir, statefile
-from .plan import BackendChoice, render
-from .steps import Cmd, Comment, Step
-from .testbeds import WELL_KNOWN_PREFIX, topology
-from .topology import Topology
-from .transports import Netns, Transport
 
 STOCK_TAYGA_PREFIX = "2001:db8:64::/96"
 MIB = 1 << 20
-
-
-class EmulationError(RuntimeError):
-    """The emulation could not be brought up or found; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -194,8 +192,6 @@ class Emulation:
             self.knot.start()
             state["knot"] = self.knot.describe()
             if self.config.dut_cpus is not None:
-                from .placement import set_dut_cpus
-
                 state["placement"] = set_dut_cpus(self, list(self.config.dut_cpus))
         except BaseException:
             down(self.prefix)

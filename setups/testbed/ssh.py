@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .steps import Cmd, Comment, Daemon, Step, WriteFile
-from .transports import StepError
+from ..steps import Cmd, Comment, Daemon, Step, WriteFile
+from ..transports import StepError
 
 LOG = logging.getLogger("xlatbench.ssh")
 BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .placement import parse_user_cpu_list
-from .plan import BACKENDS
-from .testbeds import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
-from .topology import Topology
+from ..cpulist import parse_user_cpu_list
+from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
+from ..plan import BACKENDS
+from ..topology import Topology
 
 ROLES = ("client", "dut1", "dut2", "server")
 DUTS = ("dut1", "dut2")

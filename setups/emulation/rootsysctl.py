@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..procs import alive
+from ...procs import alive
 
 LEASE_ROOT = Path("/run/xlatbench/sysctl")
 

@@ -13,7 +13,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 
-from .emulation import Emulation
+from .emulator import Emulation
 
 
 @dataclass(frozen=True)

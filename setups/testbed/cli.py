@@ -8,12 +8,9 @@ import shlex
 import sys
 from typing import TextIO
 
-from .inventory import DUTS, Inventory, load_inventory
-from .plan import BackendChoice, header
-from .preflight import check
-from .remote_run import remote_scripts
-from .steps import Cmd, Step, WriteFile
-from .testbed import (
+from ..plan import BackendChoice, header
+from ..steps import Cmd, Step, WriteFile
+from .chain import (
     ORDER,
     TestbedChain,
     down_all,
@@ -26,6 +23,9 @@ from .testbed import (
     samplers,
     transport_for,
 )
+from .inventory import DUTS, Inventory, load_inventory
+from .preflight import check
+from .remote_run import remote_scripts
 from .undo import stop_testers, undo_line
 
 

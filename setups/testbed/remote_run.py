@@ -1,5 +1,5 @@
-"""`python -m xlatbench.setups.remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- XLATPERF_ARGV...`: run the
-tester on the client host and bring its `--json FILE` back to FILE here (what TestbedChain.client_argv
+"""`python -m xlatbench.setups.testbed.remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- XLATPERF_ARGV...`:
+run the tester on the client host and bring its `--json FILE` back to FILE here (what TestbedChain.client_argv
 wraps). The local binary path in argv[0] is replaced by the client's TESTER; the remote JSON lives in
 REMOTE_DIR (the client's state directory: `testbed down` removes what a killed trial left). The tester
 writes its pid to REMOTE_DIR/trial-ID.pid while it runs: after a killed controller the tester (no terminal,

@@ -8,12 +8,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..procs import terminate
-from ..zones.knot import stop_stale
+from ...procs import terminate
+from ...zones.knot import stop_stale
+from ..topology import DUT_HOSTS
 from . import rootsysctl
 from .names import (
     CPUSET_ROOT,
-    DUT_HOSTS,
     HOST_NAMES,
     check_prefix,
     netns_name,

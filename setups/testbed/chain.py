@@ -21,18 +21,18 @@ from pathlib import Path
 from string import Template
 from typing import Any, TypeVar
 
-from ..zones.knot import TEMPLATE
-from ..zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
-from . import counters as counters_mod
-from .backends import RenderContext
+from ...zones.knot import TEMPLATE
+from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
+from .. import counters as counters_mod
+from ..backends import RenderContext
+from ..plan import BackendChoice, render_host
+from ..steps import Cmd, Daemon, Step, WriteFile
+from ..topology import Endpoint, Host, Interface, Link, Topology
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
-from .plan import BackendChoice, render_host
 from .preflight import check as preflight_check
 from .remote_idle import IdleSampler
 from .ssh import Shell, SshTransport, step_script
-from .steps import Cmd, Daemon, Step, WriteFile
-from .topology import Endpoint, Host, Interface, Link, Topology
 from .undo import down_script, guarded, pending
 
 ORDER = ("dut1", "dut2", "server", "client")
@@ -300,7 +300,7 @@ class TestbedChain:
 
     def client_argv(self, argv: list[str]) -> list[str]:
         ssh = self.shell.argv("client")
-        return [sys.executable, "-m", "xlatbench.setups.remote_run", json.dumps(ssh),
+        return [sys.executable, "-m", "xlatbench.setups.testbed.remote_run", json.dumps(ssh),
                 self.inventory.hosts["client"].tester, self.inventory.rundir("client"), "--", *argv]
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:

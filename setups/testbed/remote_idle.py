@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ..scripts.cpuload import COLUMNS, usage_between
+from ...scripts.cpuload import COLUMNS, usage_between
 from .ssh import Shell
 from .undo import append_line, with_record
 

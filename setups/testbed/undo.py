@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from .steps import Cmd, Comment, Daemon, Step, WriteFile
+from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
 class UndoError(ValueError):
@@ -71,7 +71,7 @@ def _cmd_undo(step: Cmd) -> str | None:
         return "ip link del nat64"
     if a[:2] == ("ip", "link") and a[2:3] == ("set",) and a[-1] == "up":
         return None  # recorded with its previous state (record_script)
-    raise UndoError(f"no undo known for `{step.shell()}`: teach xlatbench.setups.undo to reverse it")
+    raise UndoError(f"no undo known for `{step.shell()}`: teach xlatbench.setups.testbed.undo to reverse it")
 
 
 def record_script(step: Step, statefile: str) -> str | None:

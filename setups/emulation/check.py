@@ -8,11 +8,8 @@ import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from ..zones import query_name
-from .capture import Capture, Datagram
-from .emulation import Emulation
-from .names import rundir
-from .topology import (
+from ...zones import query_name
+from ..topology import (
     Clat,
     Host,
     MapBrRole,
@@ -23,6 +20,9 @@ from .topology import (
     embed_ipv4,
     extract_ipv4,
 )
+from .capture import Capture, Datagram
+from .emulator import Emulation
+from .names import rundir
 
 
 @dataclass(frozen=True)

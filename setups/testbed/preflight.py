@@ -17,10 +17,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..paths import tester_binary
+from ...paths import tester_binary
+from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
-from .transports import StepError
 
 JOOL_MODULES = ("jool_siit", "jool", "jool_mapt")
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")

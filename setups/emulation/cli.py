@@ -6,15 +6,15 @@ import argparse
 import json
 import sys
 
-from .backends import RenderContext
-from .backends.tayga import VARIANTS
+from ..backends import RenderContext
+from ..backends.tayga import VARIANTS
+from ..cpulist import cpu_list_arg
+from ..paper import TOPOLOGIES, topology
+from ..plan import BackendChoice, header, render
+from ..transports import DryRun
 from .cleanup import down, leftovers
-from .emulation import Emulation, EmulationConfig, EmulationError, attach
+from .emulator import Emulation, EmulationConfig, EmulationError, attach
 from .names import check_prefix, netns_name, rundir
-from .placement import cpu_list_arg
-from .plan import BackendChoice, header, render
-from .testbeds import TOPOLOGIES, topology
-from .transports import DryRun
 
 
 def _prefix(text: str) -> str:
@@ -199,8 +199,8 @@ def _down(args: argparse.Namespace) -> int:
 
 def _down_loopback() -> dict[str, list[str]]:
     """The loopback self-test's knotd is no chain's: a killed run's one is found in its own run directory."""
-    from ..procs import sweep_stale_json
-    from ..zones.knot import cleanup_loopback
+    from ...procs import sweep_stale_json
+    from ...zones.knot import cleanup_loopback
 
     swept = cleanup_loopback()
     swept["tester_json"] = sweep_stale_json()

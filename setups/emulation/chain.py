@@ -1,0 +1,118 @@
+"""The chain in namespaces on this machine: the emulated implementation of xlatbench.setups.chain.Chain."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...procs import dead_processes
+from .. import counters as counters_mod
+from ..chain import ce_tester_args
+from .cleanup import down
+from .cpusets import set_dut_cpus
+from .emulator import Emulation, EmulationConfig, attach
+from .names import read_pid
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class EmulatedChain:
+    """A chain in namespaces. Use `EmulatedChain.up(config)` (a context manager that takes it down) or
+    `EmulatedChain.attach(prefix)` for one another process brought up."""
+
+    def __init__(self, emulation: Emulation) -> None:
+        self.emulation = emulation
+        self.topology = emulation.topology.name
+        self.server_address = emulation.topology.server_address
+        self.client_address = emulation.topology.client_address
+        self.max_flows = emulation.topology.max_flows()
+
+    @classmethod
+    def up(cls, config: EmulationConfig) -> EmulatedChain:
+        emulation = Emulation(config)
+        emulation.up()
+        return cls(emulation)
+
+    @classmethod
+    def attach(cls, prefix: str = "xb") -> EmulatedChain:
+        return cls(attach(prefix))
+
+    def __enter__(self) -> EmulatedChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def down(self) -> dict[str, object]:
+        return down(self.emulation.prefix)
+
+    @property
+    def prefix(self) -> str:
+        return self.emulation.prefix
+
+    def describe(self) -> dict:
+        info = self.emulation.describe()
+        ces = self.emulation.topology.tester_ces
+        if ces:
+            info["tester_as_ce"] = {
+                "ces": len(ces),
+                "ces_played": f"the tester played {len(ces)} CE(s), its sockets dealt round-robin over them",
+                "bind": ces[0].map_address,
+                "first_port": ces[0].port_ranges[0][0],
+                "port_set": [list(r) for r in ces[0].port_ranges],
+                "sources": [ce.map_address for ce in ces],
+                "max_sockets": self.max_flows,
+            }
+        info["dut_cpu_times_cover"] = (
+            "user-space translator processes only (tayga); in-kernel forwarding "
+            "and NAT44 run in softirq and show in /proc/stat"
+        )
+        return info
+
+    def client_argv(self, argv: list[str]) -> list[str]:
+        """`argv` (a tester command line, or [] for a prefix the caller appends it to) run in the client.
+
+        In the `br` topology the tester plays a MAP-T CE: its command line gets the CE's binding
+        (ce_tester_args) appended, through `sh -c 'exec "$@" ...'` so that it also follows a command
+        appended after the prefix."""
+        wrap = ["ip", "netns", "exec", self.emulation.netns_of["client"]]
+        binding = ce_tester_args(self.emulation.topology.tester_ces)
+        if binding:
+            wrap += ["sh", "-c", 'exec "$@" ' + " ".join(binding), "xlatperf-as-ce"]
+        return [*wrap, *argv]
+
+    def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
+        return set_dut_cpus(self.emulation, cpus, per_dut)
+
+    def dut_cpu_times(self) -> dict[str, float]:
+        """CPU-seconds (user + system) used so far by each DUT's user-space translator processes."""
+        times = {}
+        for host, pids in self.emulation.translator_pids().items():
+            if pids:
+                times[host] = sum(_cpu_seconds(pid) for pid in pids)
+        return times
+
+    def component_pids(self) -> dict[str, int]:
+        """Name -> pid of every process a trial through the chain needs (knotd, user-space translators)."""
+        pids = {f"tayga ({host})": pid for host, found in self.emulation.translator_pids().items()
+                for pid in found}
+        knotd = read_pid(self.emulation.knot.pidfile)
+        if knotd is not None:
+            pids["knotd (server)"] = knotd
+        return pids
+
+    def gone(self, pids: dict[str, int]) -> list[str]:
+        """"name (pid N)" of each of `pids` (from component_pids) that no longer runs."""
+        return dead_processes(pids)
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        return counters_mod.collect(self.emulation.netns_of)
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    # utime and stime are fields 14 and 15 of stat(5), i.e. 12 and 13 after the command name.
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
