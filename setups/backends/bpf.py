@@ -46,6 +46,7 @@ STATS = (
     "drop_malformed",
     "drop_helper_error",
     "drop_not_ip",
+    "drop_multicast",
 )
 CFG_PREFIX, CFG_POOL = 1, 2
 # Both ends of the translator's veth pair (locally administered unicast address).
@@ -122,7 +123,9 @@ class BpfBackend:
         steps += [
             Cmd(("ip", "link", "add", outer, "address", SIIT_MAC, "type", "veth",
                  "peer", "name", inner, "address", SIIT_MAC)),
-            Cmd(("ip", "link", "set", outer, "arp", "off")),
+            # No ARP/ND and no IPv6 link-local address (no router solicitations); what multicast the
+            # host still sends there (MLD reports of a router's groups) is counted as drop_multicast.
+            Cmd(("ip", "link", "set", outer, "arp", "off", "addrgenmode", "none")),
             Cmd(("ip", "link", "set", outer, "up")),
             Cmd(("ip", "link", "set", inner, "up")),
             Cmd(("bpftool", "prog", "loadall", str(object_path()), pins, "type", "classifier",

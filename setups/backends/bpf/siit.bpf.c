@@ -12,7 +12,7 @@
  *
  * UDP, TCP and ICMP echo (request and reply) are translated, their checksums updated incrementally.
  * Everything else (fragments, IPv4 options, IPv6 extension headers, other ICMP types, IPv4 UDP
- * without a checksum, unmapped addresses) is dropped and counted per reason in `siit_stats`.
+ * without a checksum, unmapped addresses, multicast and broadcast) is dropped and counted per reason in `siit_stats`.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -39,6 +39,7 @@ enum stat {
 	ST_DROP_MALFORMED,
 	ST_DROP_HELPER_ERROR,
 	ST_DROP_NOT_IP,
+	ST_DROP_MULTICAST,
 	ST_MAX,
 };
 
@@ -284,6 +285,8 @@ static __always_inline int v4_to_v6(struct __sk_buff *skb, const struct config *
 
 	if ((void *)(ip + 1) > end)
 		return drop(ST_DROP_MALFORMED);
+	if ((bpf_ntohl(ip->daddr) >> 28) == 0xe || ip->daddr == 0xffffffff)
+		return drop(ST_DROP_MULTICAST);
 	if (ip->ihl != 5)
 		return drop(ip->ihl < 5 ? ST_DROP_MALFORMED : ST_DROP_V4_OPTIONS);
 	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
@@ -369,6 +372,8 @@ static __always_inline int v6_to_v4(struct __sk_buff *skb, const struct config *
 
 	if ((void *)(ip6 + 1) > end)
 		return drop(ST_DROP_MALFORMED);
+	if (ip6->daddr.in6_u.u6_addr8[0] == 0xff)
+		return drop(ST_DROP_MULTICAST);
 	proto = ip6->nexthdr;
 	if (proto == 44)
 		return drop(ST_DROP_FRAGMENT);
