@@ -3,10 +3,10 @@
 Two namespaces joined by a veth pair: `client` (192.0.2.1) and `dut1`, a CLAT rendered by BpfBackend (EAM
 192.0.2.1 = 2001:db8:2::1, prefix 64:ff9b::/96) that also owns 64:ff9b::c633:6407 (198.51.100.7 behind the
 prefix), so the translated packets end in dut1's own sockets and the replies go back through the translator.
-Every interface on the path has tx and rx checksum offload off: packets carry full checksums, and a veth
-does not mark them CHECKSUM_UNNECESSARY on receipt (with rx on it does, and a wrong checksum passes
-unnoticed), so the receiving kernel verifies each one. A control datagram with a wrong checksum shows that
-it would notice. Needs root, bpftool and the built object.
+Every interface on the path has tx (and rx) checksum offload off, so packets carry full checksums that the
+receiving kernel verifies (NOTES: with tx offload on, CHECKSUM_PARTIAL would hide a translator's error). A
+control datagram with a wrong checksum shows that the receiver notices one. Needs root, bpftool and the
+built object.
 """
 
 from __future__ import annotations
