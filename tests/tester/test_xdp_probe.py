@@ -6,7 +6,8 @@ counts what comes back. Known answers: at a low rate knotd answers every query, 
 every other bucket empty (knotd also checks our UDP checksums: the kernel drops a bad one before it);
 TCP and an ordinary socket's DNS query keep working while the program is attached (it passes all but the
 tester's replies); a program left by a `kill -9` is removed by the next run and none stays after a run.
-Every link, address and namespace is made here under a random `xbx` name and removed, also on failure.
+The veth pair and namespace (setups.emulation.xdplink) take a random `xbx` prefix and are removed after each
+test, also on failure.
 """
 
 from __future__ import annotations
@@ -17,27 +18,27 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from xlatbench.paths import build_dir
+from xlatbench.setups.emulation.xdplink import (
+    SERVER_V4,
+    SERVER_V6,
+    TESTER_V4,
+    TESTER_V4_SECOND,
+    TESTER_V6,
+    XdpLink,
+    attached_program,
+    xdp_link,
+)
 from xlatbench.zones import KnotConfig, KnotServer
 
 pytestmark = pytest.mark.root
 
-ROOT_V4, KNOT_V4, SECOND_V4 = "198.18.77.1", "198.18.77.2", "198.18.77.3"
-ROOT_V6, KNOT_V6 = "fd00:77::1", "fd00:77::2"
-
-
-@dataclass(frozen=True)
-class Link:
-    """The veth pair: `outer` in the root namespace (the tester's), `inner` in `netns` (knotd's)."""
-
-    netns: str
-    outer: str
-    inner: str
+ROOT_V4, KNOT_V4, SECOND_V4 = TESTER_V4, SERVER_V4, TESTER_V4_SECOND
+ROOT_V6, KNOT_V6 = TESTER_V6, SERVER_V6
 
 
 def sh(*argv: str) -> None:
@@ -52,56 +53,30 @@ def probe_binary() -> Path:
 
 
 @pytest.fixture
-def link() -> Iterator[Link]:
-    tag = "xbx" + secrets.token_hex(3)
-    found = Link(netns=tag, outer=tag + "a", inner=tag + "b")
-    try:
-        sh("ip", "netns", "add", found.netns)
-        sh("ip", "link", "add", found.outer, "type", "veth", "peer", "name", found.inner,
-           "netns", found.netns)
-        sh("ip", "addr", "add", f"{ROOT_V4}/24", "dev", found.outer)
-        sh("ip", "addr", "add", f"{SECOND_V4}/24", "dev", found.outer)
-        sh("ip", "addr", "add", f"{ROOT_V6}/64", "dev", found.outer, "nodad")
-        sh("ip", "link", "set", found.outer, "up")
-        inside = ["ip", "netns", "exec", found.netns]
-        sh(*inside, "ip", "addr", "add", f"{KNOT_V4}/24", "dev", found.inner)
-        sh(*inside, "ip", "addr", "add", f"{KNOT_V6}/64", "dev", found.inner, "nodad")
-        sh(*inside, "ip", "link", "set", found.inner, "up")
-        sh(*inside, "ip", "link", "set", "lo", "up")
-        # Full checksums on knotd's replies, as a NIC puts them on the wire (veth would leave them partial).
-        sh(*inside, "ethtool", "-K", found.inner, "tx", "off")
-        yield found
-    finally:
-        subprocess.run(["ip", "link", "del", found.outer], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", found.netns], capture_output=True, check=False)
+def link() -> Iterator[XdpLink]:
+    with xdp_link("xbx" + secrets.token_hex(2)) as made:
+        yield made
 
 
 @pytest.fixture
-def knot(link: Link, tmp_path: Path) -> Iterator[KnotServer]:
+def knot(link: XdpLink, tmp_path: Path) -> Iterator[KnotServer]:
     config = KnotConfig(listen=((KNOT_V4, 53), (KNOT_V6, 53)))
     with KnotServer(tmp_path / "knot", config, netns=link.netns) as server:
         yield server
 
 
-def probe_argv(link: Link, *args: str) -> list[str]:
+def probe_argv(link: XdpLink, *args: str) -> list[str]:
     return [str(probe_binary()), "--interface", link.outer, *args]
 
 
-def run_probe(link: Link, *args: str, timeout_s: float = 60) -> dict:
+def run_probe(link: XdpLink, *args: str, timeout_s: float = 60) -> dict:
     proc = subprocess.run(probe_argv(link, *args), capture_output=True, text=True, timeout=timeout_s,
                           check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def attached_program(link: Link) -> dict | None:
-    """The XDP program on the tester's end, as `ip -j link` reports it (None: none)."""
-    out = subprocess.run(["ip", "-j", "-d", "link", "show", "dev", link.outer], capture_output=True,
-                         text=True, check=True).stdout
-    return json.loads(out)[0].get("xdp")
-
-
-def start_probe(link: Link, *args: str) -> subprocess.Popen[str]:
+def start_probe(link: XdpLink, *args: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(probe_argv(link, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
@@ -146,15 +121,15 @@ def test_ipv6_queries_are_all_valid(link, knot):
 
 def test_tcp_and_a_socket_dns_query_work_while_the_program_is_attached(link, knot):
     listener = subprocess.Popen(
-        ["ip", "netns", "exec", link.netns, "python3", "-c",
+        link.inside("python3", "-c",
          "import socket; s = socket.create_server(('" + KNOT_V4 + "', 2222)); print('up', flush=True);"
-         " c, _ = s.accept(); c.sendall(b'hello'); c.close()"],
+         " c, _ = s.accept(); c.sendall(b'hello'); c.close()"),
         stdout=subprocess.PIPE, text=True)
     try:
         assert listener.stdout is not None and listener.stdout.readline().strip() == "up"
         probe = start_probe(link, "--server", KNOT_V4, "--source", f"{ROOT_V4},20000-20999", "--rate", "500",
                             "--queries", "2500")
-        assert attached_program(link) is not None
+        assert attached_program(link.outer) is not None
         # A DNS query from an ordinary socket: its reply comes from the server's address and port too,
         # but to an ephemeral port outside the probe's ranges, so the kernel must get it.
         dig = subprocess.run(["kdig", f"@{KNOT_V4}", "+retry=0", "+timeout=2", "+short",
@@ -172,7 +147,7 @@ def test_tcp_and_a_socket_dns_query_work_while_the_program_is_attached(link, kno
     finally:
         listener.kill()
         listener.wait()
-    assert attached_program(link) is None
+    assert attached_program(link.outer) is None
 
 
 def test_a_killed_probe_leaves_its_program_and_the_next_run_removes_it(link, knot):
@@ -180,13 +155,13 @@ def test_a_killed_probe_leaves_its_program_and_the_next_run_removes_it(link, kno
                         "--queries", "100000")
     probe.kill()
     probe.wait()
-    left = attached_program(link)
+    left = attached_program(link.outer)
     assert left is not None and left["prog"]["name"] == "xlb_reply_filt"
     result = run_probe(link, "--server", KNOT_V4, "--source", f"{ROOT_V4},20000-20999", "--rate", "1000",
                        "--queries", "1000")
     assert result["stale_program_removed"] is True
     check_all_valid(result, 1000)
-    assert attached_program(link) is None
+    assert attached_program(link.outer) is None
 
 
 def test_someone_elses_program_is_never_replaced(link):
@@ -196,7 +171,7 @@ def test_someone_elses_program_is_never_replaced(link):
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert "of someone else" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
-    assert attached_program(link) is not None
+    assert attached_program(link.outer) is not None
 
 
 @pytest.mark.parametrize(("args", "message"), [
