@@ -614,9 +614,11 @@ def sessions_text(sessions: int | None) -> str:
 
 
 def _differs(stored: Provenance, current: Provenance) -> bool:
-    """Another suite commit, host or tester build (a tester build not yet known matches any)."""
+    """Another suite commit, host or tester build. A tester build unknown on either side matches any: not
+    yet known before a run's first trial, and never known in a record of a trial voided before its tester
+    reported (a trial-failed record)."""
     return (stored.suite, stored.host) != (current.suite, current.host) or \
-        (current.tester is not None and stored.tester != current.tester)
+        (None not in (current.tester, stored.tester) and stored.tester != current.tester)
 
 
 def _trial_keys(outcomes: tuple[SearchOutcome, ...] | list[SearchOutcome]) -> list[str]:
