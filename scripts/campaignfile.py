@@ -26,7 +26,7 @@ from .envs import (
     emulation_config,
 )
 from .records import campaign_sha256
-from .search import METHODS, RFC8219, SearchSettings
+from .search import RFC8219, SearchSettings, check_method
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
@@ -50,7 +50,7 @@ class IdleSpec:
     runs: full-length trials per configuration (paper: 100; 0 = no capture).
     duration_s, rest_s: of each run, s (default: the search's duration_s and rest_s).
     interval_s: CPU sampling period, s.
-    method: whose median rate the runs use ("rfc8219-binary" or "fast").
+    method: whose median rate the runs use ("rfc8219-binary" or "mlrsearch").
     search: name of the search settings whose median is used (default: the first).
     """
 
@@ -142,8 +142,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     name = _str(head, "name", "[campaign]")
     methods = tuple(_list(head, "methods", "[campaign]", [RFC8219]))
     for method in methods:
-        if method not in METHODS:
-            raise CampaignFileError(f"[campaign] methods: unknown method {method!r}; use {list(METHODS)}")
+        _method(method, "[campaign] methods")
     if not methods:
         raise CampaignFileError("[campaign] methods is empty")
     cores = tuple(_list(head, "cores", "[campaign]", list(DEFAULT_CORES)))
@@ -158,7 +157,8 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
             spelled = format_cpu_list(_cpus(f"[tester] {key}", getattr(tester, key)))
             tester = replace(tester, **{key: spelled})
     idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
-    if idle.method not in METHODS or idle.method not in methods:
+    _method(idle.method, "[idle] method")
+    if idle.method not in methods:
         raise CampaignFileError(f"[idle] method {idle.method!r} is not one of the campaign's methods "
                                 f"{list(methods)}")
     if idle.search is not None and idle.search not in {n for n, _ in searches}:
@@ -183,6 +183,14 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
         _check_local_sockets(most, bool(sessions))
     return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
                     campaign_sha256(data), sessions)
+
+
+def _method(method: object, where: str) -> str:
+    """A method the suite runs (search.check_method: a retired one says why and what to write instead)."""
+    try:
+        return check_method(method, where)
+    except ValueError as err:
+        raise CampaignFileError(str(err)) from None
 
 
 def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:

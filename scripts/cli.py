@@ -27,7 +27,7 @@ from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
 from .methodbench import print_suite, simulated_suite
 from .records import implementation_label, steal_note
-from .search import FAST, METHODS, RFC8219, SearchSettings, verdict
+from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TesterOptions
 
 
@@ -49,8 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search = subparsers.add_parser("search", help="one throughput search (repeated), every trial stored")
     _dut_args(search)
     _search_args(search)
-    search.add_argument("--method", choices=[*METHODS, "both"], default=RFC8219,
-                        help="RFC 8219 binary search, the fast search, or both (default: %(default)s)")
+    search.add_argument("--method", type=_method, default=RFC8219,
+                        metavar="{" + ",".join([*METHODS, "both"]) + "}",
+                        help="RFC 8219 binary search, MLRsearch (RFC 9971), or both (default: %(default)s)")
     search.add_argument("--store", type=Path,
                         help="results store (default: results/search-UTCSTAMP.jsonl)")
     search.add_argument("--no-progress", action="store_true")
@@ -63,12 +64,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     trial.add_argument("--loss-ratio", type=float, default=1e-4, help="pass criterion (default: 1e-4)")
     trial.set_defaults(func=_trial)
 
-    bench = subparsers.add_parser("search-bench", help="RFC 8219 vs fast search side by side (prints only)")
+    bench = subparsers.add_parser("search-bench",
+                                  help="RFC 8219 vs MLRsearch (RFC 9971) side by side (prints only)")
     _dut_args(bench, default_kind="fake")
     _search_args(bench)
     bench.add_argument("--seeds", type=int, default=3, help="simulated runs with different noise seeds")
     bench.add_argument("--suite", action="store_true",
-                       help="fake only: RFC 8219, fast and MLRsearch on the simulated DUT set (noise "
+                       help="fake only: RFC 8219 and MLRsearch on the simulated DUT set (noise "
                             "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
                             "Markdown table")
     bench.set_defaults(func=_bench)
@@ -83,6 +85,16 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
+
+
+def _method(text: str) -> str:
+    """--method: a method the suite runs, or "both"; a retired one is refused with its reason."""
+    if text == "both":
+        return text
+    try:
+        return check_method(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _cpu_text(text: str) -> str:
@@ -134,8 +146,11 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--duration", type=_positive, default=60.0, help="full trial, s (default: 60)")
     g.add_argument("--rest", type=float, default=10.0, help="rest after a full trial, s (default: 10)")
     g.add_argument("--repetitions", type=int, default=10, help="searches to run (default: 10)")
-    g.add_argument("--short-duration", type=_positive, default=5.0, help="fast search: short trial, s")
-    g.add_argument("--short-rest", type=float, default=2.0, help="fast search: rest after a short trial, s")
+    g.add_argument("--short-duration", type=_positive, default=5.0,
+                   help="MLRsearch: initial trial duration of its preceding targets and the 'short' goal's "
+                        "trial, s (default: %(default)s)")
+    g.add_argument("--short-rest", type=float, default=2.0,
+                   help="rest after a trial shorter than --duration, s (default: %(default)s)")
 
 
 def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
@@ -295,7 +310,7 @@ def _one_config_campaign(args: argparse.Namespace, methods: list[str], store: Pa
 
 
 def _search(args: argparse.Namespace) -> int:
-    methods = [RFC8219, FAST] if args.method == "both" else [args.method]
+    methods = [RFC8219, MLRSEARCH] if args.method == "both" else [args.method]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     store = args.store or Path(f"results/search-{stamp}.jsonl")
     return run_campaign(_one_config_campaign(args, methods, store))

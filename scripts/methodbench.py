@@ -1,6 +1,6 @@
-"""The three search methods side by side on a set of simulated DUTs (`xlatbench search-bench --suite`).
+"""The search methods side by side on a set of simulated DUTs (`xlatbench search-bench --suite`).
 
-RFC 8219 binary, the fast search and MLRsearch (RFC 9971, first goal) run R repetitions each, interleaved,
+RFC 8219 binary and MLRsearch (RFC 9971, first goal) run R repetitions each, interleaved,
 on each DUT of the set: a hard cap with per-trial noise 0 %, 1 % and 2 % (1 sigma), a deep queue whose
 overload answers below capacity, and a loss curve that rises gradually above a knee (scripts/fakes.py).
 Time is simulated (wall time = trial durations + rests). For each method: time, trials, median, spread
@@ -23,22 +23,20 @@ from .bench import answers
 from .clock import SimClock
 from .fakes import FakeDut, GradualDut, QueueDut
 from .search import (
-    FAST,
     MLRSEARCH,
     RFC8219,
     RepeatedSearch,
     SearchOutcome,
     SearchSettings,
     TrialRunner,
-    fast_search,
     mlrsearch_search,
     rfc8219_search,
     summarize_outcomes,
 )
 from .trial import Measurer
 
-ORDER = (RFC8219, FAST, MLRSEARCH)
-NAMES = {RFC8219: "RFC 8219 binary", FAST: "fast", MLRSEARCH: "MLRsearch (RFC 9971)"}
+ORDER = (RFC8219, MLRSEARCH)
+NAMES = {RFC8219: "RFC 8219 binary", MLRSEARCH: "MLRsearch (RFC 9971)"}
 # The queue DUT's queue, in seconds of its capacity: deeper than the tester's 0.25 s timeout, so overload
 # answers late (below capacity) rather than dropping.
 QUEUE_SECONDS = 0.6
@@ -75,7 +73,7 @@ class SuiteRow:
 
 def run_methods(make_measurer: Callable[[], Measurer], settings: SearchSettings, clock: SimClock,
                 methods: tuple[str, ...] = ORDER) -> dict[str, MethodRun]:
-    """R repetitions of each method, interleaved; the fast search starts from its earlier answers."""
+    """R repetitions of each method, interleaved (a drifting machine treats them alike)."""
     runner = TrialRunner(None, clock=clock)
     outcomes: dict[str, list[SearchOutcome]] = {m: [] for m in methods}
     walls = dict.fromkeys(methods, 0.0)
@@ -86,8 +84,6 @@ def run_methods(make_measurer: Callable[[], Measurer], settings: SearchSettings,
             sid = f"bench/{method}/rep{repetition}"
             if method == RFC8219:
                 outcome = rfc8219_search(runner, settings, sid)
-            elif method == FAST:
-                outcome = fast_search(runner, settings, sid, earlier_qps=answers(outcomes[FAST]))
             else:
                 outcome = mlrsearch_search(runner, settings, sid)
             walls[method] += clock.now() - started
