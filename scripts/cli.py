@@ -73,6 +73,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="fake only: RFC 8219 and MLRsearch on the simulated DUT set (noise "
                             "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
                             "Markdown table")
+    bench.add_argument("--campaign", type=Path, metavar="FILE",
+                       help="--suite: MLRsearch with the first [search] of this campaign file (its goals) "
+                            "instead of the search options above")
+    bench.add_argument("--rfc-campaign", type=Path, metavar="FILE",
+                       help="--suite: the RFC 8219 search with the first [search] of this campaign file "
+                            "(also the known answers' trial duration) instead of the search options above")
+    bench.add_argument("--seed", type=int, default=1,
+                       help="--suite: first noise seed of the simulated DUTs (default: %(default)s)")
     bench.set_defaults(func=_bench)
 
 
@@ -346,9 +354,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite:
         if args.dut != "fake":
             raise ValueError("--suite runs on simulated DUTs only: use --dut fake")
-        print_suite(simulated_suite(args.capacity, settings, 1, args.buffer, args.background_loss), settings,
-                    sys.stdout)
+        rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
+        mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else settings
+        rows = simulated_suite(args.capacity, rfc, args.seed, args.buffer, args.background_loss, mlr)
+        print_suite(rows, rfc, sys.stdout, mlr if mlr is not rfc else None)
         return 0
+    if args.campaign or args.rfc_campaign or args.seed != 1:
+        raise ValueError("--campaign, --rfc-campaign and --seed go with --suite")
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
             print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,

@@ -265,6 +265,40 @@ def test_the_suite_compares_the_methods_against_known_answers() -> None:
     assert len(lines) == 1 + 5 * 2 and "conditional throughput" in out.getvalue()
 
 
+def test_the_suite_runs_each_method_with_its_own_campaign_settings(tmp_path: Path, capsys) -> None:
+    rfc = settings(max_rate_qps=100_000, error_qps=500, error_ratio=None, duration_s=30, rest_s=5,
+                   repetitions=3)
+    mlr = settings(max_rate_qps=100_000, error_ratio=0.01, duration_s=10, rest_s=1, short_duration_s=1,
+                   short_rest_s=0, repetitions=2)
+    rows = simulated_suite(24_000, rfc, mlr_settings=mlr)
+    for row in rows:
+        assert {t.result.duration_s for o in row.runs["rfc8219-binary"].repeated.outcomes
+                for t in o.trials} == {30}
+        assert len(row.runs["rfc8219-binary"].values()) == 3 and len(row.runs[MLRSEARCH].values()) == 2
+        assert max(t.result.duration_s for o in row.runs[MLRSEARCH].repeated.outcomes for t in o.trials) == 10
+        assert row.width == 0.01
+        rfc_values = row.runs["rfc8219-binary"].values()
+        median = statistics.median(row.runs[MLRSEARCH].values())
+        if min(rfc_values) == max(rfc_values):  # a point: the criterion is the goal width around it
+            assert row.agrees(MLRSEARCH) == (abs(median - rfc_values[0]) <= 0.01 * rfc_values[0])
+        else:
+            assert row.agrees(MLRSEARCH) == (min(rfc_values) <= median <= max(rfc_values))
+    assert any(row.rfc_is_a_point() for row in rows)  # the noise-free cap gives the same answer every time
+    files = {}
+    for name, table in (("rfc", "duration_s = 30\nrest_s = 5\nerror_qps = 500\nrepetitions = 3\n"),
+                        ("mlr", "duration_s = 10\nrest_s = 1\nerror_ratio = 0.01\nshort_duration_s = 1\n"
+                                "short_rest_s = 0\nrepetitions = 2\n")):
+        files[name] = tmp_path / f"{name}.toml"
+        files[name].write_text(f'[campaign]\nname = "{name}"\n\n[search]\nmax_rate_qps = 100000\n{table}\n'
+                               '[[setup]]\nname = "s"\nkind = "fake"\ncapacity_qps = 1000\n')
+    assert main(["search-bench", "--suite", "--capacity", "24000", "--campaign", str(files["mlr"]),
+                 "--rfc-campaign", str(files["rfc"])]) == 0
+    out = capsys.readouterr().out
+    assert "RFC 8219: bounds 0–100000 queries/s, error 500 queries/s" in out
+    assert "MLRsearch: bounds 0–100000 queries/s, error 1 % of the result, loss ≤ 0.01 %, 10 s trials" in out
+    assert "medians agree with the RFC 8219 search" in out and "x its trials (target ≤ 2)" in out
+
+
 def test_campaign_plan_estimates_mlrsearch_from_the_simulator() -> None:
     s = settings(max_rate_qps=4_000_000, error_ratio=0.001, repetitions=10)
     estimate = estimate_search_s(s, MLRSEARCH)
