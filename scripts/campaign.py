@@ -10,7 +10,6 @@ so each finished trial is in the store exactly once.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -51,7 +50,6 @@ from .records import (
     utc_now,
 )
 from .search import (
-    MLRSEARCH,
     OK,
     RFC8219,
     UPPER_NOT_FAILED,
@@ -89,15 +87,11 @@ def capped_cores(cores: tuple[int, ...], available: int) -> list[int]:
 
 
 def estimate_search_s(settings: SearchSettings, method: str) -> float:
-    """Rough time of `repetitions` searches, s: for the ETA only. MLRsearch's: from the simulator."""
-    if method == MLRSEARCH:
-        from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
+    """Rough time of `repetitions` searches of `method`, s (the ETA and `campaign plan`): every method by
+    simulating its searches (methodbench.simulated_search_s), so the estimate is the method's own code."""
+    from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
 
-        return simulated_search_s(settings)
-    span = settings.max_rate_qps - settings.min_rate_qps
-    width = settings.width_qps(settings.min_rate_qps + span / 4)
-    steps = max(1, math.ceil(math.log2(max(2.0, span / width))))
-    return settings.repetitions * steps * (settings.duration_s + settings.rest_s)
+    return simulated_search_s(settings, method)
 
 
 def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:

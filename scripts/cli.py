@@ -300,7 +300,8 @@ def _campaign_plan(args: argparse.Namespace) -> int:
               f"~{_hours(idle)}")
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
     print(f"searches: ~{_hours(searches)} of trials; total: ~{_hours(total)} (simulated setups take no real "
-          "time; MLRsearch estimated by simulating its searches on a DUT at a quarter of max_rate_qps)"
+          "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
+          "per-trial noise)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
 

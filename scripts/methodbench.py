@@ -7,8 +7,9 @@ Time is simulated (wall time = trial durations + rests). For each method: time, 
 (min-max) and whether its median lies inside the RFC search's [min, max]; beside them the DUT's known
 answer and how far each median lies from it. Prints only, never gates.
 
-`simulated_search_s` is the same simulation as an estimate of a search's time for `campaign plan` (the
-MLRsearch library's trial choices have no closed form).
+`simulated_search_s` is the same simulation as an estimate of a search's time for `campaign plan` and the
+campaign's ETA, for every method (the MLRsearch library's trial choices have no closed form; the RFC 8219
+search's is simulated too, so both estimates come from the methods' own code).
 """
 
 from __future__ import annotations
