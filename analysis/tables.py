@@ -42,10 +42,15 @@ def _qps(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+# Marks a cell whose trials were measured by more than one suite commit, tester build or host.
+MIXED = "‡"
+
+
 def cell_median_text(cell: Throughput, repetitions: int | None = None) -> str:
     text = median_text(cell)
     short = repetitions and cell.n < repetitions and cell.median is not None
-    return f"{text} {INCOMPLETE}" if short else text
+    text = f"{text} {INCOMPLETE}" if short else text
+    return f"{text} {MIXED}" if cell.mixed else text
 
 
 def median_text(cell: Throughput) -> str:
@@ -122,6 +127,9 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
     if any(INCOMPLETE in text for text in rows[0][1:]):
         title += (f"; {INCOMPLETE} = not every search gave a number: the median is over fewer, and so is "
                   "every ratio from it")
+    if any(cell.mixed for cell in cells):
+        title += (f"; {MIXED} = its trials were measured by more than one suite commit, tester build or host "
+                  "(a resume with --allow-mixed)")
     if any(text.startswith("≥") for text in rows[0][1:]):
         title += "; ≥ = a search never failed: a lower bound, a ratio from it a bound ('unknown' if both are)"
     if effort:

@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("file", type=Path, help="campaign TOML file (see campaigns/demo.toml)")
     run.add_argument("--store", type=Path, help="results store (default: the file's [campaign] store)")
     run.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
+    run.add_argument("--allow-mixed", action="store_true",
+                     help="let a resume add records of another suite commit, tester build or host (the "
+                          "report marks the mixed cells)")
     run.set_defaults(func=_campaign_run)
     plan = actions.add_parser("plan", help="print what a campaign would run and roughly how long")
     plan.add_argument("file", type=Path)
@@ -257,7 +260,7 @@ def run_campaign(run: CampaignRun) -> int:
     """Run (or resume) a campaign; Ctrl-C and errors end it cleanly with a word on how to resume."""
     with _sigterm_as_interrupt():
         try:
-            run.run()
+            results = run.run()
         except KeyboardInterrupt:
             print(f"\ninterrupted: {run.new_trials} new trial(s) stored in {run.campaign.store}, the "
                   "environment was torn down; run the same command again to resume", file=sys.stderr)
@@ -267,6 +270,11 @@ def run_campaign(run: CampaignRun) -> int:
                   f"{run.campaign.store}; fix the cause and run the same command again to resume)",
                   file=sys.stderr)
             return 1
+    if not results:
+        print(f"xlatbench {run.campaign.name}: measured nothing: no core count of "
+              f"{list(run.campaign.cores)} could run on any setup (see the skipped core counts above)",
+              file=sys.stderr)
+        return 1
     print(f"results: {run.campaign.store} ({run.new_trials} new trials)", file=sys.stderr)
     return 0
 
@@ -274,7 +282,7 @@ def run_campaign(run: CampaignRun) -> int:
 # -- commands ------------------------------------------------------------------------------------
 def _campaign_run(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file, args.store)
-    return run_campaign(CampaignRun(campaign, progress=not args.no_progress))
+    return run_campaign(CampaignRun(campaign, progress=not args.no_progress, allow_mixed=args.allow_mixed))
 
 
 def _campaign_plan(args: argparse.Namespace) -> int:

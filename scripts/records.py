@@ -7,10 +7,12 @@ outcome), "summary" (a repeated search at one core count), "idle-run" (one full-
 rate with per-second CPU samples) and "idle-mean" (the per-second mean of the idle runs).
 
 Version 2 added the "implementation" label to the envelope, version 3 "sessions", the tester's distinct
-flows, version 4 (this module) "rate_of" on the idle records (which search's median they offered, and whether
-that is a lower bound or a median over fewer repetitions). Older records still read: a version-1 label is
-made from its "dut" description, a record without "sessions" had the tester options' own flow count
-(threads x ports_per_thread), and an idle record without "rate_of" names its search in "rate_source".
+flows, version 4 (this module) "rate_of" on the idle records (which search's median they offered, and
+whether that is a lower bound or a median over fewer repetitions), "tester_shortfall" in trial results and
+"suite" (the suite's git describe, dirty flag and uncommitted difference) in the envelope. Older records
+still read: a version-1 label is made from its "dut" description, a record without "sessions" had the tester
+options' own flow count (threads x ports_per_thread), an idle record without "rate_of" names its search in
+"rate_source", and a record without "suite" has an unrecorded one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 SCHEMA = "xlatbench.results/4"
 OLD_SCHEMAS = ("xlatbench.results/1", "xlatbench.results/2", "xlatbench.results/3")
@@ -86,6 +88,30 @@ def implementation_label(dut: dict[str, Any]) -> str:
         name = f"{server.get('implementation')} {server.get('version')}"
         return f"{dut.get('implementation', '?')}, server {name}"
     return f"{dut.get('implementation', dut.get('topology', '?'))} {dut.get('version', '')}".strip()
+
+
+def implementation_tag(dut: dict[str, Any], label: str) -> str:
+    """A short name of what produced a number, for titles and tables ("tayga 0.9.2-8 + 2 patches"): per
+    translator its implementation, the first word of its version and how many patches it carries, once when
+    every DUT runs the same; `label` (the full one-line label) where there are no translators."""
+    translators = dut.get("translators")
+    if not isinstance(translators, dict) or not translators:
+        return label
+    tags = {host: _short_version(v) for host, v in translators.items() if isinstance(v, dict)}
+    distinct = set(tags.values())
+    if len(distinct) == 1:
+        return distinct.pop()
+    return ", ".join(f"{host} {tag}" for host, tag in tags.items())
+
+
+def _short_version(translator: dict[str, Any]) -> str:
+    version = str(translator.get("version", "?"))
+    words = version.split()
+    text = f"{translator.get('implementation', '?')} {words[0] if words else '?'}"
+    if "patches:" in version:
+        count = len(version.split("patches:", 1)[1].split())
+        text += f" + {count} patch{'es' if count != 1 else ''}"
+    return text
 
 
 def search_error_qps(error_qps: float | None, error_ratio: float | None, rate_qps: float) -> float:
@@ -201,6 +227,8 @@ class Context:
     implementation: one line naming the DUT implementation (made from dut when stored). tester: tool,
     version, options. host: the machine that ran the tester. sessions: the tester's distinct flows (source
     address x source port), count; swept: True when the campaign swept them ([campaign] sessions).
+    suite: the suite's code that wrote it (scripts.hostinfo.suite_build: git describe, dirty, sha256 of the
+    uncommitted difference); {} in records written before version 4.
     """
 
     campaign: CampaignRef
@@ -213,6 +241,7 @@ class Context:
     host: dict[str, Any]
     sessions: int = 0
     swept: bool = False
+    suite: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sessions <= 0:  # not given: the tester options' own flow count
@@ -222,11 +251,17 @@ class Context:
     def setup_name(self) -> str:
         return str(self.setup["name"])
 
+    @property
+    def tag(self) -> str:
+        """The short implementation name titles and tables use (implementation_tag); the full label is in
+        `implementation`."""
+        return implementation_tag(self.dut, self.implementation)
+
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign.to_json(), "setup": self.setup, "cores": self.cores,
                 "dut_cpus": self.dut_cpus, "dut": self.dut, "implementation": self.implementation,
                 "tester": self.tester, "host": self.host,
-                "sessions": {"count": self.sessions, "swept": self.swept}}
+                "sessions": {"count": self.sessions, "swept": self.swept}, "suite": self.suite}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], key: str) -> Context:
@@ -240,7 +275,30 @@ class Context:
                    _need(data, "cores", int, key), _need(data, "dut_cpus", OPTIONAL_DICT, key), dut,
                    label,
                    _need(data, "tester", dict, key), _need(data, "host", dict, key),
-                   _need(sessions, "count", int, key), _need(sessions, "swept", bool, key))
+                   _need(sessions, "count", int, key), _need(sessions, "swept", bool, key),
+                   _need(data, "suite", dict, key) if "suite" in data else {})
+
+
+class Provenance(NamedTuple):
+    """What measured a record: the suite's code, the tester's build and the host. A resume that would add
+    records of another provenance to a store is refused (unless allowed), and a cell whose trials have
+    several is marked."""
+
+    suite: str | None
+    tester: str | None
+    host: str | None
+
+    def text(self) -> str:
+        return (f"suite {self.suite or 'unrecorded'}, tester {self.tester or 'unrecorded'}, "
+                f"host {self.host or 'unrecorded'}")
+
+
+def provenance(context: Context) -> Provenance:
+    """The one rule of what counts as the same code, tester and host."""
+    suite = context.suite.get("describe")
+    if suite and context.suite.get("dirty") and context.suite.get("diff_sha256"):
+        suite = f"{suite} (uncommitted difference {str(context.suite['diff_sha256'])[:12]})"
+    return Provenance(suite, context.tester.get("version"), context.host.get("hostname"))
 
 
 def options_flows(options: dict[str, Any]) -> int:

@@ -111,6 +111,11 @@ class TestbedEnvironment(Environment):
                     f"or drop {count} from the campaign's cores")
         return {dut: usable_cpus(inv, found, dut)[:count] for dut in DUTS}
 
+    def refuse_cores(self, counts: list[int]) -> None:
+        """Every core count checked against the preflight before the testbed is brought up."""
+        for count in counts:
+            self.per_dut_cpus(count)
+
     def dut_cpus(self, count: int) -> list[int]:
         return self.per_dut_cpus(count)[DUTS[0]]
 

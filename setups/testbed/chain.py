@@ -35,7 +35,7 @@ from .inventory import DUTS, Inventory
 from .preflight import check as preflight_check
 from .remote_idle import IdleSampler, samples_from
 from .ssh import Shell, SshTransport, step_script
-from .undo import down_script, guarded, pending
+from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
 
 ORDER = ("dut1", "dut2", "server", "client")
 KNOT_UDP_WORKERS = 1
@@ -267,14 +267,21 @@ class TestbedChain:
     @classmethod
     def up(cls, inventory: Inventory, shell: SshTransport | None = None) -> TestbedChain:
         shell = shell or transport_for(inventory)
-        left = leftovers(inventory, shell)
-        if left:
-            raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
-                               f"run `xlatbench testbed down {inventory.path}` first")
-        steps = plan(inventory)
-        found = preflight_check(inventory, shell, machine_interfaces(inventory), steps)
-        if not found["ok"]:
-            raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
+        try:
+            left = leftovers(inventory, shell)
+            lost = [f"{role} ({text})" for role, text in left.items() if text.startswith("unreachable: ")]
+            if lost:
+                raise TestbedError(f"cannot reach {'; '.join(lost)}")
+            if left:
+                raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
+                                   f"run `xlatbench testbed down {inventory.path}` first")
+            steps = plan(inventory)
+            found = preflight_check(inventory, shell, machine_interfaces(inventory), steps)
+            if not found["ok"]:
+                raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
+        except BaseException:
+            shell.close()
+            raise
         chain = cls(inventory, shell, found)
         try:
             each(ORDER, lambda role: chain.apply(role, steps[role]))
@@ -289,7 +296,9 @@ class TestbedChain:
     def apply(self, role: str, steps: list[Step]) -> None:
         """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
         may be); each step is guarded by its undo record and names itself when it fails."""
-        self.shell.capture(role, "sh -s", stdin=batch_script(steps, self.inventory.statefile(role)))
+        statefile = self.inventory.statefile(role)
+        snapshot = sysctl_snapshot(statefile, moving_nics(steps))
+        self.shell.capture(role, "sh -s", stdin=snapshot + batch_script(steps, statefile))
 
     def __enter__(self) -> TestbedChain:
         return self

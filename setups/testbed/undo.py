@@ -15,6 +15,7 @@ planning time.
 from __future__ import annotations
 
 import shlex
+from pathlib import PurePosixPath as Path
 
 from ..backends.tayga import TUN
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
@@ -39,6 +40,35 @@ def _append_dynamic(statefile: str, shell_expr: str) -> str:
     return f"printf '%s\\n' \"{shell_expr}\" > {shlex.quote(pending_file(statefile))}"
 
 
+def identity_file(pidfile: str) -> str:
+    """Beside a pid file: `COMM STARTTIME` of the process the suite started (pid reuse cannot fake both)."""
+    return f"{pidfile}.id"
+
+
+def remember_process(pid_expr: str, pidfile: str, comm: str) -> str:
+    """Snippet writing the pid and identity (the program's name as the kernel shows it once it runs, and
+    the process's start time in clock ticks after boot, /proc/PID/stat field 22) of process `pid_expr`."""
+    pid, ident = shlex.quote(pidfile), shlex.quote(identity_file(pidfile))
+    return (f"echo {pid_expr} >{pid} && echo \"{shlex.quote(Path(comm).name[:15])} "
+            f"$(cut -d')' -f2- /proc/{pid_expr}/stat | cut -d' ' -f21)\" >{ident}")
+
+
+def own_process(pidfile: str, pid: str | None = None, ident: str | None = None) -> str:
+    """Shell condition: the pid file's process runs and is the one the suite started (name + start time);
+    it sets $p to its pid. `pid`/`ident`: the files as shell words instead (e.g. "$f")."""
+    pid = pid or shlex.quote(pidfile)
+    ident = ident or shlex.quote(identity_file(pidfile))
+    return (f"p=$(cat {pid} 2>/dev/null) && [ -n \"$p\" ] && [ \"$(cat /proc/$p/comm 2>/dev/null) "
+            f"$(cut -d')' -f2- /proc/$p/stat 2>/dev/null | cut -d' ' -f21)\" = "
+            f"\"$(cat {ident} 2>/dev/null)\" ]")
+
+
+def stop_own(pidfile: str, signal: str = "TERM") -> str:
+    """Snippet ending the pid file's process only if it is the program the suite started (a stale pid file
+    whose number now belongs to another process leaves that process alone); always succeeds."""
+    return f"if {own_process(pidfile)}; then kill -{signal} \"$p\"; fi; true"
+
+
 def undo_line(step: Step) -> str | None:
     """The line that reverses `step` when no previous value has to be read; None: nothing to undo."""
     if isinstance(step, Comment):
@@ -47,7 +77,7 @@ def undo_line(step: Step) -> str | None:
         return f"rm -f {shlex.quote(step.path)}"
     if isinstance(step, Daemon):
         pid, log = shlex.quote(step.pidfile), shlex.quote(step.logfile)
-        return f"pkill -F {pid}; rm -f {pid} {log}"
+        return f"{stop_own(step.pidfile)}; rm -f {pid} {shlex.quote(identity_file(step.pidfile))} {log}"
     return _cmd_undo(step)
 
 
@@ -131,6 +161,33 @@ def with_record(record: str | None, step_script: str, statefile: str) -> str:
             f"if {{ {step_script}\n}}; then {commit}; else rm -f {waiting}; false; fi")
 
 
+def moving_nics(steps: list[Step]) -> list[str]:
+    """The host's interfaces the steps move into a namespace (they come back with the kernel's defaults)."""
+    return [s.argv[3] for s in steps if isinstance(s, Cmd) and s.argv[:3] == ("ip", "link", "set")
+            and len(s.argv) == 6 and s.argv[4] == "netns"]
+
+
+def sysctl_snapshot(statefile: str, nics: list[str]) -> str:
+    """Snippet saving, before `up`, every sysctl the plan can change directly or through the kernel's
+    propagation: each interface's IPv4/IPv6 `forwarding` (writing `all.forwarding` rewrites them all) and
+    every net.ipv4.conf.NIC.* / net.ipv6.conf.NIC.* of a NIC that moves into a namespace (it comes back
+    with the defaults). The saved values (writable, readable ones) go to `sysctl.saved` beside the state
+    file, whose first line restores them, `all` and `default` first; `down` runs that line last."""
+    role_dir = statefile.rsplit("/", 1)[0]
+    saved = f"{role_dir}/sysctl.saved"
+    paths = [f"/proc/sys/net/{v}/conf/{k}/forwarding" for k in ("all", "default") for v in ("ipv4", "ipv6")]
+    paths += [f"/proc/sys/net/{v}/conf/*/forwarding" for v in ("ipv4", "ipv6")]
+    paths += [f"/proc/sys/net/{v}/conf/{shlex.quote(nic)}/*" for nic in nics for v in ("ipv4", "ipv6")]
+    restore = (f"ok=0; while read -r f v; do [ \"$(cat \"$f\" 2>/dev/null)\" = \"$v\" ] || "
+               f"printf '%s\\n' \"$v\" > \"$f\" 2>/dev/null || ok=1; done < {shlex.quote(saved)}; "
+               f"rm -f {shlex.quote(saved)}; exit $ok")
+    q = shlex.quote
+    return (f"mkdir -p {q(role_dir)} && : > {q(saved)} && for f in {' '.join(paths)}; do "
+            f"[ -f \"$f\" ] && [ -w \"$f\" ] && v=$(cat \"$f\" 2>/dev/null) && "
+            f"printf '%s %s\\n' \"$f\" \"$v\" >> {q(saved)}; done; "
+            f"printf '%s\\n' {q(restore)} >> {q(statefile)}\n")
+
+
 def down_script(statefile: str) -> str:
     """Run the state file's lines newest first (each tolerated to fail, reported), then delete it; stop a
     tester a killed controller left running (its `trial-*.pid`, see remote_run), delete the tester's result
@@ -153,8 +210,11 @@ def down_script(statefile: str) -> str:
 
 def stop_testers(role_dir: str) -> str:
     """Snippet ending every tester whose pid file is still in the (quoted) directory, then the files."""
-    return (f"for p in {role_dir}/trial-*.pid; do [ -f \"$p\" ] || continue; "
-            f"pkill -KILL -F \"$p\" && echo \"stopped tester $(cat \"$p\")\"; rm -f \"$p\"; done")
+    ours = own_process("", '"$f"', '"$f.id"')
+    return (f"for f in {role_dir}/trial-*.pid; do [ -f \"$f\" ] || continue; "
+            f"if {ours}; then "
+            f"kill -KILL \"$p\" && echo \"stopped tester $p\"; fi; "
+            f"rm -f \"$f\" \"$f.id\"; done")
 
 
 def pending(statefile: str) -> str:

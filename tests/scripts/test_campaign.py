@@ -340,3 +340,39 @@ def test_idle_runs_the_tester_could_not_offer_or_the_hypervisor_stole_stay_out_o
     assert means[1]["excluded"][0]["why"].startswith("tester-limited")
     assert means[1]["excluded"][1]["why"] == "CPU steal: the hypervisor took 6.5 % of CPU 1"
     assert means[2]["runs"] == 3 and means[2]["excluded"] == []
+
+
+def test_a_campaign_that_measured_nothing_exits_nonzero(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from xlatbench.scripts.cli import run_campaign
+
+    store = tmp_path / "r.jsonl"
+    data = fake_campaign(store, campaign={"name": "t", "methods": ["mlrsearch"], "cores": [4, 8]},
+                         idle={"runs": 1, "method": "mlrsearch"})
+    assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
+    err = capsys.readouterr().err
+    assert "core counts [4, 8] skipped" in err
+    assert err.strip().splitlines()[-1] == ("xlatbench t: measured nothing: no core count of [4, 8] could "
+                                            "run on any setup (see the skipped core counts above)")
+
+
+def test_an_impossible_core_count_is_refused_before_anything_is_up(
+        tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The environment refuses a core count (a testbed DUT that keeps more CPUs online) right after its
+    preflight: the campaign stops in one line and never brings the setup up."""
+    from xlatbench.scripts.cli import run_campaign
+
+    ups: list[int] = []
+
+    def refuse(self: envs.FakeEnvironment, counts: list[int]) -> None:
+        if 1 in counts:
+            raise ValueError("dut2 keeps CPUs [0, 1] online, so it cannot run 1 core(s)")
+
+    monkeypatch.setattr(envs.FakeEnvironment, "refuse_cores", refuse)
+    monkeypatch.setattr(envs.FakeEnvironment, "up", lambda self: ups.append(1))
+    store = tmp_path / "r.jsonl"
+    data = fake_campaign(store, campaign={"name": "t", "methods": ["mlrsearch"], "cores": [1, 2]},
+                         idle={"runs": 1, "method": "mlrsearch"})
+    assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
+    assert ups == []
+    assert "cannot run 1 core(s)" in capsys.readouterr().err

@@ -129,10 +129,11 @@ class SshHosts:
                 time.sleep(0.1)
 
     def snapshot(self) -> dict[str, str]:
-        """What a host 'is', read without SSH: addresses, routes, links, rules, forwarding, namespaces."""
+        """What a host 'is', read without SSH: addresses, routes, links, rules, every net.ipv4.conf.* and
+        net.ipv6.conf.* sysctl of every interface (all, default), namespaces."""
         script = ("ip -br address; ip route; ip -6 route; ip -br link | sed 's/@[^ ]*//'; "
                   "nft list ruleset; iptables-save -t nat | grep -v '^#'; "
-                  "sysctl net.ipv4.conf.all.forwarding net.ipv6.conf.all.forwarding")
+                  "sysctl -a -r '^net[.]ipv[46][.]conf[.]' 2>/dev/null")
         state = {role: sh("ip", "netns", "exec", self.netns(role), "sh", "-c", script) for role in ROLES}
         names = sh("ip", "netns", "list").split()
         state["netns"] = " ".join(sorted(n for n in names if n.startswith(self.prefix)))

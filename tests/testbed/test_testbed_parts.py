@@ -55,6 +55,18 @@ def test_hotplug_refuses(tmp_path: Path, allowed: tuple[int, ...], keep: list[in
     assert online_states(base, 4) == ["1", "1", "1"]  # nothing changed
 
 
+def test_hotplug_reads_back_what_the_host_really_has_online(tmp_path: Path) -> None:
+    """CPU 3 is present, outside offline_cpus and already offline: 4 cores would really be 3, refused."""
+    base = fake_sysfs(tmp_path / "sys", 4)
+    (base / "cpu3" / "online").write_text("0\n")
+    hotplug = Hotplug("dut1", (1, 2), str(tmp_path / "sys"), str(tmp_path / "undo.sh"))
+    with pytest.raises(HotplugError, match=r"dut1: asked for CPUs \[0, 1, 2, 3\] online, the host reads back "
+                                           r"\[0, 1, 2\]: CPU \[3\] stayed offline; bring the CPUs outside"):
+        hotplug.apply(LocalShell(), [0, 1, 2, 3])
+    (base / "cpu3" / "online").write_text("1\n")  # the host's CPU 3 back, as the message says
+    assert hotplug.apply(LocalShell(), [0, 1, 2, 3])["online"] == [0, 1, 2, 3]
+
+
 def _ticking_stat(path: Path, stop: threading.Event) -> None:
     """A /proc/stat whose cpu0 spends 3 of 4 ticks in user time and 1 idle, cpu1 4 of 4 idle."""
     ticks = 0
@@ -189,25 +201,6 @@ def test_preflight_refuses_another_tester_version() -> None:
     assert len(problems) == 1 and f"is 'xlatperf 0.0.1', the controller's is {local!r}" in problems[0]
     problems, _ = host_problems(inv, "client", _facts(tester="absent"), iface)
     assert "tester /opt/xlatbench/build/dnsperf/xlatperf not found" in problems[0]
-
-
-def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
-    from xlatbench.analysis.host_idle import bottleneck
-    from xlatbench.setups.testbed.remote_idle import samples_from
-
-    def stat(t: float, ticks: list[tuple[int, int]]) -> str:
-        lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]
-        return "\n".join(lines)
-
-    # dut1: CPU 0 busy 90 %, CPU 1 (offline for the trial, still listed) idle; dut2: CPU 0 busy 40 %.
-    dut1 = samples_from(stat(1.0, [(0, 0), (0, 0)]) + "\n" + stat(2.0, [(90, 10), (0, 100)]))
-    dut2 = samples_from(stat(1.0, [(0, 0)]) + "\n" + stat(2.0, [(40, 60)]))
-    verdict = bottleneck({"dut1": dut1, "dut2": dut2}, {"dut1": [0], "dut2": [0]})
-    assert verdict["bottleneck"] == "dut1"
-    assert verdict["idle_percent"] == {"dut1": 10.0, "dut2": 60.0}
-    assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
-    tie = bottleneck({"dut1": dut1, "dut2": dut1}, {"dut1": [0], "dut2": [0]})
-    assert tie["bottleneck"] is None and "not determined" in tie["reason"]
 
 
 def test_an_undo_line_enters_the_state_file_only_after_its_step_succeeded(tmp_path: Path) -> None:
