@@ -161,9 +161,8 @@ def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -
           f"{100 * s.loss_ratio:g} %, full trials {s.duration_s:g} s + {s.rest_s:g} s rest, shorter trials "
           f"+ {s.short_rest_s:g} s rest, {s.repetitions} repetitions; MLRsearch "
           f"{'; '.join(g.describe() for g in s.mlr_goals())}", file=out)
-    for name, rep, wall in (("RFC 8219 binary", c.rfc, c.rfc_wall_s), ("MLRsearch (RFC 9971)", c.mlr,
-                                                                       c.mlr_wall_s)):
-        print(f"  {name:21s} {rep.describe()}; {rep.trials} trials; {time_kind} wall time {wall:.0f} s",
+    for rep, wall in ((c.rfc, c.rfc_wall_s), (c.mlr, c.mlr_wall_s)):
+        print(f"  {rep.describe()}; {rep.trials} trials; {time_kind} wall time {wall:.0f} s",
               file=out)
     same = {True: "yes", False: "NO", None: "n/a"}[c.same_answer]
     error = f"{c.error_qps:.0f} queries/s" if c.error_qps is not None else "n/a"
