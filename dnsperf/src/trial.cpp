@@ -778,12 +778,18 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     rusage usage_before{};
     getrusage(RUSAGE_SELF, &usage_before);
     const UdpErrorCounters udp_before = read_udp_error_counters();
+    const std::vector<int> egress = egress_devices(plan.server, sources);
+    std::vector<DeviceDrops> egress_before;
+    for (const int device : egress) egress_before.push_back(read_device_drops(device));
     release_threads(shared, threads.size());
     result.start_realtime_ns = shared.start_real_ns;
     wait_with_progress(shared, pairs, progress, stop);
     for (auto& t : threads) t.join();
     const std::int64_t end_ns = monotonic_ns();
     const UdpErrorCounters udp_after = read_udp_error_counters();
+    for (std::size_t d = 0; d < egress.size(); ++d) {
+        result.egress.push_back(egress_delta(egress_before[d], read_device_drops(egress[d])));
+    }
     result.udp_counters_read = udp_before.read && udp_after.read;
     if (result.udp_counters_read) {
         result.udp_checksum_errors = udp_after.checksum_errors - std::min(udp_after.checksum_errors, udp_before.checksum_errors);
