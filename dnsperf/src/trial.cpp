@@ -747,6 +747,15 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     result.gso = choose_gso(config.gso, plan.server, sources);
     shared.gso = result.gso.use;
     boost::asio::io_context io;
+    // Sockets beyond the open-file limit fail at open: raise it first, or say plainly that it is too low.
+    const std::uint64_t socket_count = std::uint64_t{config.threads} * config.ports_per_thread;
+    if (!make_room_for_sockets(socket_count)) {
+        rlimit limit{};
+        getrlimit(RLIMIT_NOFILE, &limit);
+        throw StartError("too many open files: the tester needs " + std::to_string(socket_count) +
+                         " sockets (--threads x --ports-per-thread) plus a few more descriptors, but the open-file "
+                         "limit is " + std::to_string(limit.rlim_max) + " (ulimit -n); raise it or use fewer");
+    }
     std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, io, max_latency_ns);
     const UdpSocket& first = pairs.front()->sockets.front();
     result.rcvbuf_granted = first.rcvbuf_granted();
