@@ -34,7 +34,6 @@ namespace {
 
 constexpr std::size_t kReplyBufferSize = 4096;       // larger datagrams are cut and counted malformed
 constexpr std::int64_t kReceiverPollNs = 50'000'000; // a receiver re-checks its sender this often
-constexpr std::uint64_t kMaxLagRecordedNs = 100'000'000'000;  // lags histogram range: 100 s
 constexpr std::int64_t kStartLeadNs = 20'000'000;    // threads start this long before query 0
 constexpr unsigned kDrainCalls = 64;                 // most recvmmsg calls per socket between end-time checks
 
@@ -735,10 +734,9 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     const Config& config = plan.config;
     Shared shared{plan, Schedule(config.rate_qps, config.threads, plan.total_queries),
                   QueryTemplate(config.domain, plan.qtype)};
-    const double window_s = shared.schedule.window_s();
     // A sender that cannot keep up stops at the send bound (window + tolerance + --max-lag).
     shared.give_up_ns = std::llround(plan.send_bound_s * 1e9);
-    shared.series_rows = static_cast<std::size_t>(std::ceil(std::max(window_s, plan.send_bound_s) + 1 + config.timeout_s)) + 2;
+    shared.series_rows = plan.series_rows;
 
     const auto max_latency_ns = static_cast<std::uint64_t>(2 * plan.timeout_ns);
     TrialResult result;
