@@ -214,7 +214,7 @@ json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, cons
         {"first_send_delay_s", nullable_seconds(t.first_send_ns)},
         {"max_lag_s", seconds(t.max_lag_ns)},
         {"lag", {{"unit", "s"},
-                 {"of", "each sendmmsg call: how late its first query went out"},
+                 {"of", "each send call: the larger of its first query's delay at the call's start and its last query's at the call's end"},
                  {"count", trial.send_lag.count()},
                  {"p50", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.5)))},
                  {"p99", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.99)))},

@@ -269,7 +269,10 @@ private:
             ++stats_.syscalls;
             if (result > 0) {
                 const auto n = static_cast<std::size_t>(result);
-                record_sent(n, before, sent_real, deadline_of(j + done) - shared_.start_ns);
+                // The end of the call bounds when its last query left: time spent inside the call is lag too.
+                const std::int64_t after = monotonic_ns() - shared_.start_ns;
+                record_sent(n, before, after, sent_real, deadline_of(j + done) - shared_.start_ns,
+                            deadline_of(j + done + n - 1) - shared_.start_ns);
                 if (blocked_since >= 0) {
                     stats_.max_retry_stall_ns = std::max(stats_.max_retry_stall_ns, before - blocked_since);
                     blocked_since = -1;
@@ -325,11 +328,15 @@ private:
         return sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(left), MSG_DONTWAIT);
     }
 
-    // n queries went out in one sendmmsg that started at before_ns; the first of
-    // them was due at due_ns (both from the start). Each call's lag is judged, so a
-    // stall inside a burst shows even when the burst catches up.
-    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t sent_real_ns, std::int64_t due_ns) {
-        const std::int64_t lag = before_ns - due_ns;
+    // n queries went out in one send call that started at before_ns and returned at
+    // after_ns; the first of them was due at first_due_ns, the last at last_due_ns
+    // (all from the start). The call's lag is the larger of its first query's delay at
+    // the call's start and its last query's at the call's end, so time spent inside
+    // the call (a preempted or stalled send) counts too. Each call's lag is judged, so
+    // a stall inside a burst shows even when the burst catches up.
+    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t after_ns, std::int64_t sent_real_ns,
+                     std::int64_t first_due_ns, std::int64_t last_due_ns) {
+        const std::int64_t lag = std::max(before_ns - first_due_ns, after_ns - last_due_ns);
         pair_.send_lag.record(static_cast<std::uint64_t>(std::max<std::int64_t>(lag, 0)));
         if (lag > stats_.max_lag_ns) {
             stats_.max_lag_ns = lag;
@@ -339,7 +346,7 @@ private:
         window_.add(before_ns, n);
         stats_.max_in_100us = std::max(stats_.max_in_100us, window_.total());
         if (stats_.first_send_ns < 0) stats_.first_send_ns = before_ns;
-        stats_.last_send_ns = before_ns;
+        stats_.last_send_ns = after_ns;
         pair_.sent_per_second[second_of(shared_, sent_real_ns)] += n;
         bump(pair_.live_sent, n);
     }
