@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..scripts.records import Context, IdleMean, IdleRun, Record, TrialEntry
+from ..setups.placement import OWN_HOSTS
 from .joinkey import JoinKey, idle_key, rate_of, trial_key
 
 # Columns of a CPU sample counted as kernel work (in-kernel NAT and forwarding run in softirq), %.
@@ -50,6 +51,11 @@ class Evidence:
     failing: the failing trial just above rate_qps, or None when the store has none.
     single_threaded: the translators are single-threaded user-space processes (tayga): one of them can use
         at most one CPU.
+    dut_cpu_use: per DUT, per CPU it was active on, mean over the runs and seconds of each /proc/stat
+        column, % -- the one shape the verdict reads, from the DUT's own host on a testbed (the idle-mean
+        record's `hosts`, cores online per hotplug) or from the shared machine's CPU sets in emulation.
+    dut_per_second: per DUT, the per-second means of its CPUs (its host's, or the shared machine's).
+    separate_hosts: each DUT's CPU figures are its own host's (a real testbed), not a shared machine's.
     """
 
     setup: str
@@ -73,6 +79,9 @@ class Evidence:
     method: str = ""
     rate_lower_bound: bool = False
     rate_partial: bool = False
+    dut_cpu_use: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    dut_per_second: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    separate_hosts: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,15 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
     translators = context.dut.get("translators") or {}
     rate = float(mean.rate_qps)
     source = rate_of(mean) if mean.rate_of is not None or not runs else rate_of(runs[0])
+    dut_cpus, cpu_use = dut_cpu_sets(context), _cpu_use(mean.per_second)
+    if mean.hosts:  # a real testbed: each DUT's own host, its cores online for the capture
+        per_second = {dut: list(mean.hosts.get(dut) or []) for dut in dut_cpus}
+        use = {dut: {c: v for c, v in _cpu_use(per_second[dut]).items() if c in {str(n) for n in cpus}}
+               for dut, cpus in dut_cpus.items()}
+    else:
+        per_second = {dut: mean.per_second for dut in dut_cpus}
+        use = {dut: {str(c): cpu_use[str(c)] for c in cpus if str(c) in cpu_use}
+               for dut, cpus in dut_cpus.items()}
     return Evidence(
         sessions=key.sessions, search=key.search, method=key.method,
         rate_lower_bound=source.lower_bound, rate_partial=source.partial,
@@ -144,13 +162,14 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         cores=context.cores, rate_qps=rate, interval_s=float(mean.interval_s or 1.0),
         runs=mean.runs, implementation=context.tag, emulated="namespaces" in context.dut,
         translator_share=_mean_share([run.result for run in runs]),
-        dut_cpus=dut_cpu_sets(context), test_cpus=tester_cpus(context),
-        cpu_use=_cpu_use(mean.per_second), per_second=mean.per_second,
+        dut_cpus=dut_cpus, test_cpus=tester_cpus(context),
+        cpu_use=cpu_use, per_second=mean.per_second,
         failing=failing_trial_above(trials, rate),
         single_threaded=any(isinstance(t, dict) and t.get("implementation") == "tayga"
                             for t in translators.values()),
         tun_devices={host: (info["tun_device"],) for host, info in translators.items()
                      if isinstance(info, dict) and info.get("tun_device")},
+        dut_cpu_use=use, dut_per_second=per_second, separate_hosts=bool(mean.hosts),
     )
 
 
@@ -193,13 +212,15 @@ def failing_trial_above(trials: list[TrialEntry], rate_qps: float) -> FailingTri
 
 
 def dut_cpu_sets(context: Context) -> dict[str, tuple[int, ...]]:
-    """Per DUT, the CPUs its cpuset allowed ({} when the record has no placement)."""
+    """Per DUT, the CPUs its cpuset allowed (emulation: `applied.<dut>.cpus`) or that hotplug left online on
+    its own host (testbed: `applied.<dut>.online`); {} when the record has no placement."""
     placement = context.dut_cpus or {}
     applied = placement.get("applied") if isinstance(placement, dict) else None
     if not isinstance(applied, dict):
         return {}
-    return {dut: tuple(sorted(int(c) for c in info.get("cpus", [])))
-            for dut, info in sorted(applied.items()) if isinstance(info, dict) and info.get("cpus")}
+    return {dut: tuple(sorted(int(c) for c in (info.get("cpus") or info.get("online"))))
+            for dut, info in sorted(applied.items())
+            if isinstance(info, dict) and (info.get("cpus") or info.get("online"))}
 
 
 def _cpus(text: Any) -> set[int]:
@@ -232,6 +253,8 @@ def shared_with_test_system(context: Context) -> tuple[int, ...]:
     pinned to both, and those the placement itself recorded as shared (it also counts an unpinned tester or
     Knot on the lowest CPU)."""
     placement = context.dut_cpus or {}
+    if placement.get("placement") == OWN_HOSTS:
+        return ()  # each DUT on its own host: the tester and Knot run elsewhere
     dut = set(placement.get("cpus") or [])
     for cpus in dut_cpu_sets(context).values():
         dut |= set(cpus)

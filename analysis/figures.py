@@ -20,6 +20,8 @@ from .plots import idle_lines, save_figure  # noqa: E402
 
 
 def _sharing_note(evidence: Evidence, dut: str) -> str:
+    if evidence.separate_hosts:
+        return ""  # CPU numbers of different hosts: nothing is shared
     mine = set(evidence.dut_cpus[dut])
     notes = []
     others = [d for d, cpus in evidence.dut_cpus.items() if d != dut and mine & set(cpus)]
@@ -35,13 +37,14 @@ def idle_per_dut(evidence: Evidence, out_dir: Path) -> list[tuple[str, Path]]:
     Returns (caption, file) pairs; none when the store has no per-DUT placement or no samples."""
     made = []
     for dut, cpus in sorted(evidence.dut_cpus.items()):
-        if not any(s["cpus"].get(str(cpu), {}).get("idle") is not None
-                   for s in evidence.per_second for cpu in cpus):
+        seconds = evidence.dut_per_second.get(dut) or []
+        if not any(s["cpus"].get(str(cpu), {}).get("idle") is not None for s in seconds for cpu in cpus):
             continue
         fig, ax = plt.subplots(figsize=(6.4, 3.4))
-        idle_lines(ax, evidence, [str(cpu) for cpu in cpus])
+        idle_lines(ax, evidence, [str(cpu) for cpu in cpus], seconds)
+        where = f"DUT host {dut}, its active cores" if evidence.separate_hosts else dut
         rate = rate_text(evidence.rate_qps, evidence.rate_lower_bound, evidence.rate_partial)
-        caption = (f"{dut} of {evidence.setup}, {evidence.cores} DUT core(s), at {rate} "
+        caption = (f"{where} of {evidence.setup}, {evidence.cores} DUT core(s), at {rate} "
                    f"queries/s: CPU idle time, mean of {evidence.runs} run(s){_sharing_note(evidence, dut)}")
         title = "\n".join(textwrap.wrap(caption, 90))
         ax.set_title(title + "\n" + textwrap.shorten(evidence.implementation, 100),

@@ -190,12 +190,26 @@ def placement_text(context: Context) -> str:
     return "; ".join(parts)
 
 
+def dut_hosts_text(context: Context) -> str | None:
+    """On a real testbed, each DUT host's CPU model, CPU count, kernel and hostname from the preflight the
+    record carries (the DUTs run there, not on the controller); None elsewhere."""
+    found = ((context.dut.get("preflight") or {}).get("hosts") or {})
+    duts = [d for d in ("dut1", "dut2") if isinstance(found.get(d), dict)]
+    if not duts:
+        return None
+    return "; ".join(f"{d} {found[d].get('cpu_model', '?')}, {found[d].get('cpus', '?')} CPUs, kernel "
+                     f"{found[d].get('kernel', '?')}, hostname {found[d].get('hostname', '?')}" for d in duts)
+
+
 def _machine_and_tester(context: Context) -> list[tuple[str, str]]:
     host, tester = context.host, context.tester
     options = tester.get("options") or {}
-    return [("Machine", f"{host.get('cpu_model', '?')}, {host.get('cpus_online', '?')} CPUs online, "
-                        f"{host.get('machine', '?')}, kernel {host.get('kernel', '?')}, hostname "
-                        f"{host.get('hostname', '?')}"),
+    duts = dut_hosts_text(context)
+    return [*([("DUT hosts", duts)] if duts else []),
+            ("Controller (runs the campaign)" if duts else "Machine",
+             f"{host.get('cpu_model', '?')}, {host.get('cpus_online', '?')} CPUs online, "
+             f"{host.get('machine', '?')}, kernel {host.get('kernel', '?')}, hostname "
+             f"{host.get('hostname', '?')}"),
             ("Tester", f"{tester.get('tool', 'xlatperf')} {tester.get('version', '?')}: "
                        f"{options.get('threads', '?')} thread pair(s) × "
                        f"{options.get('ports_per_thread', '?')} "

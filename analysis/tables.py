@@ -77,7 +77,7 @@ def scale_up_values(medians: list[Value]) -> list[str]:
 
 def series_label(series: Series) -> str:
     """The search method of a series, with its [[search]] table's name unless that is the default."""
-    label = method_label(series.rfc8219_exact)
+    label = method_label(series.rfc8219_exact, series.method)
     return label if series.search in ("", "default") else f"{label}, search {series.search!r}"
 
 

@@ -18,11 +18,12 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from ..analysis.host_idle import host_bottleneck, host_bottleneck_text
+from ..analysis.bottleneck import verdict
+from ..analysis.evidence import evidence_from
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
 from .campaignfile import Campaign, SetupSpec, make_environment
-from .cpuload import CpuSampler, mean_per_second
+from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info, suite_build
 from .measurers import ComponentFailure
@@ -42,6 +43,7 @@ from .records import (
     TrialFailed,
     TrialPosition,
     idle_mean_key,
+    idle_run_exclusion,
     idle_run_key,
     implementation_label,
     provenance,
@@ -53,7 +55,9 @@ from .records import (
 )
 from .search import (
     FAST,
+    MLRSEARCH,
     OK,
+    RFC8219,
     UPPER_NOT_FAILED,
     RepeatedSearch,
     SearchOutcome,
@@ -93,7 +97,11 @@ def capped_cores(cores: tuple[int, ...], available: int) -> list[int]:
 
 
 def estimate_search_s(settings: SearchSettings, method: str) -> float:
-    """Rough time of `repetitions` searches, s: for the ETA only."""
+    """Rough time of `repetitions` searches, s: for the ETA only. MLRsearch's: from the simulator."""
+    if method == MLRSEARCH:
+        from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
+
+        return simulated_search_s(settings)
     span = settings.max_rate_qps - settings.min_rate_qps
     width = settings.width_qps(settings.min_rate_qps + span / 4)
     steps = max(1, math.ceil(math.log2(max(2.0, span / width))))
@@ -265,7 +273,7 @@ class Recorder:
 
     def trial(self, record: TrialRecord, config: ConfigKey, session: SetupSession) -> None:
         settings = self.campaign.settings(config.search)
-        position = TrialPosition(record.search_id, config.search, config.method, config.method != FAST,
+        position = TrialPosition(record.search_id, config.search, config.method, config.method == RFC8219,
                                  _repetition(record.search_id), record.step, record.phase, record.lower_qps,
                                  record.upper_qps, asdict(settings))
         self.append(TrialEntry(key=trial_key(record.search_id, record.step), context=self.context(session),
@@ -459,6 +467,7 @@ class CampaignRun:
             if dropped:
                 self._recorder().progress.say(f"{setup.name}: core counts {dropped} skipped, its DUTs have "
                                               f"only {available} core(s)")
+            envs[setup.name].refuse_cores(capped_cores(self.campaign.cores, available))
 
     def _print_tables(self) -> None:
         """The report's throughput table of each setup, search settings and method, with trials and time."""
@@ -488,20 +497,25 @@ class IdleCapture:
             self.recorder.progress.say(f"{setup}, {cores} core(s): no idle capture, the {c.idle.method} "
                                        "search gave no median rate")
             return
-        runs = [self._one_run(run, rate) for run in range(1, c.idle.runs + 1)]
+        done = {run: self._one_run(run, rate) for run in range(1, c.idle.runs + 1)}
+        excluded = [{"run": run, "why": why} for run, (_, _, why) in done.items() if why is not None]
+        runs = [(samples, hosts) for samples, hosts, why in done.values() if why is None]
         hosts = per_host_means([host_samples for _, host_samples in runs])
         keys = [idle_run_key(setup, cores, run, self.session.sessions) for run in range(1, c.idle.runs + 1)]
         mean = IdleMean(key=idle_mean_key(setup, cores, self.session.sessions),
                         context=self.recorder.context_of(keys, self.session),
                         rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
                         per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts,
-                        rate_of=self._rate_of())
+                        excluded=excluded, rate_of=self._rate_of())
         self.recorder.append(mean)
-        self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} runs at "
-                                   f"{rate:.0f} queries/s")
-        verdict = host_bottleneck(mean)
-        if verdict is not None:
-            self.recorder.progress.say(host_bottleneck_text(verdict))
+        left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
+        self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
+                                   f"{len(done)} runs averaged at {rate:.0f} queries/s{left_out}")
+        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck).
+        found = [e for e in evidence_from(list(self.recorder.store.records()))
+                 if (e.setup, e.cores) == (setup, cores) and e.topology != "loopback"]
+        if found and not self.session.env.simulated:
+            self.recorder.progress.say(verdict(found[-1]).text())
 
     def _rate(self) -> float | None:
         # A search that never failed still gives a rate the chain carried; the paper's idle capture needs
@@ -512,8 +526,9 @@ class IdleCapture:
             return None
         return float(round(source.repeated.summary.median))
 
-    def _one_run(self, run: int, rate: float) -> tuple[list[dict[str, Any]], HostSamples]:
-        """One idle run's CPU samples and per-host samples: from the store, or measured now and stored."""
+    def _one_run(self, run: int, rate: float) -> tuple[list[dict[str, Any]], HostSamples, str | None]:
+        """One idle run's CPU samples, per-host samples and why it stays out of the mean (None: it counts):
+        from the store, or measured now and stored."""
         c, session, runner = self.campaign, self.session, self.session.runner
         duration, rest = c.idle_timing()
         key = idle_run_key(session.spec.name, session.cores, run, session.sessions)
@@ -521,7 +536,7 @@ class IdleCapture:
         stored = self.stored.get(key)
         if isinstance(stored, IdleRun):
             runner.owe_rest(rest)
-            return stored.samples, stored.hosts
+            return stored.samples, stored.hosts, idle_run_exclusion(stored.result)
         self.recorder.progress.status(f"{session.spec.name} cores={session.cores} idle capture "
                                       f"{run}/{c.idle.runs}")
         measurer = runner.ensure_measurer()
@@ -535,12 +550,14 @@ class IdleCapture:
             raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None,
             hosts=hosts, rate_of=self._rate_of()))
         self.recorder.progress.advance(duration + rest_taken)
-        return samples, hosts
+        return samples, hosts, idle_run_exclusion(result.to_dict(with_raw=False))
 
     def _measure(self, measurer: Measurer, duration: float, rate: float
                  ) -> tuple[TrialResult, list[dict[str, Any]], HostSamples]:
         """The trial with this machine's CPU sampled, and each host's where the environment has hosts of
-        its own (a real testbed's DUTs: started before, collected after)."""
+        its own (a real testbed's DUTs: started before, collected after). This machine's samples are cut to
+        the tester's send schedule, as the hosts' are: the sampler also spans the tester's start-up, its
+        drain and the counter reads around the trial, which are not the load being measured."""
         env = self.session.env
         sampler = CpuSampler(self.campaign.idle.interval_s)
         if not env.simulated:
@@ -555,6 +572,9 @@ class IdleCapture:
             if not env.simulated:
                 hosts = env.collect_host_idle(result)
         assert result is not None
+        window = trial_window(result.raw, result.duration_s)
+        if window is not None:
+            samples = samples_within(samples, window, "t_wall", self.campaign.idle.interval_s)
         return result, samples, hosts
 
     def _rate_of(self) -> RateOf:

@@ -49,6 +49,10 @@ class Environment:
     def max_cores(self) -> int:
         return 1
 
+    def refuse_cores(self, counts: list[int]) -> None:
+        """Raise (one line) when one of these core counts (each <= max_cores) cannot be set up; called
+        before anything is brought up, so a campaign fails before its first up/down."""
+
     def dut_cpus(self, count: int) -> list[int]:
         return list(range(count))
 

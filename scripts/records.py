@@ -30,6 +30,7 @@ UNLABELLED_SCHEMA = "xlatbench.results/1"  # written before the envelope carried
 
 RFC8219_LABEL = "RFC 8219 binary search"
 FAST_LABEL = "fast search (not RFC 8219 exact)"
+MLRSEARCH_LABEL = "MLRsearch (RFC 9971), first goal's conditional throughput (not RFC 8219 exact)"
 
 
 # A trial during which the hypervisor took at least this share of one of this host's CPUs (%) gets a note:
@@ -47,12 +48,28 @@ def steal_note(steal: dict[str, float] | None) -> str | None:
     return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu} during the trial"
 
 
+def idle_run_exclusion(result: dict[str, Any]) -> str | None:
+    """Why an idle run's CPU samples must stay out of the idle mean, else None: the tester could not offer
+    the rate (the DUTs saw less load than the mean would claim), or the hypervisor took STEAL_NOTE_PCT or
+    more of a CPU (the idle it shows is partly another guest's). `result` is a trial's stored dict."""
+    if result.get("tester_limited"):
+        return "tester-limited: the tester could not offer the rate"
+    steal = result.get("host_steal_pct") or {}
+    if steal:
+        cpu, pct = max(steal.items(), key=lambda item: item[1])
+        if pct >= STEAL_NOTE_PCT:
+            return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu}"
+    return None
+
+
 class RecordError(ValueError):
     """A record lacks a field or has one of the wrong type; the message names the record's key."""
 
 
-def method_label(rfc8219_exact: bool) -> str:
-    """How every table and summary names a search method."""
+def method_label(rfc8219_exact: bool, method: str | None = None) -> str:
+    """How every table and summary names a search method (method: its name, when the caller has it)."""
+    if method == "mlrsearch":
+        return MLRSEARCH_LABEL
     return RFC8219_LABEL if rfc8219_exact else FAST_LABEL
 
 
@@ -557,19 +574,23 @@ class IdleRun(FlatRecord):
 class IdleMean(FlatRecord):
     """The per-second mean of `runs` idle runs at rate_qps (queries/s), sampled every interval_s (s):
     per_second = [{"second": i, "runs": k, "cpus": {cpu: {column: mean %}}}]; hosts: on a real testbed,
-    the same per DUT host ({host: per_second}), else None."""
+    the same per DUT host ({host: per_second}), else None. runs counts the runs averaged; excluded: the
+    runs left out and why ([{"run": n, "why": ...}], `idle_run_exclusion`), None in records written
+    before it existed."""
 
     TYPE: ClassVar[str] = "idle-mean"
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
         ("rate_qps", "rate_qps", NUMBER), ("runs", "runs", int), ("interval_s", "interval_s", NUMBER),
         ("per_second", "per_second", list), ("hosts", "hosts", OPTIONAL_DICT),
+        ("excluded", "excluded", (list, type(None))),
         ("rate_of", "rate_of", OPTIONAL_DICT + (RateOf,)))
-    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts", "rate_of"})
+    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts", "excluded", "rate_of"})
     rate_qps: float
     runs: int
     interval_s: float
     per_second: list[dict[str, Any]]
     hosts: dict[str, list[dict[str, Any]]] | None = None
+    excluded: list[dict[str, Any]] | None = None
     rate_of: RateOf | None = None
 
     def __post_init__(self) -> None:

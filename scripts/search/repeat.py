@@ -9,10 +9,11 @@ from typing import Any
 from ..records import method_label
 from ..stats import Summary, summarize
 from .fast import fast_search
+from .mlrsearch import mlrsearch_search
 from .outcome import OK, UPPER_NOT_FAILED, SearchOutcome
 from .rfc8219 import rfc8219_search
 from .runner import TESTER_LIMITED, TrialRunner
-from .settings import FAST, RFC8219, SearchSettings
+from .settings import METHODS, MLRSEARCH, RFC8219, SearchSettings
 
 # The remaining repetitions are not run once this many, from the first, all ended at the tester limit.
 TESTER_STOP = 2
@@ -57,7 +58,7 @@ class RepeatedSearch:
         return sum(len(o.trials) for o in self.outcomes)
 
     def describe(self, unit: str = "queries/s") -> str:
-        label = method_label(self.rfc8219_exact)
+        label = method_label(self.rfc8219_exact, self.method)
         if self.status == TESTER_LIMITED:
             last = self.outcomes[-1].trials[-1].result.reasons if self.outcomes[-1].trials else ()
             why = f" ({'; '.join(last)})" if last else ""
@@ -101,8 +102,8 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
     completed: outcomes of repetitions an earlier run finished (a resumed campaign), by search id: taken as
     they are, so a store resumes even when a search's algorithm changed since those trials were measured.
     """
-    if method not in (RFC8219, FAST):
-        raise ValueError(f"unknown search method {method!r}; use {RFC8219!r} or {FAST!r}")
+    if method not in METHODS:
+        raise ValueError(f"unknown search method {method!r}; use one of {list(METHODS)}")
     outcomes: list[SearchOutcome] = []
     for repetition in range(1, settings.repetitions + 1):
         sid = search_id(id_prefix, method, repetition)
@@ -110,6 +111,8 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
             outcome = completed[sid]  # finished in an earlier run: taken as stored, not searched again
         elif method == RFC8219:
             outcome = rfc8219_search(runner, settings, sid)
+        elif method == MLRSEARCH:
+            outcome = mlrsearch_search(runner, settings, sid)
         else:
             earlier = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
             outcome = fast_search(runner, settings, sid, guess_qps=first_guess_qps, earlier_qps=earlier)

@@ -90,6 +90,7 @@ def test_every_record_survives_a_round_trip(name: str) -> None:
         added = ("schema", "implementation", "sessions", "suite")
         written = {k: v for k, v in record.to_json().items() if k not in added}
         assert written.pop("hosts", None) is None, "fields added since read as None (no per-host samples)"
+        assert written.pop("excluded", None) is None, "an old idle mean names no run it left out"
         assert written.pop("rate_of", None) is None, "an old idle record names its search in rate_source"
         assert written == {k: v for k, v in line.items() if k != "schema"}, \
             "reading loses nothing of a version-1 record"
