@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from ..analysis.bottleneck import verdict
+from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
@@ -509,11 +510,16 @@ class IdleCapture:
                         excluded=excluded, rate_of=self._rate_of())
         self.recorder.append(mean)
         left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
+        source = mean.rate_of
+        shown = rate_text(rate, source.lower_bound, source.partial) if source else f"{rate:,.0f}"
         self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
-                                   f"{len(done)} runs averaged at {rate:.0f} queries/s{left_out}")
-        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck).
+                                   f"{len(done)} runs averaged at {shown} queries/s{left_out}")
+        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck), of
+        # this capture's own join key (analysis.joinkey).
+        key = (setup, cores, mean.context.sessions, source.search if source else "",
+               source.method if source else "")
         found = [e for e in evidence_from(list(self.recorder.store.records()))
-                 if (e.setup, e.cores) == (setup, cores) and e.topology != "loopback"]
+                 if (e.setup, e.cores, e.sessions, e.search, e.method) == key and e.topology != "loopback"]
         if found and not self.session.env.simulated:
             self.recorder.progress.say(verdict(found[-1]).text())
 
