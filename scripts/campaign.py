@@ -23,7 +23,7 @@ from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
-from .campaignfile import Campaign, SetupSpec, make_environment
+from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
 from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info, suite_build
@@ -77,6 +77,11 @@ HostSamples = dict[str, list[dict[str, Any]]] | None
 
 class CampaignMismatch(RuntimeError):
     """The store holds records of a different campaign file."""
+
+
+class PortSetTooSmall(RuntimeError):
+    """The chain, once up, keeps NAT44 mappings longer than the campaign file's check assumed, and the
+    tester's ephemeral-port flows do not fit the MAP-T CE's port set (scripts.nat44)."""
 
 
 class MixedResume(CampaignMismatch):
@@ -148,9 +153,11 @@ class SetupSession:
 
     def __init__(self, spec: SetupSpec, env: Environment, replay: Mapping[tuple[str, int], TrialRecord],
                  tester: TesterOptions | None = None,
-                 before_measuring: Callable[[SetupSession], None] | None = None):
+                 before_measuring: Callable[[SetupSession], None] | None = None,
+                 after_tester_set: Callable[[SetupSession], None] | None = None):
         self.spec, self.env = spec, env
         self.before_measuring = before_measuring
+        self.after_tester_set = after_tester_set
         self.cores = 0
         self.dut_cpus: dict[str, Any] | None = None
         self.sessions: int | None = None
@@ -179,6 +186,8 @@ class SetupSession:
         if self._applied_tester != self.tester:
             self.env.set_tester(self.tester)
             self._applied_tester = self.tester
+            if self.after_tester_set is not None:
+                self.after_tester_set(self)  # e.g. the NAT44 port rule with the CE's own conntrack timeout
         if self._applied_cores != self.cores:
             self.dut_cpus = self.env.set_cores(self.cores)
             self._applied_cores = self.cores
@@ -378,8 +387,8 @@ class CampaignRun:
         idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
         try:
             for setup in c.setups:
-                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing),
-                                idle_stored)
+                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing,
+                                             self._check_ports), idle_stored)
         finally:
             progress.bar.close()
         self._print_tables()
@@ -446,6 +455,13 @@ class CampaignRun:
         another suite commit or host than this run would add. The tester's build is known only from its
         first trial's JSON: _check_record checks it before that trial is stored."""
         self._refuse_mixing(provenance(self._recorder().context(session)))
+
+    def _check_ports(self, session: SetupSession) -> None:
+        """Once the chain is up with these tester options: the NAT44 port rule with the conntrack timeout
+        the MAP-T CE's NAT44 namespace really has (the campaign file's check could only assume one)."""
+        refusal = session.env.nat44_port_refusal(trial_cycles(self.campaign))
+        if refusal:
+            raise PortSetTooSmall(f"setup {session.spec.name!r}: {refusal}")
 
     def _check_record(self, record: Record) -> None:
         """Before a newly measured record is stored: the same check, tester build included."""
