@@ -33,6 +33,7 @@ from ..transports import StepError
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
 from .preflight import check as preflight_check
+from .preflight import clock_offset
 from .remote_idle import IdleSampler, samples_from
 from .ssh import Shell, SshTransport, step_script
 from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
@@ -450,6 +451,14 @@ class TestbedChain:
         return result
 
     def start_idle(self) -> None:
+        """Re-measure the DUTs' and the client's clock offsets (a setup runs for hours; the samples and the
+        trial are placed on the controller's clock with them), then start each DUT's sampler."""
+        for role in (*DUTS, "client"):
+            try:
+                clock = clock_offset(self.shell, role)
+            except (StepError, ValueError, OSError) as err:
+                raise self.lost(role, f"no clock reading ({err})") from None
+            self.preflight["hosts"][role]["clock"] = {**clock, "measured": "at the last idle capture"}
         for dut, sampler in samplers(self.inventory).items():
             self.read(dut, sampler.start_script(), "starting its CPU idle sampler", check=True)
 

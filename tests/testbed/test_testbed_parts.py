@@ -165,7 +165,8 @@ def test_dry_run_prints_the_papers_mapt_ce() -> None:
 
 
 def _facts(**extra: str) -> dict[str, str]:
-    facts = {"knotd": "knotd 3.2.6", "tester": "xlatperf 0.1.0", "jool_tools": "4.1.9.0"}
+    facts = {"knotd": "knotd 3.2.6", "kdig": "/usr/bin/kdig", "tester": "xlatperf 0.1.0",
+             "jool_tools": "4.1.9.0", "cpus_present": "0-7"}
     for module in ("jool_siit", "jool", "jool_mapt"):
         facts[f"loaded_{module}"] = facts[f"installed_{module}"] = "absent"
     return facts | extra
@@ -174,7 +175,7 @@ def _facts(**extra: str) -> dict[str, str]:
 @pytest.mark.parametrize(("extra", "problem"), [
     ({}, "dut1: MAP-T needs Jool >= 4.2 (jool_mapt), this host has no jool_mapt module (jool tools: 4.1.9"),
     ({"installed_jool_mapt": "4.1.9"}, "this host has 4.1.9: install Jool 4.2"),
-    ({"loaded_jool_mapt": "4.2.0-rc2"}, None),
+    ({"loaded_jool_mapt": "4.2.0-rc2", "jool_tools": "4.2.0.0"}, None),
 ])
 def test_preflight_says_mapt_needs_jool_42(extra: dict[str, str], problem: str | None) -> None:
     from xlatbench.setups.testbed.preflight import host_problems
@@ -227,3 +228,43 @@ def test_an_undo_line_enters_the_state_file_only_after_its_step_succeeded(tmp_pa
     shell.capture("h", down_script(statefile))
     assert not made.exists() and not cut.exists() and blocker.read_text() == "the host's own\n"
     assert not Path(statefile).exists() and not Path(pending_file(statefile)).exists()
+
+
+def test_preflight_predicts_what_up_needs() -> None:
+    """kdig missing on the server, a sysfs_root pointing nowhere, Jool tools missing or of another version
+    than the module: each refused in one line before `up` (which would wait 34 s, or fail later)."""
+    from xlatbench.setups.testbed.preflight import host_problems
+
+    inv = load_inventory(EXAMPLE)
+    iface = {"present": True, "unexpected_addresses": [], "offloads": {}}
+    problems, _ = host_problems(inv, "server", _facts(kdig="absent"), {"enp5s0f0": iface})
+    assert problems == ["server: kdig not found (up waits for Knot to answer with it): apt-get install "
+                        "knot-dnsutils"]
+    duts = {"enp5s0f0": iface, "enp5s0f1": iface}
+    mapt = _facts(loaded_jool_mapt="4.2.0", cpus_present="")
+    problems, _ = host_problems(inv, "dut1", mapt, duts)
+    assert "dut1: Jool tools 4.1.9.0 and module 4.2.0 differ" in problems[0]
+    assert problems[1].startswith("dut1: no CPU list at /sys/devices/system/cpu/present")
+    problems, _ = host_problems(inv, "dut1", _facts(loaded_jool_mapt="4.2.0", jool_tools="4.2.0.0",
+                                                    cpus_present="0-7"), duts)
+    assert problems == []
+    problems, _ = host_problems(inv, "dut1", _facts(loaded_jool_mapt="4.2.0", jool_tools="absent",
+                                                    cpus_present="0-7"), duts)
+    assert problems[0].startswith("dut1: Jool's user-space tools (jool, jool_siit) not found")
+
+
+def test_a_bad_ssh_option_is_blamed_on_ssh_options_not_on_a_host() -> None:
+    from xlatbench.setups.testbed.preflight import check, summary_lines
+    from xlatbench.setups.transports import StepError
+
+    class Refusing:
+        def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> None:
+            raise StepError(f"{host}: ssh {host}.lab failed (exit 255): command-line: line 0: Bad "
+                            "configuration option: bogus")
+
+    inv = load_inventory(EXAMPLE)
+    result = check(inv, Refusing(), {role: [] for role in inv.hosts})  # type: ignore[arg-type]
+    assert not result["ok"]
+    assert result["problems"] == [f"every host: ssh failed (command-line: line 0: Bad configuration option: "
+                                  f"bogus): the same for all four, so check ssh_options in {EXAMPLE}"]
+    assert summary_lines(result)[0].startswith("client  UNREACHABLE: not reached over SSH")
