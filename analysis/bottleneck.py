@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..setups.cpulist import format_cpu_list
+from .bounded import rate_text
 from .evidence import KERNEL_COLUMNS, Evidence, FailingTrial
 
 # A single-threaded translator at or above this share of one core has no headroom left, %.
@@ -50,6 +51,7 @@ class Verdict:
     bottleneck: str | None
     evidence: list[str] = field(default_factory=list)
     reason: str = ""
+    rate_label: str = ""  # the rate as printed: '≥ R' when its search never failed, 'R †' over fewer runs
 
     def headline(self) -> str:
         if self.bottleneck:
@@ -57,19 +59,22 @@ class Verdict:
         return f"bottleneck not determined: {self.reason}"
 
     def text(self) -> str:
-        head = (f"{self.setup}, {self.cores} DUT core(s), at {self.rate_qps:,.0f} queries/s "
+        rate = self.rate_label or f"{self.rate_qps:,.0f}"
+        head = (f"{self.setup}, {self.cores} DUT core(s), at {rate} queries/s "
                 f"({self.implementation}): {self.headline()}")
         return head + "".join(f"\n  - {line}" for line in self.evidence)
 
 
 def verdict(evidence: Evidence) -> Verdict:
-    result = Verdict(evidence.setup, evidence.cores, evidence.rate_qps, evidence.implementation, None)
+    result = Verdict(evidence.setup, evidence.cores, evidence.rate_qps, evidence.implementation, None,
+                     rate_label=rate_text(evidence.rate_qps, evidence.rate_lower_bound,
+                                          evidence.rate_partial))
     idle: dict[str, float] = {}
     saturated = _translator_saturation(evidence, result) | _cpu_saturation(evidence, result, idle)
     drop_side = _failing_drops(evidence.failing, evidence, result)
-    if evidence.rate_is_bound:
-        result.reason = (f"{evidence.rate_qps:,.0f} queries/s is a lower bound (the search never failed): "
-                         "no DUT was pushed to its limit")
+    if evidence.rate_lower_bound:
+        result.reason = ("the rate is a lower bound (its search never failed): the chain was not at its "
+                         "throughput")
     elif len(saturated) > 1:
         result.reason = f"{' and '.join(sorted(saturated))} both show saturation"
     elif saturated:

@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
+from .bounded import rate_text  # noqa: E402
 from .evidence import Evidence  # noqa: E402
 from .records import Series  # noqa: E402
 from .tables import conditions_text  # noqa: E402
@@ -50,8 +51,10 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         # A summary with a median always has its minimum and maximum.
         below = [cell.median - cell.minimum for _, cell in points]
         above = [cell.maximum - cell.median for _, cell in points]
-        style = "-o" if series.rfc8219_exact else "--s"
-        short = "RFC 8219" if series.rfc8219_exact else "fast, not RFC 8219 exact"
+        style = "-o" if series.rfc8219_exact else ":^" if series.method == "mlrsearch" else "--s"
+        short = "RFC 8219" if series.rfc8219_exact else (
+            "MLRsearch, RFC 9971 conditional throughput" if series.method == "mlrsearch"
+            else "fast, not RFC 8219 exact")
         colour = colours[setups.index(series.setup) % len(colours)]
         search = "" if series.search in ("", "default") else f", search {series.search!r}"
         ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,
@@ -97,7 +100,8 @@ def idle_per_core(capture: Evidence, path: Path) -> Path | None:
     where = ("whole machine: tester, Knot and both DUTs share these CPUs" if capture.emulated
              else "the campaign's own machine, not a DUT host: no per-DUT-host samples recorded")
     produced_by = textwrap.fill(capture.implementation, 110)
-    ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {capture.rate_qps:,.0f} "
+    rate = rate_text(capture.rate_qps, capture.rate_lower_bound, capture.rate_partial)
+    ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {rate} "
                  f"queries/s, mean of {capture.runs} run(s)\n{produced_by}\n({where})", fontsize=8)
     return save_figure(fig, path)
 

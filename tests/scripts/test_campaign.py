@@ -346,3 +346,31 @@ def test_an_impossible_core_count_is_refused_before_anything_is_up(
     assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
     assert ups == []
     assert "cannot run 1 core(s)" in capsys.readouterr().err
+
+
+def test_idle_runs_the_tester_could_not_offer_or_the_hypervisor_stole_stay_out_of_the_mean(
+        tmp_path: Path) -> None:
+    """Idle runs whose trial was tester-limited (the DUTs saw less than the rate) or lost >= 2 % of a CPU
+    to the hypervisor are left out of the idle mean, and the mean names them; a resume recomputes it."""
+    store = tmp_path / "r.jsonl"
+    campaign = parse_campaign(fake_campaign(store, idle={"runs": 3}), "t.toml", store)
+    CampaignRun(campaign, progress=False).run()
+    lines = [json.loads(line) for line in store.read_text().splitlines()]
+    kept = []
+    for line in lines:
+        if line["type"] == "idle-mean":
+            continue  # as if killed between the last idle run and its mean
+        if line["type"] == "idle-run" and line["cores"] == 1 and line["run"] == 1:
+            line["trial"]["tester_limited"] = True
+        if line["type"] == "idle-run" and line["cores"] == 1 and line["run"] == 3:
+            line["trial"]["host_steal_pct"] = {"0": 0.5, "1": 6.5}
+        kept.append(line)
+    store.write_text("".join(json.dumps(line) + "\n" for line in kept))
+    again = CampaignRun(campaign, progress=False)
+    again.run()
+    assert again.new_trials == 0, "the idle runs are stored: only their mean is made again"
+    means = {r["cores"]: r for r in records(store) if r["type"] == "idle-mean"}
+    assert means[1]["runs"] == 1 and [e["run"] for e in means[1]["excluded"]] == [1, 3]
+    assert means[1]["excluded"][0]["why"].startswith("tester-limited")
+    assert means[1]["excluded"][1]["why"] == "CPU steal: the hypervisor took 6.5 % of CPU 1"
+    assert means[2]["runs"] == 3 and means[2]["excluded"] == []
