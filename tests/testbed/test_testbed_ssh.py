@@ -439,3 +439,20 @@ def test_down_restores_every_sysctl_and_spares_a_stranger_in_a_stale_pid_file(
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_xlatbench_trial_on_a_testbed_at_the_default_core_count(hosts: SshHosts, inventory: Path,
+                                                                 tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`xlatbench trial --dut testbed --inventory INV` at its default --cores 1: the testbed's own placement
+    (hotplug: CPU 0 online on each DUT host) is used and recorded, and the hosts are as before after it."""
+    before = hosts.snapshot()
+    assert main(["trial", "--dut", "testbed", "--inventory", str(inventory), "--rate", "1000",
+                 "--duration", "1", "--threads", "1", "--ports-per-thread", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trial"]["sent"] == 1000 and out["verdict"] == "pass", out["trial"]
+    assert out["cores"]["placement"] == "own-hosts"
+    applied = out["cores"]["applied"]
+    assert applied["dut1"]["online"] == [0] and applied["dut2"]["online"] == [0]
+    assert out["dut"]["world"] == "real testbed"
+    assert_as_before(hosts, before, tmp_path)
