@@ -25,11 +25,58 @@ from ..steps import Cmd, Step
 from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
+from .undo import append_line, with_record
 
 JOOL_MODULES = ("jool_siit", "jool", "jool_mapt")
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
 RX_OFFLOADS = ("generic-receive-offload", "large-receive-offload")
 CLOCK_WARN_S = 0.1
+FLOW_PROTOS = ("udp4", "udp6")
+# `ethtool -n IF rx-flow-hash udp4` lines -> the letters `ethtool -N` takes (man ethtool).
+HASH_FIELDS = {"L2DA": "m", "VLAN tag": "v", "L3 proto": "t", "IP SA": "s", "IP DA": "d",
+               "L4 bytes 0 & 1 [TCP/UDP src port]": "f", "L4 bytes 2 & 3 [TCP/UDP dst port]": "n"}
+PAPER_HASH = "sdfn"  # the paper set `ethtool -N IF rx-flow-hash udp4 sdfn` (and udp6) on every host
+
+
+def hash_letters(text: str) -> str | None:
+    """The fields a NIC hashes a flow type on, as ethtool letters ("sdfn"); None when it does not say
+    (a software device such as veth: one queue, nothing to spread)."""
+    lines = [line.strip() for line in text.split(";") if line.strip()]
+    letters = "".join(HASH_FIELDS[line] for line in lines if line in HASH_FIELDS)
+    return letters or None
+
+
+def rx_hash_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> tuple[list[str], dict]:
+    """Per test interface and UDP flow type, the NIC's hash fields; with rx_flow_hash = "check", one
+    problem per interface that leaves the ports out (all flows of one address pair land on one queue)."""
+    found: dict[str, dict[str, str | None]] = {}
+    problems = []
+    for iface in inventory.hosts[role].interfaces.values():
+        found[iface] = {proto: hash_letters(facts.get(f"if_{iface}_rxhash_{proto}", ""))
+                        for proto in FLOW_PROTOS}
+        narrow = [p for p, letters in found[iface].items()
+                  if letters is not None and not {"f", "n"} <= set(letters)]
+        if narrow and inventory.rx_flow_hash == "check":
+            commands = " and ".join(f"`ethtool -N {iface} rx-flow-hash {p} {PAPER_HASH}`" for p in narrow)
+            problems.append(f"{role}: {iface} hashes "
+                            + ", ".join(f"{p} on '{found[iface][p]}'" for p in narrow)
+                            + f" (no ports: one queue per address pair): run {commands} as the paper did, "
+                            f"or set rx_flow_hash = \"apply\" in {inventory.path}")
+    return problems, found
+
+
+def rx_hash_script(found: dict[str, dict[str, str | None]], statefile: str) -> str:
+    """Snippet setting `sdfn` on every interface whose NIC hashes a UDP flow type without the ports, each
+    change journalled with the line that restores the fields it had."""
+    lines = []
+    for iface, protos in found.items():
+        for proto, letters in protos.items():
+            if letters is None or {"f", "n"} <= set(letters):
+                continue
+            undo = f"ethtool -N {shlex.quote(iface)} rx-flow-hash {proto} {letters}"
+            step = f"ethtool -N {shlex.quote(iface)} rx-flow-hash {proto} {PAPER_HASH}"
+            lines.append(with_record(append_line(statefile, undo), step, statefile))
+    return "\n".join(lines)
 
 
 def probe_script(host: HostEntry, interfaces: list[str]) -> str:
@@ -61,6 +108,8 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
             f"echo \"if_{iface}_driver=$(ethtool -i {i} 2>/dev/null | sed -n 's/^driver: //p')\"",
             f"echo \"if_{iface}_offload=$(ethtool -k {i} 2>/dev/null | grep -E '^({'|'.join(OFFLOADS)}):'"
             " | tr '\\n' ';')\"",
+            *[f"echo \"if_{iface}_rxhash_{proto}=$(ethtool -n {i} rx-flow-hash {proto} 2>/dev/null "
+              "| tail -n +2 | tr '\\n' ';' || true)\"" for proto in FLOW_PROTOS],
         ]
     return "\n".join(lines)
 
@@ -224,6 +273,7 @@ def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
             warnings.append(f"{role}: {iface} aggregates received packets (" + ", ".join(
                 f"{o}={info['offloads'][o]}" for o in RX_OFFLOADS if o in info["offloads"])
                 + "): translators see fewer, larger packets; say so with the results or turn it off")
+    problems += rx_hash_problems(inventory, role, facts)[0]
     if role in DUTS:
         problems += _backend_problems(inventory, role, facts)
         if not facts.get("cpus_present", "").strip():
@@ -343,6 +393,7 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
             "cpu_model": facts.get("cpu_model"), "cpus": int(facts.get("cpus") or 0),
             "cpus_online": facts.get("cpus_online"), "cpus_present": facts.get("cpus_present"),
             "interfaces": interfaces, "clock": clock,
+            "rx_flow_hash": rx_hash_problems(inventory, role, facts)[1],
             "jool": {m: jool_version(facts, m) for m in JOOL_MODULES} | {"tools": facts.get("jool_tools")},
             "tayga": facts.get("tayga"), "knotd": facts.get("knotd"), "kdig": facts.get("kdig"),
             "tester": facts.get("tester"),

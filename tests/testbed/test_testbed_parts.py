@@ -8,6 +8,7 @@ import os
 import shlex
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,39 @@ def test_a_bad_ssh_option_is_blamed_on_ssh_options_not_on_a_host() -> None:
     assert result["problems"] == [f"every host: ssh failed (command-line: line 0: Bad configuration option: "
                                   f"bogus): the same for all four, so check ssh_options in {EXAMPLE}"]
     assert summary_lines(result)[0].startswith("client  UNREACHABLE: not reached over SSH")
+
+
+def test_rx_flow_hash_refused_or_applied_and_undone(tmp_path: Path) -> None:
+    """A NIC hashing UDP on addresses only: refused with the paper's command (rx_flow_hash = "check"), or
+    set to sdfn and put back by down (apply); a fake `ethtool` on PATH holds the NIC's settings."""
+    from xlatbench.setups.testbed.inventory import parse_inventory
+    from xlatbench.setups.testbed.preflight import hash_letters, rx_hash_problems, rx_hash_script
+
+    out = ("IP SA;IP DA;L4 bytes 0 & 1 [TCP/UDP src port];L4 bytes 2 & 3 [TCP/UDP dst port];")
+    assert hash_letters(out) == "sdfn" and hash_letters("IP SA;IP DA;") == "sd" and hash_letters("") is None
+    data = tomllib.loads(EXAMPLE.read_text())
+    inv = parse_inventory(data, "lab.toml")
+    facts = {"if_enp5s0f0_rxhash_udp4": "IP SA;IP DA;", "if_enp5s0f0_rxhash_udp6": out,
+             "if_enp5s0f1_rxhash_udp4": "", "if_enp5s0f1_rxhash_udp6": ""}
+    problems, found = rx_hash_problems(inv, "dut1", facts)
+    assert problems == ["dut1: enp5s0f0 hashes udp4 on 'sd' (no ports: one queue per address pair): run "
+                        "`ethtool -N enp5s0f0 rx-flow-hash udp4 sdfn` as the paper did, or set rx_flow_hash "
+                        "= \"apply\" in lab.toml"]
+    assert found["enp5s0f1"] == {"udp4": None, "udp6": None}  # a veth says nothing: nothing to do
+    applying = parse_inventory({**data, "rx_flow_hash": "apply"}, "lab.toml")
+    assert rx_hash_problems(applying, "dut1", facts)[0] == []
+    nic = tmp_path / "nic"
+    nic.mkdir()
+    (nic / "enp5s0f0-udp4").write_text("sd")
+    fake = tmp_path / "bin" / "ethtool"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\n[ "$1" = -N ] && printf %s "$5" > {nic}/"$2"-"$4"\n')
+    fake.chmod(0o755)
+    statefile = str(tmp_path / "state" / "undo.sh")
+    shell = LocalShell()
+    path = f"export PATH={fake.parent}:$PATH; "
+    shell.capture("dut1", path + "set -e\n" + rx_hash_script(found, statefile))
+    assert (nic / "enp5s0f0-udp4").read_text() == "sdfn" and not (nic / "enp5s0f0-udp6").exists()
+    assert Path(statefile).read_text() == "ethtool -N enp5s0f0 rx-flow-hash udp4 sd\n"
+    shell.capture("dut1", path + down_script(statefile))
+    assert (nic / "enp5s0f0-udp4").read_text() == "sd"
