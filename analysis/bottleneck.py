@@ -73,8 +73,8 @@ def verdict(evidence: Evidence) -> Verdict:
     saturated = _translator_saturation(evidence, result) | _cpu_saturation(evidence, result, idle)
     drop_side = _failing_drops(evidence.failing, evidence, result)
     if evidence.rate_lower_bound:
-        result.reason = (f"{evidence.rate_qps:,.0f} queries/s is a lower bound (the search never failed): "
-                         "no DUT was pushed to its limit")
+        result.reason = ("the rate is a lower bound (its search never failed): the chain was not at its "
+                         "throughput")
     elif len(saturated) > 1:
         result.reason = f"{' and '.join(sorted(saturated))} both show saturation"
     elif saturated:

@@ -117,7 +117,9 @@ def _cpu_text(text: str) -> str:
 def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) -> None:
     g = parser.add_argument_group("what to measure")
     g.add_argument("--dut", choices=KINDS, default=default_kind, required=default_kind is None,
-                   help="fake (simulated DUT), loopback (tester vs Knot on 127.0.0.1) or chain (emulated)")
+                   help="fake (simulated DUT), loopback (tester vs Knot on 127.0.0.1), chain (emulated) or "
+                        "testbed (real hosts over SSH: --inventory)")
+    g.add_argument("--inventory", help="testbed: the TOML inventory of its four hosts (docs/testbed.md)")
     g.add_argument("--topology", default="baseline", help="chain: baseline | 464xlat | mapt")
     g.add_argument("--chain-option", action="append", default=[], metavar="KEY=VALUE",
                    help="chain: option for the setups factory (repeatable), e.g. prefix=xb1")
@@ -174,6 +176,10 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
         if args.knot_cpus:
             table["knot_cpus"] = args.knot_cpus  # checked with the campaign file's rule
         return table
+    if args.dut == "testbed":
+        if not args.inventory:
+            raise ValueError("--dut testbed needs --inventory PATH (the testbed's TOML inventory)")
+        return {"name": "testbed", "kind": "testbed", "inventory": args.inventory}
     options = {}
     for item in args.chain_option:
         key, sep, value = item.partition("=")

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from ..setups.chain import Chain
     from ..setups.placement import DutPlan
 
-KINDS = ("fake", "loopback", "chain")  # what a command line's --dut may name
-SETUP_KINDS = (*KINDS, "testbed")  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
+KINDS = ("fake", "loopback", "chain", "testbed")  # what a command line's --dut may name
+SETUP_KINDS = KINDS  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
 
 
 class Environment:

@@ -34,6 +34,7 @@ from ..transports import StepError
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
 from .preflight import check as preflight_check
+from .preflight import clock_offset, rx_hash_script
 from .remote_idle import IdleSampler, samples_from
 from .ssh import Shell, SshTransport, step_script
 from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
@@ -285,6 +286,8 @@ class TestbedChain:
             raise
         chain = cls(inventory, shell, found)
         try:
+            if inventory.rx_flow_hash == "apply":
+                each(ORDER, chain.apply_rx_flow_hash)
             each(ORDER, lambda role: chain.apply(role, steps[role]))
             shell.capture("server", knot_ready_script(chain.machine))
             chain.knot = knot_placement(inventory, shell)
@@ -293,6 +296,14 @@ class TestbedChain:
             shell.close()
             raise
         return chain
+
+    def apply_rx_flow_hash(self, role: str) -> None:
+        """The paper's `ethtool -N IF rx-flow-hash udp4|udp6 sdfn` on each test interface whose NIC leaves
+        the ports out of the hash (journalled: down restores the fields it had); before the plan's steps,
+        while every NIC is still in the host's own namespace."""
+        script = rx_hash_script(self.preflight["hosts"][role]["rx_flow_hash"], self.inventory.statefile(role))
+        if script:
+            self.shell.capture(role, "set -e\n" + script)
 
     def apply(self, role: str, steps: list[Step]) -> None:
         """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
@@ -325,6 +336,11 @@ class TestbedChain:
                 "inventory": self.inventory.path, "translators": translators,
                 "nat64_prefix": self.machine.nat64_prefix, "max_flows": self.max_flows,
                 "preflight": self.preflight, "placement": self.placement, "knot": self.knot,
+                "rx_flow_hash": {"mode": self.inventory.rx_flow_hash,
+                                 "before_up": {r: h.get("rx_flow_hash")
+                                               for r, h in self.preflight["hosts"].items()},
+                                 "note": "apply: sdfn set where a NIC left the ports out (undone by down); "
+                                         "None: the device does not say (veth: one queue)"},
                 "notes": list(self.machine.notes),
                 "dut_cpu_times_cover": "user-space translator processes only (tayga); Jool works in the "
                                        "kernel: read the per-host idle samples"}
@@ -464,6 +480,14 @@ class TestbedChain:
         return result
 
     def start_idle(self) -> None:
+        """Re-measure the DUTs' and the client's clock offsets (a setup runs for hours; the samples and the
+        trial are placed on the controller's clock with them), then start each DUT's sampler."""
+        for role in (*DUTS, "client"):
+            try:
+                clock = clock_offset(self.shell, role)
+            except (StepError, ValueError, OSError) as err:
+                raise self.lost(role, f"no clock reading ({err})") from None
+            self.preflight["hosts"][role]["clock"] = {**clock, "measured": "at the last idle capture"}
         for dut, sampler in samplers(self.inventory).items():
             self.read(dut, sampler.start_script(), "starting its CPU idle sampler", check=True)
 

@@ -24,7 +24,7 @@ from .chain import (
     transport_for,
 )
 from .inventory import DUTS, Inventory, load_inventory
-from .preflight import check
+from .preflight import check, summary_lines
 from .remote_run import remote_scripts
 from .undo import moving_nics, stop_testers, undo_line
 
@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ):
         parser = actions.add_parser(name, help=text)
         parser.add_argument("inventory", metavar="INVENTORY", help="the testbed's TOML inventory")
+        if name == "check":
+            parser.add_argument("--json", action="store_true",
+                                help="the whole preflight as JSON on stdout (the summary then on stderr)")
         parser.set_defaults(func=func)
 
 
@@ -53,10 +56,11 @@ def _check(args: argparse.Namespace) -> int:
         result = check(inventory, shell, machine_interfaces(inventory), plan(inventory))
     finally:
         shell.close()
-    print(json.dumps(result, indent=2))
-    for warning in result["warnings"]:
-        print(f"testbed check: warning: {warning}", file=sys.stderr)
-    verdict = "ready" if result["ok"] else "REFUSED: " + "; ".join(result["problems"])
+    if args.json:
+        print(json.dumps(result, indent=2))
+    for line in summary_lines(result):
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    verdict = "ready" if result["ok"] else f"REFUSED ({len(result['problems'])} problem(s), listed above)"
     print(f"testbed check {inventory.path}: {verdict}", file=sys.stderr)
     return 0 if result["ok"] else 1
 

@@ -25,11 +25,58 @@ from ..steps import Cmd, Step
 from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
+from .undo import append_line, with_record
 
 JOOL_MODULES = ("jool_siit", "jool", "jool_mapt")
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
 RX_OFFLOADS = ("generic-receive-offload", "large-receive-offload")
 CLOCK_WARN_S = 0.1
+FLOW_PROTOS = ("udp4", "udp6")
+# `ethtool -n IF rx-flow-hash udp4` lines -> the letters `ethtool -N` takes (man ethtool).
+HASH_FIELDS = {"L2DA": "m", "VLAN tag": "v", "L3 proto": "t", "IP SA": "s", "IP DA": "d",
+               "L4 bytes 0 & 1 [TCP/UDP src port]": "f", "L4 bytes 2 & 3 [TCP/UDP dst port]": "n"}
+PAPER_HASH = "sdfn"  # the paper set `ethtool -N IF rx-flow-hash udp4 sdfn` (and udp6) on every host
+
+
+def hash_letters(text: str) -> str | None:
+    """The fields a NIC hashes a flow type on, as ethtool letters ("sdfn"); None when it does not say
+    (a software device such as veth: one queue, nothing to spread)."""
+    lines = [line.strip() for line in text.split(";") if line.strip()]
+    letters = "".join(HASH_FIELDS[line] for line in lines if line in HASH_FIELDS)
+    return letters or None
+
+
+def rx_hash_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> tuple[list[str], dict]:
+    """Per test interface and UDP flow type, the NIC's hash fields; with rx_flow_hash = "check", one
+    problem per interface that leaves the ports out (all flows of one address pair land on one queue)."""
+    found: dict[str, dict[str, str | None]] = {}
+    problems = []
+    for iface in inventory.hosts[role].interfaces.values():
+        found[iface] = {proto: hash_letters(facts.get(f"if_{iface}_rxhash_{proto}", ""))
+                        for proto in FLOW_PROTOS}
+        narrow = [p for p, letters in found[iface].items()
+                  if letters is not None and not {"f", "n"} <= set(letters)]
+        if narrow and inventory.rx_flow_hash == "check":
+            commands = " and ".join(f"`ethtool -N {iface} rx-flow-hash {p} {PAPER_HASH}`" for p in narrow)
+            problems.append(f"{role}: {iface} hashes "
+                            + ", ".join(f"{p} on '{found[iface][p]}'" for p in narrow)
+                            + f" (no ports: one queue per address pair): run {commands} as the paper did, "
+                            f"or set rx_flow_hash = \"apply\" in {inventory.path}")
+    return problems, found
+
+
+def rx_hash_script(found: dict[str, dict[str, str | None]], statefile: str) -> str:
+    """Snippet setting `sdfn` on every interface whose NIC hashes a UDP flow type without the ports, each
+    change journalled with the line that restores the fields it had."""
+    lines = []
+    for iface, protos in found.items():
+        for proto, letters in protos.items():
+            if letters is None or {"f", "n"} <= set(letters):
+                continue
+            undo = f"ethtool -N {shlex.quote(iface)} rx-flow-hash {proto} {letters}"
+            step = f"ethtool -N {shlex.quote(iface)} rx-flow-hash {proto} {PAPER_HASH}"
+            lines.append(with_record(append_line(statefile, undo), step, statefile))
+    return "\n".join(lines)
 
 
 def probe_script(host: HostEntry, interfaces: list[str]) -> str:
@@ -46,6 +93,7 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
         'echo "tayga=$(dpkg-query -W -f \'${Version}\' tayga 2>/dev/null || echo absent)"',
         'echo "jool_tools=$( (jool --version 2>/dev/null || echo absent) | head -n 1)"',
         'echo "knotd=$( (knotd --version 2>/dev/null || echo absent) | head -n 1)"',
+        'echo "kdig=$(command -v kdig || echo absent)"',
         f'echo "tester=$( ({q(host.tester)} --version 2>/dev/null || echo absent) | head -n 1)"',
     ]
     if host.tayga_binary:
@@ -60,6 +108,8 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
             f"echo \"if_{iface}_driver=$(ethtool -i {i} 2>/dev/null | sed -n 's/^driver: //p')\"",
             f"echo \"if_{iface}_offload=$(ethtool -k {i} 2>/dev/null | grep -E '^({'|'.join(OFFLOADS)}):'"
             " | tr '\\n' ';')\"",
+            *[f"echo \"if_{iface}_rxhash_{proto}=$(ethtool -n {i} rx-flow-hash {proto} 2>/dev/null "
+              "| tail -n +2 | tr '\\n' ';' || true)\"" for proto in FLOW_PROTOS],
         ]
     return "\n".join(lines)
 
@@ -223,10 +273,19 @@ def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
             warnings.append(f"{role}: {iface} aggregates received packets (" + ", ".join(
                 f"{o}={info['offloads'][o]}" for o in RX_OFFLOADS if o in info["offloads"])
                 + "): translators see fewer, larger packets; say so with the results or turn it off")
+    problems += rx_hash_problems(inventory, role, facts)[0]
     if role in DUTS:
         problems += _backend_problems(inventory, role, facts)
+        if not facts.get("cpus_present", "").strip():
+            root = inventory.hosts[role].sysfs_root
+            problems.append(f"{role}: no CPU list at {root}/devices/system/cpu/present (core counts and "
+                            f"hotplug need it): fix hosts.{role}.sysfs_root in {inventory.path} "
+                            "(or remove it for /sys)")
     if role == "server" and facts.get("knotd", "absent") == "absent":
         problems.append("server: knotd not found: apt-get install knot (Debian package)")
+    if role == "server" and facts.get("kdig", "absent") == "absent":
+        problems.append("server: kdig not found (up waits for Knot to answer with it): "
+                        "apt-get install knot-dnsutils")
     if role == "client":
         problems += _tester_problems(inventory, facts.get("tester", "absent"))
     return problems, warnings
@@ -271,11 +330,24 @@ def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) ->
             found = version or f"no jool_mapt module (jool tools: {facts.get('jool_tools', 'absent')})"
             return [f"{role}: MAP-T needs Jool >= 4.2 (jool_mapt), this host has {found}: install Jool 4.2 "
                     "from source (Debian 12's jool-tools 4.1.9 has no MAP-T), or use backend = \"tayga\""]
-        return []
+        return _jool_tools_problems(role, facts, version)
     module = "jool_siit" if role == "dut1" else "jool"
-    if jool_version(facts, module) is None:
+    version = jool_version(facts, module)
+    if version is None:
         return [f"{role}: Jool module {module} neither loaded nor installed: install Jool "
                 "(jool-dkms + jool-tools), or use backend = \"tayga\""]
+    return _jool_tools_problems(role, facts, version)
+
+
+def _jool_tools_problems(role: str, facts: dict[str, str], module_version: str) -> list[str]:
+    """Jool's user-space tools must be there and of the module's version (major.minor.patch)."""
+    tools = facts.get("jool_tools", "absent")
+    if tools == "absent" or not re.search(r"\d", tools):
+        return [f"{role}: Jool's user-space tools (jool, jool_siit) not found: install jool-tools of the "
+                f"module's version {module_version}"]
+    if re.findall(r"\d+", tools)[:3] != re.findall(r"\d+", module_version)[:3]:
+        return [f"{role}: Jool tools {tools} and module {module_version} differ: install the tools of the "
+                "module's version (they refuse to talk to another)"]
     return []
 
 
@@ -287,16 +359,30 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
                               "problems": [], "warnings": []}
     objects = {role: planned_objects((planned or {}).get(role, [])) for role in inventory.hosts}
 
-    def probe(role: str) -> tuple[dict[str, str], dict[str, float]]:
+    def probe(role: str) -> tuple[dict[str, str], dict[str, float]] | str:
         host = inventory.hosts[role]
         script = probe_script(host, machine_interfaces[role]) + "\n" + collision_script(objects[role])
-        facts = parse_probe(shell.capture(role, script).stdout)
-        return facts, clock_offset(shell, role)
+        try:
+            facts = parse_probe(shell.capture(role, script).stdout)
+            return facts, clock_offset(shell, role)
+        except StepError as err:
+            return str(err).split(" failed (exit 255): ")[-1]
 
     with ThreadPoolExecutor(max_workers=len(inventory.hosts)) as pool:
         found = dict(zip(inventory.hosts, pool.map(probe, inventory.hosts), strict=True))
+    failed = {role: why for role, why in found.items() if isinstance(why, str)}
+    if failed and len(failed) == len(found) and len(set(failed.values())) == 1:
+        result["problems"].append(f"every host: ssh failed ({next(iter(failed.values()))}): the same "
+                                  f"for all four, so check ssh_options in {inventory.path}")
+    else:
+        result["problems"] += [f"{role}: cannot reach it over SSH ({why}): check hosts.{role}.ssh and the "
+                               "host" for role, why in failed.items()]
     for role, host in inventory.hosts.items():
-        facts, clock = found[role]
+        probed = found[role]
+        if isinstance(probed, str):
+            result["hosts"][role] = {"ssh": host.ssh, "unreachable": probed}
+            continue
+        facts, clock = probed
         interfaces = {i: interface_report(facts, i) for i in machine_interfaces[role]}
         problems, warnings = host_problems(inventory, role, facts, interfaces)
         problems += collision_problems(role, objects[role], facts)
@@ -307,10 +393,40 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
             "cpu_model": facts.get("cpu_model"), "cpus": int(facts.get("cpus") or 0),
             "cpus_online": facts.get("cpus_online"), "cpus_present": facts.get("cpus_present"),
             "interfaces": interfaces, "clock": clock,
+            "rx_flow_hash": rx_hash_problems(inventory, role, facts)[1],
             "jool": {m: jool_version(facts, m) for m in JOOL_MODULES} | {"tools": facts.get("jool_tools")},
-            "tayga": facts.get("tayga"), "knotd": facts.get("knotd"), "tester": facts.get("tester"),
+            "tayga": facts.get("tayga"), "knotd": facts.get("knotd"), "kdig": facts.get("kdig"),
+            "tester": facts.get("tester"),
         }
         result["problems"] += problems
         result["warnings"] += warnings
+    result["controller_tester"] = local_tester_version()
     result["ok"] = not result["problems"]
     return result
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """The preflight for a reader: one line per host (role, kernel, CPUs, translator or daemon and its
+    version, verdict), then each problem and warning; the JSON has the rest."""
+    lines = []
+    for role, host in result["hosts"].items():
+        mine = [p for p in result["problems"] if p.startswith(f"{role}:")]
+        if "unreachable" in host:
+            lines.append(f"{role:<7} UNREACHABLE: not reached over SSH ({host['unreachable']})")
+            continue
+        verdict = f"REFUSED ({len(mine)} problem(s))" if mine else "ok"
+        what = {"client": f"tester {host.get('tester')} (controller: {result.get('controller_tester')})",
+                "server": f"{host.get('knotd')}, kdig {host.get('kdig')}"}
+        translator = (f"tayga {host.get('tayga')}" if host.get("tayga") not in (None, "absent") else "")
+        jool = host.get("jool") or {}
+        if any(jool.get(m) for m in JOOL_MODULES):
+            translator += ("; " if translator else "") + "jool " + ", ".join(
+                f"{m} {jool[m]}" for m in JOOL_MODULES if jool.get(m)) + f" (tools {jool.get('tools')})"
+        detail = what.get(role, translator or "no translator found")
+        clock = host.get("clock") or {}
+        lines.append(f"{role:<7} {verdict}: kernel {host.get('kernel')}, {host.get('cpus')} CPUs "
+                     f"({host.get('cpu_model')}), present {host.get('cpus_present') or '?'}, {detail}, clock "
+                     f"{clock.get('offset_s', 0):+.4f} s")
+    lines += [f"problem: {p}" for p in result["problems"]]
+    lines += [f"warning: {w}" for w in result["warnings"]]
+    return lines

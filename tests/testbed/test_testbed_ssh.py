@@ -82,6 +82,10 @@ def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, t
     inventory.write_text(text)
     before = hosts.snapshot()
     assert main(["testbed", "check", str(inventory)]) == 0
+    summary = capsys.readouterr().out.splitlines()  # one line per host: role, kernel, CPUs, what, verdict
+    assert [line.split()[:2] for line in summary] == [[role, "ok:"] for role in ROLES], summary
+    assert "tester xlatperf" in summary[0] and "(controller: xlatperf" in summary[0]
+    assert main(["testbed", "check", "--json", str(inventory)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and set(report["hosts"]) == set(ROLES)
     assert report["hosts"]["dut1"]["interfaces"]["eth2"]["driver"] == "veth"
@@ -153,7 +157,7 @@ def test_preflight_refuses_an_interface_with_addresses(hosts: SshHosts, inventor
     sh("ip", "-n", hosts.netns("dut2"), "address", "add", "198.18.0.1/24", "dev", "eth2")
     sh("ip", "-n", hosts.netns("client"), "link", "set", "eth1", "name", "eth7")
     assert main(["testbed", "check", str(inventory)]) == 1
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())
     assert "dut2: interface eth2 carries 198.18.0.1/24" in err
     assert "client: interface eth1 (link client-dut1) is missing" in err
     with pytest.raises(RuntimeError, match="preflight refused"):
@@ -330,7 +334,7 @@ def test_check_refuses_what_the_host_has_and_a_failed_up_keeps_it(hosts: SshHost
     try:
         before = hosts.snapshot()
         assert main(["testbed", "check", str(inventory)]) == 1
-        err = capsys.readouterr().err
+        err = "".join(capsys.readouterr())
         for line in (f"dut1: namespace {napt} already exists and the plan creates it: delete it "
                      f"(`ip netns del {napt}`) if nothing needs it, or set napt_netns to another name",
                      "dut1: link to_napt already exists and the plan creates it: delete or rename it "
@@ -435,3 +439,20 @@ def test_down_restores_every_sysctl_and_spares_a_stranger_in_a_stale_pid_file(
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_xlatbench_trial_on_a_testbed_at_the_default_core_count(hosts: SshHosts, inventory: Path,
+                                                                 tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`xlatbench trial --dut testbed --inventory INV` at its default --cores 1: the testbed's own placement
+    (hotplug: CPU 0 online on each DUT host) is used and recorded, and the hosts are as before after it."""
+    before = hosts.snapshot()
+    assert main(["trial", "--dut", "testbed", "--inventory", str(inventory), "--rate", "1000",
+                 "--duration", "1", "--threads", "1", "--ports-per-thread", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trial"]["sent"] == 1000 and out["verdict"] == "pass", out["trial"]
+    assert out["cores"]["placement"] == "own-hosts"
+    applied = out["cores"]["applied"]
+    assert applied["dut1"]["online"] == [0] and applied["dut2"]["online"] == [0]
+    assert out["dut"]["world"] == "real testbed"
+    assert_as_before(hosts, before, tmp_path)
