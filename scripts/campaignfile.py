@@ -25,8 +25,9 @@ from .envs import (
     LoopbackEnvironment,
     emulation_config,
 )
+from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
 from .records import campaign_sha256
-from .search import METHODS, RFC8219, SearchSettings
+from .search import FAST, METHODS, RFC8219, SearchSettings
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
@@ -176,13 +177,28 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
             for options in testers:
                 _check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
+    campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
+                        campaign_sha256(data), sessions)
     for setup in setups:
-        _check_flows(setup, most, tester.first_port)
+        _check_flows(setup, most, tester.first_port, trial_cycles(campaign))
     if any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
             "factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY) for setup in setups):
         _check_local_sockets(most, bool(sessions))
-    return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                    campaign_sha256(data), sessions)
+    return campaign
+
+
+def trial_cycles(campaign: Campaign) -> list[Cycle]:
+    """Every kind of trial the campaign runs, with the rest after it (the NAT44 port rule takes the
+    shortest: scripts.nat44)."""
+    cycles = []
+    for name, settings in campaign.searches:
+        cycles.append(Cycle(settings.duration_s, settings.rest_s, f"search {name!r}"))
+        if FAST in campaign.methods:
+            cycles.append(Cycle(settings.short_duration_s, settings.short_rest_s,
+                                f"search {name!r}, the fast search's short trials"))
+    if campaign.idle.runs:
+        cycles.append(Cycle(*campaign.idle_timing(), "the idle runs"))
+    return cycles
 
 
 def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:
@@ -347,15 +363,14 @@ def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOption
                 else f"set [tester] threads x ports_per_thread >= {needed}"))
 
 
-def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
-    """Fail now when the tester would use more flows than an emulated chain carries (a MAP-T port set), or
-    so many on ephemeral ports that a MAP-T CE's NAT44 runs out of ports between trials."""
-    if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
+def _check_flows(setup: SetupSpec, most: int, first_port: int | None, cycles: list[Cycle]) -> None:
+    """Fail now when the tester would use more flows than a chain carries (a MAP-T port set), or so many on
+    ephemeral ports that a MAP-T CE's NAT44 runs out of ports while conntrack keeps earlier trials'
+    mappings (scripts.nat44): emulated chains and testbed inventories alike."""
+    chain = _chain_topology(setup)
+    if chain is None:
         return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
-    from ..setups.paper import topology
-
-    config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
-    chain = topology(config.topology, config.effective_nat64_prefix, config.ces)
+    name = chain.name
     limit = chain.max_flows()
     where = f"setup {setup.name!r}"
     if chain.tester_ces and first_port is not None:
@@ -363,13 +378,29 @@ def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
                                 "tester to its CE's port set itself; remove first_port")
     if limit is not None and most > limit:
         raise CampaignFileError(f"{where}: {most} tester sessions (threads x ports_per_thread) do not fit "
-                                f"the {config.topology} chain's {limit} flows ({_port_set_text(chain)}): "
+                                f"the {name} chain's {limit} flows ({_port_set_text(chain)}): "
                                 f"use sessions <= {limit}")
-    if limit is not None and not chain.tester_ces and first_port is None and 2 * most > limit:
-        raise CampaignFileError(
-            f"{where}: {most} tester sessions on ephemeral ports are new flows every trial, and the CE's "
-            f"NAT44 keeps the last trial's mappings (conntrack, 30-120 s), so {2 * most} do not fit its "
-            f"{limit}-port set: set [tester] first_port (e.g. 20000) so every trial reuses the same flows")
+    if limit is not None and not chain.tester_ces and first_port is None:
+        timeout = udp_timeout() if setup.kind == "chain" else UdpTimeout(
+            DEFAULT_STREAM_TIMEOUT_S, "net.netfilter.nf_conntrack_udp_timeout_stream's kernel default: the "
+            "testbed CE host's own value is not read when the campaign is loaded")
+        refusal = ephemeral_refusal(most, limit, cycles, timeout)
+        if refusal:
+            raise CampaignFileError(f"{where}: {refusal}")
+
+
+def _chain_topology(setup: SetupSpec) -> Any:
+    """The topology of an emulated chain of the default factory or of a testbed inventory, else None."""
+    if setup.kind == "testbed":
+        from ..setups.testbed.inventory import load_inventory
+
+        return load_inventory(str(setup.params["inventory"])).topology()
+    if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
+        return None
+    from ..setups.paper import topology
+
+    config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
+    return topology(config.topology, config.effective_nat64_prefix, config.ces)
 
 
 def _port_set_text(chain: Any) -> str:

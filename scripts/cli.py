@@ -25,6 +25,7 @@ from .campaign import (
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
+from .methodbench import print_suite, simulated_suite
 from .records import implementation_label, steal_note
 from .search import FAST, METHODS, RFC8219, SearchSettings, verdict
 from .xlatperf import TesterOptions
@@ -37,9 +38,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("file", type=Path, help="campaign TOML file (see campaigns/demo.toml)")
     run.add_argument("--store", type=Path, help="results store (default: the file's [campaign] store)")
     run.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
+    run.add_argument("--allow-mixed", action="store_true",
+                     help="let a resume add records of another suite commit, tester build or host (the "
+                          "report marks the mixed cells)")
     run.set_defaults(func=_campaign_run)
     plan = actions.add_parser("plan", help="print what a campaign would run and roughly how long")
     plan.add_argument("file", type=Path)
+    plan.add_argument("--dut-cores", type=int, metavar="N",
+                      help="plan as if every setup's DUTs had N cores (e.g. 16 for a real testbed; default: "
+                           "what they have here)")
     plan.set_defaults(func=_campaign_plan)
 
     search = subparsers.add_parser("search", help="one throughput search (repeated), every trial stored")
@@ -63,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _dut_args(bench, default_kind="fake")
     _search_args(bench)
     bench.add_argument("--seeds", type=int, default=3, help="simulated runs with different noise seeds")
+    bench.add_argument("--suite", action="store_true",
+                       help="fake only: RFC 8219, fast and MLRsearch on the simulated DUT set (noise "
+                            "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
+                            "Markdown table")
     bench.set_defaults(func=_bench)
 
 
@@ -226,7 +237,7 @@ def run_campaign(run: CampaignRun) -> int:
     """Run (or resume) a campaign; Ctrl-C and errors end it cleanly with a word on how to resume."""
     with _sigterm_as_interrupt():
         try:
-            run.run()
+            results = run.run()
         except KeyboardInterrupt:
             print(f"\ninterrupted: {run.new_trials} new trial(s) stored in {run.campaign.store}, the "
                   "environment was torn down; run the same command again to resume", file=sys.stderr)
@@ -236,6 +247,11 @@ def run_campaign(run: CampaignRun) -> int:
                   f"{run.campaign.store}; fix the cause and run the same command again to resume)",
                   file=sys.stderr)
             return 1
+    if not results:
+        print(f"xlatbench {run.campaign.name}: measured nothing: no core count of "
+              f"{list(run.campaign.cores)} could run on any setup (see the skipped core counts above)",
+              file=sys.stderr)
+        return 1
     print(f"results: {run.campaign.store} ({run.new_trials} new trials)", file=sys.stderr)
     return 0
 
@@ -243,13 +259,15 @@ def run_campaign(run: CampaignRun) -> int:
 # -- commands ------------------------------------------------------------------------------------
 def _campaign_run(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file, args.store)
-    return run_campaign(CampaignRun(campaign, progress=not args.no_progress))
+    return run_campaign(CampaignRun(campaign, progress=not args.no_progress, allow_mixed=args.allow_mixed))
 
 
 def _campaign_plan(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file)
     envs = {s.name: make_environment(s, campaign.tester) for s in campaign.setups}
-    plan = planned_searches(campaign, {name: env.max_cores() for name, env in envs.items()})
+    if args.dut_cores is not None and args.dut_cores < 1:
+        raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
+    plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
     total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
     for key in plan:
@@ -265,7 +283,10 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         total += idle
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
               f"~{_hours(idle)}")
-    print(f"total: ~{_hours(total)} (simulated setups take no real time)")
+    searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
+    print(f"searches: ~{_hours(searches)} of trials; total: ~{_hours(total)} (simulated setups take no real "
+          "time; MLRsearch estimated by simulating its searches on a DUT at a quarter of max_rate_qps)"
+          + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
 
 
@@ -276,6 +297,7 @@ def _hours(seconds: float) -> str:
 def _one_config_campaign(args: argparse.Namespace, methods: list[str], store: Path) -> CampaignRun:
     data = {"campaign": {"name": f"{args.command}", "methods": methods, "cores": [args.cores]},
             "search": {"name": "cli", **_search_table(args)},
+            "idle": {"runs": 0, "method": methods[0]},  # no idle capture; its method must be one searched
             "tester": _tester_table(args), "setup": [_setup_table(args)]}
     return CampaignRun(parse_campaign(data, "<command line>", store), progress=not args.no_progress)
 
@@ -314,6 +336,12 @@ def _trial(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     settings = SearchSettings(**_search_table(args))
+    if args.suite:
+        if args.dut != "fake":
+            raise ValueError("--suite runs on simulated DUTs only: use --dut fake")
+        print_suite(simulated_suite(args.capacity, settings, 1, args.buffer, args.background_loss), settings,
+                    sys.stdout)
+        return 0
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
             print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,

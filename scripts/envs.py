@@ -49,6 +49,10 @@ class Environment:
     def max_cores(self) -> int:
         return 1
 
+    def refuse_cores(self, counts: list[int]) -> None:
+        """Raise (one line) when one of these core counts (each <= max_cores) cannot be set up; called
+        before anything is brought up, so a campaign fails before its first up/down."""
+
     def dut_cpus(self, count: int) -> list[int]:
         return list(range(count))
 
@@ -312,9 +316,18 @@ class ChainEnvironment(Environment):
     _measurer: ChainMeasurer | None = field(default=None, init=False)
 
     def up(self) -> None:
-        self._context = load_factory(self.factory)(topology=self.topology, **self.options)
+        self._context = load_factory(self.factory)(topology=self.topology, **self.factory_options())
         self._chain = self._context.__enter__()
         self._measurer = ChainMeasurer(self._chain, self.tester)
+
+    def factory_options(self) -> dict[str, Any]:
+        """The options the factory gets: the campaign's, and for the emulated chain the tester's receive CPUs
+        as `client_cpus` (the client's interfaces steer the replies' softirq there, off the DUTs' CPUs)
+        unless the campaign set them."""
+        if self.factory != DEFAULT_CHAIN_FACTORY or "client_cpus" in self.options:
+            return dict(self.options)
+        cpus = self.tester.receiver_cpus or self.tester.sender_cpus
+        return {**self.options, "client_cpus": cpus} if cpus else dict(self.options)
 
     def down(self) -> None:
         if self._context is not None:

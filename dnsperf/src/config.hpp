@@ -106,6 +106,10 @@ struct Plan {
     std::uint32_t ring_slots = 0;          // outstanding-query slots per socket (power of two)
     std::int64_t timeout_ns = 0;
     double effective_send_tolerance_s = 0; // max(send_tolerance × window, send_tolerance_s)
+    // Senders stop here, from the schedule's start, whatever is left: window + tolerance + --max-lag. A
+    // query not sent by then is later than both limits, so the verdict is tester-limited already and
+    // anything sent after it would only load the server.
+    double send_bound_s = 0;
 };
 
 // Queries one socket may have waiting for a reply: half the 16-bit ID space, so

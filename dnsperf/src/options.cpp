@@ -130,7 +130,7 @@ void add_verdict_and_output_options(CLI::App& app, Config& config) {
         ->type_name("S")->group(verdict);
 
     const char* output = "Output";
-    app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE")
+    app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE (a regular file or a new name in an existing directory; - for stdout)")
         ->type_name("FILE")->group(output);
     app.add_option("--run-id", config.run_id, "identifier recorded in the results (empty: a random one)")
         ->type_name("ID")->group(output);
@@ -296,6 +296,7 @@ void plan_timing(const Config& c, Plan& plan) {
     check(std::isfinite(c.max_lag_s) && c.max_lag_s >= 0 && c.max_lag_s <= kMaxWindowS,
           "--max-lag must be 0.." + format_number(kMaxWindowS) + " s (0: no check)");
     plan.effective_send_tolerance_s = std::max(c.send_tolerance * plan.scheduled_window_s, c.send_tolerance_s);
+    plan.send_bound_s = plan.scheduled_window_s + plan.effective_send_tolerance_s + c.max_lag_s;
     // The last query may leave up to one tick late; a tolerance below that fails every trial.
     check(c.send_tick_s <= plan.effective_send_tolerance_s,
           "--send-tick " + format_number(c.send_tick_s) + " s is larger than the send tolerance " +

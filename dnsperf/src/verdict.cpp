@@ -42,6 +42,18 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.max_burst = std::max(t.max_burst, s.max_burst);
         t.max_in_100us = std::max(t.max_in_100us, s.max_in_100us);
         t.gso_calls += s.gso_calls;
+        t.stopped_ns = std::max(t.stopped_ns, s.stopped_ns);
+        // The most telling reason wins: the bound, then a signal, then a failed thread.
+        const auto rank = [](SendStop stop) {
+            switch (stop) {
+            case SendStop::bound: return 3;
+            case SendStop::signal: return 2;
+            case SendStop::failure: return 1;
+            case SendStop::schedule_sent: return 0;
+            }
+            return 0;
+        };
+        if (rank(s.stop) > rank(t.stop)) t.stop = s.stop;
         t.received += r.received;
         t.valid += r.valid;
         t.late += r.late;
@@ -55,6 +67,9 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.wrong_question += r.wrong_question;
         t.duplicate += r.duplicate;
         t.socket_drops += r.socket_drops;
+        t.final_drain += r.final_drain;
+        t.final_drain_ns = std::max(t.final_drain_ns, r.final_drain_ns);
+        t.final_drain_cut = t.final_drain_cut || r.final_drain_cut;
     }
     return t;
 }
@@ -87,9 +102,11 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
             }
             why += ")";
         }
-        const bool gave_up = std::any_of(trial.pairs.begin(), trial.pairs.end(),
-                                         [](const PairResult& p) { return p.send.gave_up; });
-        if (gave_up) why += "; a sender gave up at twice the scheduled window";
+        if (t.stop == SendStop::bound) {
+            why += "; the senders stopped " + fixed(seconds(t.stopped_ns), 3) + " s after the start, at the send bound of " +
+                   fixed(plan.send_bound_s, 3) + " s (window + send tolerance + --max-lag): every later query "
+                   "would have been late";
+        }
         limit(why);
     }
     if (t.sent > 0 && send.excess_s > plan.effective_send_tolerance_s) {
@@ -120,6 +137,11 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
         limit(std::to_string(t.ring_overruns) +
               " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
               "per socket)");
+    }
+    if (t.final_drain_cut) {
+        limit("a receiver still had replies waiting one timeout (" + duration_text(plan.config.timeout_s) +
+              ") after its end time, when its final read stopped; they count as unanswered: give the receivers "
+              "more CPU");
     }
     if (t.buffer_drops() > 0) {
         limit(std::to_string(t.buffer_drops()) +

@@ -45,6 +45,7 @@ TEST_CASE("a plain run derives its plan from the defaults") {
     CHECK(plan.qtype == 28);
     CHECK(plan.timeout_ns == 250'000'000);
     CHECK(plan.effective_send_tolerance_s == Approx(0.002));
+    CHECK(plan.send_bound_s == Approx(10 + 0.002 + 0.02));  // window + tolerance + --max-lag
     CHECK(plan.sender_cpus.empty());
     // Ring: a power of two holding twice the queries outstanding per socket, plus batches.
     CHECK((plan.ring_slots & (plan.ring_slots - 1)) == 0);
@@ -62,6 +63,7 @@ TEST_CASE("the plan follows rate, queries, tolerance and ring sizing") {
     CHECK(plan.per_socket_rate_qps == Approx(25'000));
     CHECK(plan.ring_slots == 16384);  // 2 x 6250 + 128 -> 16384
     CHECK(plan.effective_send_tolerance_s == Approx(0.01));  // 1e-5 x 1000 s beats 2 ms
+    CHECK(plan.send_bound_s == Approx(1000 + 0.01 + 0.02));
 
     c.queries = 12345;
     plan = make_plan(c);

@@ -19,6 +19,7 @@ Plan plan_of_1000() {
     plan.total_queries = 1000;
     plan.scheduled_window_s = 1.0;
     plan.effective_send_tolerance_s = 0.002;
+    plan.send_bound_s = 1.022;
     return plan;
 }
 
@@ -93,18 +94,20 @@ TEST_CASE("an interrupted trial is tester-limited") {
     CHECK(mentions(v, "interrupted by a signal"));
 }
 
-TEST_CASE("unsent queries are tester-limited, with their errno counts and the give-up") {
+TEST_CASE("unsent queries are tester-limited, with their errno counts and the send bound") {
     const Plan plan = plan_of_1000();
     TrialResult trial = clean_trial();
     trial.pairs[0].send.sent = 470;
     trial.pairs[0].send.send_errors = 30;
     trial.pairs[0].send.errno_counts[EPERM] = 30;
     trial.pairs[1].send.gave_up = true;
+    trial.pairs[1].send.stop = SendStop::bound;
+    trial.pairs[1].send.stopped_ns = 1'025'000'000;
     const Verdict v = verdict_of(plan, trial);
     CHECK(v.tester_limited);
     CHECK(mentions(v, "30 of 1000 scheduled queries were not sent"));
     CHECK(mentions(v, "EPERM x30"));
-    CHECK(mentions(v, "a sender gave up"));
+    CHECK(mentions(v, "the senders stopped 1.025 s after the start, at the send bound of 1.022 s"));
 }
 
 TEST_CASE("a send window longer than the tolerance is tester-limited") {
@@ -150,6 +153,22 @@ TEST_CASE("drops at the tester's receive buffers are tester-limited") {
     const Verdict v = verdict_of(plan, trial);
     CHECK(v.tester_limited);
     CHECK(mentions(v, "12 datagrams were dropped at the tester's own receive sockets"));
+}
+
+TEST_CASE("a final read cut at its deadline is tester-limited; a long one that finished is not") {
+    Plan plan = plan_of_1000();
+    plan.config.timeout_s = 0.25;
+    TrialResult trial = clean_trial();
+    trial.pairs[1].receive.final_drain = 9000;
+    trial.pairs[1].receive.final_drain_ns = 20'000'000;
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+    trial.pairs[1].receive.final_drain_cut = true;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "still had replies waiting one timeout (250.000 ms) after its end time"));
+    const Totals t = sum(plan, trial);
+    CHECK(t.final_drain == 9000);
+    CHECK(t.final_drain_cut);
 }
 
 TEST_CASE("several reasons are all given") {

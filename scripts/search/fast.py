@@ -69,7 +69,10 @@ SETTLED_WIDTHS = 2
 
 
 def significant_loss(lost: int, allowed_mean: float, p: float = SHORT_FAIL_P) -> bool:
-    """True when P(Poisson(allowed_mean) >= lost) < p: too many losses to be chance below the limit."""
+    """True when P(Poisson(allowed_mean) >= lost) < p: too many losses to be chance below the limit. With
+    no loss allowed (allowed_mean 0) any loss is significant."""
+    if allowed_mean <= 0:
+        return lost > 0
     if lost <= allowed_mean:
         return False
     if lost > allowed_mean + 10 * math.sqrt(allowed_mean) + 20:
@@ -160,6 +163,13 @@ def _run(s: Search, guess: float | None) -> SearchOutcome:
 
 
 def _finish(s: Search, full: _Bracket) -> SearchOutcome:
+    minimum = s.settings.min_rate_qps
+    if not full.lower_measured and full.lower == minimum > 0 and \
+            (full.tester_limit is None or full.upper < full.tester_limit):
+        # Nothing above the lower bound passed: measure the bound itself before saying "below" it.
+        _measure(s, "full", minimum, full)
+        if not full.lower_measured:
+            full.upper = minimum
     limit = full.tester_limit
     if limit is not None and full.upper >= limit:
         return s.outcome(TESTER_LIMITED, full.lower, full.upper, tester_limit=limit)

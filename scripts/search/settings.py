@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..records import search_error_qps
 from ..trial import DEFAULT_LOSS_RATIO
+from .goals import Goal, ResolvedGoal, default_width, goals_from_tables, resolved_goals
 
 RFC8219 = "rfc8219-binary"
 FAST = "fast"
-METHODS = (RFC8219, FAST)
+MLRSEARCH = "mlrsearch"
+METHODS = (RFC8219, FAST, MLRSEARCH)
 
 
 @dataclass(frozen=True)
 class SearchSettings:
     """How a throughput search runs (defaults: the paper's section 3).
 
-    min_rate_qps: lower bound, queries/s; assumed to pass, never measured.
+    min_rate_qps: lower bound, queries/s; assumed to pass, measured only when nothing above it passed.
     max_rate_qps: upper bound, queries/s; assumed to fail, never measured by the RFC 8219 search.
     error_qps: the search stops when upper - lower <= error_qps, queries/s (absolute error).
     error_ratio: ... or when upper - lower <= error_ratio x lower, fraction (relative error). With both set
@@ -43,8 +46,10 @@ class SearchSettings:
     short_duration_s: float = 5.0
     short_rest_s: float = 2.0
     tester_retries: int = 2
+    goals: tuple[Goal, ...] | Any = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "goals", goals_from_tables(self.goals))  # a campaign file gives tables
         problems = []
         if not 0 <= self.min_rate_qps < self.max_rate_qps:
             problems.append(f"need 0 <= min_rate_qps < max_rate_qps, got {self.min_rate_qps} and "
@@ -67,6 +72,7 @@ class SearchSettings:
             problems.append(f"repetitions must be at least 1, got {self.repetitions}")
         if problems:
             raise ValueError("; ".join(problems))
+        self.mlr_goals()  # a goal the search's own values make wrong fails now, not at its first trial
 
     def width_qps(self, lower_qps: float) -> float:
         """Bracket width at which the search stops, queries/s, for a bracket starting at lower_qps."""
@@ -78,3 +84,8 @@ class SearchSettings:
     def rest_after(self, duration_s: float) -> float:
         return self.rest_s if duration_s >= self.duration_s else self.short_rest_s
 
+
+    def mlr_goals(self) -> tuple[ResolvedGoal, ...]:
+        """The RFC 9971 goals of an mlrsearch with every value set (the search's defaults filled in)."""
+        width = default_width(self.error_qps, self.error_ratio, self.max_rate_qps)
+        return resolved_goals(self.goals, self.loss_ratio, self.duration_s, self.short_duration_s, width)

@@ -27,7 +27,8 @@ from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
 from . import RenderContext, linux
 from .linux import PLAT_DYNAMIC_POOL
 
-TUN = "nat64"
+# The TUN device: a name of the suite's own (Debian's tayga service uses "nat64"; a DUT may have one).
+TUN = "xlatbench64"
 # tayga's own addresses (sources of the ICMP errors it sends); outside every prefix of the testbeds.
 # 192.0.0.0/29 is the IPv4 service continuity prefix of RFC 7335.
 LOCAL_ADDRESSES = {"dut1": ("192.0.0.1", "2001:db8:ff::1"), "dut2": ("192.0.0.2", "2001:db8:ff::2")}

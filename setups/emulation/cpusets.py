@@ -57,6 +57,19 @@ def set_dut_cpus(
     return applied
 
 
+def steer_test_system(emulation: Emulation, cpus_of: dict[str, list[int]]) -> dict[str, str]:
+    """RPS on every interface of the test system's hosts ("client": the tester's CPUs, "server": Knot's), so
+    that the softirq receiving the tester's replies and Knot's queries runs on their own CPUs. A veth
+    receives on the CPU that sent the packet, which is a DUT's: without this the test system's receive work
+    is charged to the DUT's idle time. Hosts without CPUs given keep the kernel's default (no RPS)."""
+    steered: dict[str, str] = {}
+    for host, cpus in cpus_of.items():
+        if cpus and host in emulation.netns_of:
+            _check_cpus(sorted(cpus))
+            steered.update(_set_rps(emulation.netns_of[host], host, cpu_mask(sorted(cpus))))
+    return steered
+
+
 def _confine(path, cpus: list[int], pids: list[int]) -> dict[str, object]:
     try:
         path.mkdir(exist_ok=True)

@@ -24,7 +24,7 @@ from ..topology import Topology
 from ..transports import Netns, Transport
 from . import rootsysctl
 from .cleanup import down, existing_namespaces
-from .cpusets import set_dut_cpus
+from .cpusets import set_dut_cpus, steer_test_system
 from .errors import EmulationError
 from .names import check_prefix, netns_name, read_pid, rundir, statefile
 
@@ -39,9 +39,15 @@ class EmulationConfig:
     backend: "tayga" or per role "clat=tayga,..." (jool cannot run here). tayga: "patched" (paper's
     prefix 64:ff9b::/96) or "stock" (Debian's binary; prefix defaults to 2001:db8:64::/96).
     nat64_prefix: None = the paper's, or the stock-tayga fallback. rmem_bytes: root net.core.rmem_max,
-    rmem_default and wmem_max during the run (bytes). tx_offload_off: compute checksums in software on
-    the client's and server's interfaces so a translator's checksum bug cannot hide (NOTES).
-    knot_cpus / dut_cpus: CPU lists (None = unpinned). ces: MAP-T CEs the tester plays (`br` only).
+    rmem_default and wmem_max during the run (bytes). backlog_packets: root net.core.netdev_max_backlog
+    during the run (packets; child namespaces have none of their own): a veth hands each packet to the
+    receiving CPU's backlog, and at the kernel's 1 000 a burst of the tester's sends overflows it there and
+    shows as the client interface's tx drops, which the tester must count as its own.
+    tx_offload_off: compute checksums in software on the client's and server's interfaces so a
+    translator's checksum bug cannot hide (NOTES). knot_cpus / dut_cpus: CPU lists (None = unpinned); the
+    server's interfaces steer their receive softirq (RPS) to knot_cpus. client_cpus: the tester's CPUs,
+    where the client's interfaces steer theirs (None: the kernel's default, the CPU that sent the packet,
+    i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only).
     """
 
     topology: str
@@ -50,10 +56,12 @@ class EmulationConfig:
     nat64_prefix: str | None = None
     prefix: str = "xb"
     rmem_bytes: int = 4 * MIB
+    backlog_packets: int = 10_000
     tx_offload_off: bool = True
     knot_workers: int = 1
     knot_cpus: tuple[int, ...] | None = None
     dut_cpus: tuple[int, ...] | None = None
+    client_cpus: tuple[int, ...] | None = None
     ces: int = 1
 
     def __post_init__(self) -> None:
@@ -148,7 +156,8 @@ class Emulation:
         ]
 
     def root_sysctls(self) -> dict[str, int]:
-        return rootsysctl.socket_buffers(self.config.rmem_bytes)
+        return {**rootsysctl.socket_buffers(self.config.rmem_bytes),
+                **rootsysctl.receive_backlog(self.config.backlog_packets)}
 
     # -- up -----------------------------------------------------------------------------------------
     def preflight(self) -> None:
@@ -192,6 +201,9 @@ class Emulation:
             self._wait_for_daemons()
             self.knot.start()
             state["knot"] = self.knot.describe()
+            test_system = {"client": list(self.config.client_cpus or ()),
+                           "server": list(self.config.knot_cpus or ())}
+            state["test_system_rps"] = steer_test_system(self, test_system)
             if self.config.dut_cpus is not None:
                 state["placement"] = set_dut_cpus(self, list(self.config.dut_cpus))
         except BaseException:
@@ -277,7 +289,7 @@ class Emulation:
             state = self.state()
         except EmulationError:
             return info
-        for key in ("phase", "up_s", "root_sysctls", "placement", "knot"):
+        for key in ("phase", "up_s", "root_sysctls", "placement", "knot", "test_system_rps"):
             if key in state:
                 info[key] = state[key]
         return info
@@ -292,7 +304,7 @@ def attach(prefix: str = "xb") -> Emulation:
             f"no chain with prefix {prefix!r} is up: run `xlatbench setup up TOPOLOGY --prefix {prefix}`"
         ) from None
     config = state["config"]
-    for key in ("knot_cpus", "dut_cpus"):
+    for key in ("knot_cpus", "dut_cpus", "client_cpus"):
         if config.get(key) is not None:
             config[key] = tuple(config[key])
     return Emulation(EmulationConfig(**config))

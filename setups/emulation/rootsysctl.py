@@ -1,7 +1,8 @@
 """Root-namespace sysctls the emulation needs, changed under a lease and restored by the last holder.
 
-Child namespaces read net.core.rmem_* / wmem_* from the root namespace, so bigger socket buffers for
-the tester and Knot mean changing the machine's values. Several chains (other prefixes, other
+Child namespaces read net.core.rmem_* / wmem_* from the root namespace, and net.core.netdev_max_backlog
+exists only there, so bigger socket buffers for the tester and Knot, and a deeper receive backlog for the
+veths, mean changing the machine's values. Several chains (other prefixes, other
 developers' tests) may be up at once: the first holder records the original values, every holder
 keeps a lease file, and the last one to release restores the originals. A lease whose namespaces are
 all gone (its run was killed) no longer holds anything.
@@ -24,6 +25,11 @@ LEASE_ROOT = Path("/run/xlatbench/sysctl")
 def socket_buffers(size: int) -> dict[str, int]:
     """Root sysctls bounding every namespace's socket buffers (and the default Knot gets), bytes."""
     return {"net.core.rmem_max": size, "net.core.rmem_default": size, "net.core.wmem_max": size}
+
+
+def receive_backlog(packets: int) -> dict[str, int]:
+    """The root sysctl bounding each CPU's receive backlog (a veth's receiver queues there), packets."""
+    return {"net.core.netdev_max_backlog": packets}
 
 
 def _path(key: str) -> Path:

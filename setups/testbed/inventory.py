@@ -41,6 +41,8 @@ LINKS_OF = {
     "dut2": ("dut1-dut2", "dut2-server"),
     "server": ("dut2-server",),
 }
+# Topologies with both DUTs (client, dut1, dut2, server): the ones the testbed path renders and runs.
+TESTBED_TOPOLOGIES = tuple(t for t in TOPOLOGIES if {"dut1", "dut2"} <= {h.name for h in topology(t).hosts})
 TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "tayga", "rundir"}
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
              "tester", "tayga_binary"}
@@ -128,7 +130,11 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
         raise fail("name", "must be lower-case letters, digits and '-', starting with a letter")
     topo = data.get("topology")
     if topo not in TOPOLOGIES:
-        raise fail("topology", f"set it to one of {', '.join(TOPOLOGIES)}")
+        raise fail("topology", f"set it to one of {', '.join(TESTBED_TOPOLOGIES)}")
+    if topo not in TESTBED_TOPOLOGIES:
+        raise fail("topology", f"{topo} has a single DUT, which the four-host testbed path does not run yet: "
+                   f"use one of {', '.join(TESTBED_TOPOLOGIES)}, or measure {topo} in the emulation "
+                   f"([[setup]] kind = \"chain\", topology = \"{topo}\")")
     options = _string_list(data.get("ssh_options", []), fail("ssh_options", "must be a list of strings"))
     napt = data.get("napt_netns", "napt")
     if not isinstance(napt, str) or not NAME_RE.match(napt):

@@ -4,7 +4,9 @@ One ssh call per host collects kernel, CPUs, each named interface (addresses, dr
 Jool's modules (loaded version, installed version, user-space tools), tayga, knotd, the tester, and the
 host's clock; a second short call measures the clock offset against the controller. `problems` lists
 what refuses a run (a missing interface, one carrying addresses, MAP-T without Jool >= 4.2, a missing
-knotd or tester); `warnings` what a result should mention. The whole dict goes with every result.
+knotd or tester, and every object the plan would create that already exists on the host: namespace,
+link, the translator's tun, nft table, iptables rule, address, route); `warnings` what a result should
+mention. The whole dict goes with every result.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...paths import tester_binary
+from ..backends.tayga import TUN
+from ..steps import Cmd, Step
 from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
@@ -58,6 +62,84 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
             " | tr '\\n' ';')\"",
         ]
     return "\n".join(lines)
+
+
+def planned_objects(steps: list[Step]) -> list[tuple[str, str, str]]:
+    """(kind, name, probe) of every object `steps` create in a host's root namespace; the shell `probe`
+    prints something (where it is) when the object already exists, nothing otherwise. What a step makes
+    inside a namespace the plan creates goes unprobed: that namespace's own probe covers it."""
+    q = shlex.quote
+    objects: list[tuple[str, str, str]] = []
+    for step in steps:
+        if not isinstance(step, Cmd) or not step.check:
+            continue
+        a = step.argv
+        if a[:3] == ("ip", "netns", "add"):
+            objects.append(("namespace", a[3], f"ip netns list | cut -d' ' -f1 | grep -xF -- {q(a[3])}"))
+        elif a[:3] == ("ip", "link", "add"):
+            objects.append(("link", a[3], _link_probe(a[3])))
+            if "peer" in a and "netns" not in a:
+                peer = a[a.index("peer") + 2]
+                objects.append(("link", peer, _link_probe(peer)))
+        elif a[-1:] == ("--mktun",):
+            objects.append(("tun", TUN, _link_probe(TUN)))
+        elif a[:3] == ("nft", "add", "table"):
+            objects.append(("nft table", " ".join(a[3:]),
+                            f"nft list table {shlex.join(a[3:])} >/dev/null 2>&1 && echo present"))
+        elif a[0] == "iptables" and "-A" in a:
+            check = ["-C" if arg == "-A" else arg for arg in a]
+            objects.append(("iptables rule", shlex.join(a[1:]),
+                            f"{shlex.join(check)} >/dev/null 2>&1 && echo present"))
+        elif a[:3] in {("ip", "address", "add"), ("ip", "addr", "add")}:
+            address = a[3].split("/")[0]
+            where = "awk '{print \"on \" $2}'"
+            objects.append(("address", a[3], f"ip -o address show to {q(address)} | {where}"))
+        elif a[:3] == ("ip", "route", "add") or a[:4] == ("ip", "-6", "route", "add"):
+            dst = a[4] if a[1] == "-6" else a[3]
+            family = "-6" if a[1] == "-6" or ":" in dst else "-4"
+            objects.append(("route", f"{family} {dst}", f"ip {family} route show exact {q(dst)} | head -n 1"))
+    return objects
+
+
+def _link_probe(name: str) -> str:
+    return f"ip -o link show dev {shlex.quote(name)} >/dev/null 2>&1 && echo present"
+
+
+def collision_script(objects: list[tuple[str, str, str]]) -> str:
+    return "\n".join(f'echo "collision_{n}=$( ({probe}) 2>/dev/null | head -n 1)"'
+                      for n, (_, _, probe) in enumerate(objects))
+
+
+def collision_fix(kind: str, name: str, found: str) -> str:
+    """How a user clears one collision (the suite never takes over or deletes what it did not make)."""
+    if kind == "namespace":
+        return f"delete it (`ip netns del {name}`) if nothing needs it, or set napt_netns to another name"
+    if kind in ("link", "tun"):
+        return f"delete or rename it (`ip link del {name}`) if nothing needs it"
+    if kind == "nft table":
+        return f"delete it (`nft delete table {name}`) if nothing needs it"
+    if kind == "iptables rule":
+        return f"delete it (`iptables {name.replace(' -A ', ' -D ', 1)}`) if nothing needs it"
+    if kind == "address":
+        return f"remove it (`ip address del {name} dev {found.removeprefix('on ')}`) if nothing needs it"
+    family, dst = name.split(" ", 1)
+    if dst == "default" and family == "-4":
+        return ("the plan routes IPv4 by default to the translator: manage this host over IPv6 or a route "
+                "of its own and delete its IPv4 default route (`ip route del default`)")
+    return f"delete it (`ip {family} route del {dst}`) if nothing needs it"
+
+
+def collision_problems(role: str, objects: list[tuple[str, str, str]], facts: dict[str, str]) -> list[str]:
+    """One line per object the plan would create on `role` that is there already."""
+    problems = []
+    for n, (kind, name, _) in enumerate(objects):
+        found = facts.get(f"collision_{n}", "").strip()
+        if found:
+            where = "" if found == "present" or kind == "namespace" else f" ({found})"
+            problems.append(f"{role}: {kind} {name} already exists{where} and the plan creates it: "
+                            f"{collision_fix(kind, name, found)}, or run `xlatbench testbed down` if a "
+                            "previous run left it")
+    return problems
 
 
 def parse_probe(text: str) -> dict[str, str]:
@@ -197,13 +279,18 @@ def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) ->
     return []
 
 
-def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]]) -> dict[str, Any]:
-    """Probe every host; `machine_interfaces`: role -> interface names the run will use there."""
+def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]],
+          planned: dict[str, list[Step]] | None = None) -> dict[str, Any]:
+    """Probe every host; `machine_interfaces`: role -> interface names the run will use there; `planned`:
+    role -> the setup steps `up` would run there (each object they create must not exist yet)."""
     result: dict[str, Any] = {"inventory": inventory.path, "topology": inventory.topology_name, "hosts": {},
                               "problems": [], "warnings": []}
+    objects = {role: planned_objects((planned or {}).get(role, [])) for role in inventory.hosts}
+
     def probe(role: str) -> tuple[dict[str, str], dict[str, float]]:
         host = inventory.hosts[role]
-        facts = parse_probe(shell.capture(role, probe_script(host, machine_interfaces[role])).stdout)
+        script = probe_script(host, machine_interfaces[role]) + "\n" + collision_script(objects[role])
+        facts = parse_probe(shell.capture(role, script).stdout)
         return facts, clock_offset(shell, role)
 
     with ThreadPoolExecutor(max_workers=len(inventory.hosts)) as pool:
@@ -212,6 +299,7 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
         facts, clock = found[role]
         interfaces = {i: interface_report(facts, i) for i in machine_interfaces[role]}
         problems, warnings = host_problems(inventory, role, facts, interfaces)
+        problems += collision_problems(role, objects[role], facts)
         if abs(clock["offset_s"]) > CLOCK_WARN_S:
             warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
         result["hosts"][role] = {

@@ -69,9 +69,16 @@ FILES = [
         ("[campaign] methods", "a list such as"),
     ),
     Bad(
+        "bad MLRsearch goal",
+        render(campaign='name = "bad"\nmethods = ["mlrsearch"]\ncores = [1]',
+               idle='runs = 0\nmethod = "mlrsearch"',
+               extra='[[search.goals]]\nname = "g"\nexceed_ratio = 1.5\n'),
+        ("[[search]] #1", "goal 'g'", "exceed_ratio must be a number in [0, 1), got 1.5"),
+    ),
+    Bad(
         "unknown method",
         render(campaign='name = "bad"\nmethods = ["golden"]'),
-        ("[campaign] methods", "golden", "use ['rfc8219-binary', 'fast']"),
+        ("[campaign] methods", "golden", "use ['rfc8219-binary', 'fast', 'mlrsearch']"),
     ),
     Bad(
         "unknown key in [campaign]",

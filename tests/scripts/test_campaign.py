@@ -310,3 +310,67 @@ def test_more_queries_in_flight_than_the_tester_allows_is_refused_up_front(tmp_p
         parse_campaign(data, "c.toml")
     data["tester"] = {"ports_per_thread": 2}
     parse_campaign(data, "c.toml")
+
+
+def test_idle_runs_the_tester_could_not_offer_or_the_hypervisor_stole_stay_out_of_the_mean(
+        tmp_path: Path) -> None:
+    """Idle runs whose trial was tester-limited (the DUTs saw less than the rate) or lost >= 2 % of a CPU
+    to the hypervisor are left out of the idle mean, and the mean names them; a resume recomputes it."""
+    store = tmp_path / "r.jsonl"
+    campaign = parse_campaign(fake_campaign(store, idle={"runs": 3}), "t.toml", store)
+    CampaignRun(campaign, progress=False).run()
+    lines = [json.loads(line) for line in store.read_text().splitlines()]
+    kept = []
+    for line in lines:
+        if line["type"] == "idle-mean":
+            continue  # as if killed between the last idle run and its mean
+        if line["type"] == "idle-run" and line["cores"] == 1 and line["run"] == 1:
+            line["trial"]["tester_limited"] = True
+        if line["type"] == "idle-run" and line["cores"] == 1 and line["run"] == 3:
+            line["trial"]["host_steal_pct"] = {"0": 0.5, "1": 6.5}
+        kept.append(line)
+    store.write_text("".join(json.dumps(line) + "\n" for line in kept))
+    again = CampaignRun(campaign, progress=False)
+    again.run()
+    assert again.new_trials == 0, "the idle runs are stored: only their mean is made again"
+    means = {r["cores"]: r for r in records(store) if r["type"] == "idle-mean"}
+    assert means[1]["runs"] == 1 and [e["run"] for e in means[1]["excluded"]] == [1, 3]
+    assert means[1]["excluded"][0]["why"].startswith("tester-limited")
+    assert means[1]["excluded"][1]["why"] == "CPU steal: the hypervisor took 6.5 % of CPU 1"
+    assert means[2]["runs"] == 3 and means[2]["excluded"] == []
+
+
+def test_a_campaign_that_measured_nothing_exits_nonzero(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from xlatbench.scripts.cli import run_campaign
+
+    store = tmp_path / "r.jsonl"
+    data = fake_campaign(store, campaign={"name": "t", "methods": ["fast"], "cores": [4, 8]},
+                         idle={"runs": 1, "method": "fast"})
+    assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
+    err = capsys.readouterr().err
+    assert "core counts [4, 8] skipped" in err
+    assert err.strip().splitlines()[-1] == ("xlatbench t: measured nothing: no core count of [4, 8] could "
+                                            "run on any setup (see the skipped core counts above)")
+
+
+def test_an_impossible_core_count_is_refused_before_anything_is_up(
+        tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The environment refuses a core count (a testbed DUT that keeps more CPUs online) right after its
+    preflight: the campaign stops in one line and never brings the setup up."""
+    from xlatbench.scripts.cli import run_campaign
+
+    ups: list[int] = []
+
+    def refuse(self: envs.FakeEnvironment, counts: list[int]) -> None:
+        if 1 in counts:
+            raise ValueError("dut2 keeps CPUs [0, 1] online, so it cannot run 1 core(s)")
+
+    monkeypatch.setattr(envs.FakeEnvironment, "refuse_cores", refuse)
+    monkeypatch.setattr(envs.FakeEnvironment, "up", lambda self: ups.append(1))
+    store = tmp_path / "r.jsonl"
+    data = fake_campaign(store, campaign={"name": "t", "methods": ["fast"], "cores": [1, 2]},
+                         idle={"runs": 1, "method": "fast"})
+    assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
+    assert ups == []
+    assert "cannot run 1 core(s)" in capsys.readouterr().err

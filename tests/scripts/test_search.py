@@ -151,8 +151,27 @@ def test_tester_limit_stops_repetitions_and_gives_no_median() -> None:
     runner = runner_for(fake(clock, tester_limit_qps=120_000), clock)
     repeated = repeat_search(runner, SETTINGS, RFC8219, "tl")
     assert repeated.status == TESTER_LIMITED and repeated.summary is None
-    assert len(repeated.outcomes) == 1
+    assert len(repeated.outcomes) == 2  # TESTER_STOP: the first two both ended at the limit
     assert "tester limit reached" in repeated.describe()
+
+
+@pytest.mark.parametrize("method", [RFC8219, FAST])
+def test_one_tester_limited_repetition_does_not_void_the_others(method: str) -> None:
+    # Repetition 3 of 10 ran while the tester could offer only 120 000 queries/s (below the DUT's
+    # 165 403): it ends at the tester limit. The other nine find the DUT's number; the median is theirs,
+    # over 9 (before: "tester limit reached at 120 000, no throughput", repetitions 4-10 never run).
+    clock = SimClock()
+    search = rfc8219_search if method == RFC8219 else fast_search
+    limited = search(runner_for(fake(clock, tester_limit_qps=120_000), clock), SETTINGS, "c/rfc/rep3")
+    assert limited.status == TESTER_LIMITED
+    sid = f"c/{method}/rep3"
+    repeated = repeat_search(runner_for(fake(clock), clock), SETTINGS, method, "c",
+                             completed={sid: limited})
+    assert len(repeated.outcomes) == 10 and repeated.status == OK
+    assert repeated.summary is not None and repeated.summary.n == 9
+    assert THRESHOLD - SETTINGS.error_qps < repeated.summary.median <= THRESHOLD
+    assert repeated.tester_limited_repetitions == 1
+    assert "1 of 10 searches reached the tester limit" in repeated.describe()
 
 
 def test_tester_limit_above_the_dut_capacity_does_not_matter() -> None:
@@ -344,3 +363,37 @@ def test_fast_search_answer_always_has_a_full_length_or_decisive_failure_above_i
         decisive = [t for t in above if t.phase == "full"
                     or t.result.lost > 1e-4 * t.result.rate_qps * SETTINGS.duration_s]
         assert decisive, [(t.phase, t.result.rate_qps, t.verdict) for t in outcome.trials]
+
+
+@pytest.mark.parametrize("search", [rfc8219_search, fast_search])
+def test_a_capacity_just_above_the_lower_bound_is_found_not_called_below_it(search) -> None:
+    # min 165 000, capacity 165 403: every rate the bracket tries above min fails (issue 23, item 7). Before:
+    # "below the lower bound", the lower bound itself never tried.
+    clock = SimClock()
+    settings = SearchSettings(max_rate_qps=400_000, min_rate_qps=165_000, error_qps=1_000, duration_s=60,
+                              rest_s=0, repetitions=1, short_duration_s=5, short_rest_s=0)
+    outcome = search(runner_for(fake(clock), clock), settings, "s")
+    assert outcome.status == OK and outcome.throughput_qps == 165_000
+    assert any(t.result.rate_qps == 165_000 and t.result.duration_s == 60 for t in outcome.trials)
+
+
+@pytest.mark.parametrize("search", [rfc8219_search, fast_search])
+def test_below_the_lower_bound_only_after_measuring_it(search) -> None:
+    clock = SimClock()
+    settings = SearchSettings(max_rate_qps=400_000, min_rate_qps=170_000, error_qps=1_000, duration_s=60,
+                              rest_s=0, repetitions=1, short_duration_s=5, short_rest_s=0)
+    outcome = search(runner_for(fake(clock), clock), settings, "s")
+    assert outcome.status == BELOW_LOWER and outcome.upper_qps == 170_000
+    assert outcome.trials[-1].result.rate_qps == 170_000 and outcome.trials[-1].verdict == "fail"
+
+
+@pytest.mark.parametrize("method", [RFC8219, FAST])
+def test_zero_loss_allowed_works_with_every_method(method: str) -> None:
+    # Before: the fast search crashed with "math domain error" (log of a zero allowance).
+    clock = SimClock()
+    settings = SearchSettings(max_rate_qps=1_000_000, error_qps=500, loss_ratio=0.0, duration_s=60, rest_s=0,
+                              repetitions=3, short_duration_s=5, short_rest_s=0)
+    repeated = repeat_search(runner_for(fake(clock), clock), settings, method, "z")
+    assert repeated.status == OK and repeated.summary is not None
+    # Zero loss: the highest passing rate is the capacity itself (the fake answers CAPACITY exactly).
+    assert CAPACITY - settings.error_qps < repeated.summary.median <= CAPACITY

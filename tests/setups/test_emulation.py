@@ -24,7 +24,9 @@ DURATION_S = 10
 @pytest.mark.parametrize("topology", ["baseline", "464xlat", "mapt"])
 def test_up_check_trial_down(topology, chain_factory, trial, prefix):
     rmem_before = rootsysctl.read("net.core.rmem_default")
+    backlog_before = rootsysctl.read("net.core.netdev_max_backlog")
     chain = chain_factory(topology)
+    assert int(rootsysctl.read("net.core.netdev_max_backlog")) >= chain.emulation.config.backlog_packets
     info = chain.describe()
     assert info["topology"] == topology and info["phase"] == "up"
     assert len(existing_namespaces(prefix)) == len(chain.emulation.topology.hosts)
@@ -48,6 +50,7 @@ def test_up_check_trial_down(topology, chain_factory, trial, prefix):
     assert not list(CPUSET_ROOT.glob(f"{prefix}-*"))
     if not rootsysctl.pending_restore():  # no other chain holds the root sysctls
         assert rootsysctl.read("net.core.rmem_default") == rmem_before
+        assert rootsysctl.read("net.core.netdev_max_backlog") == backlog_before
 
 
 def test_down_is_idempotent(prefix):
@@ -82,6 +85,20 @@ def test_dut_cpus_are_applied_and_recorded(chain_factory, prefix):
     assert set(times) == {"dut1", "dut2"} and all(t >= 0 for t in times.values())
     counters = chain.counters()
     assert "dut1:nat64" in counters and "server:udp" in counters
+
+
+def test_test_system_receives_on_its_own_cpus(chain_factory, prefix):
+    """The client's interfaces steer the replies' receive softirq to the tester's CPUs and the server's to
+    Knot's (RPS), so that the test system's receive work is not charged to the DUT CPU that sent them."""
+    tester_cpu, knot_cpu = online_cpus()[0], online_cpus()[-1]
+    chain = chain_factory("baseline", client_cpus=(tester_cpu,), knot_cpus=(knot_cpu,))
+    steered = chain.describe()["test_system_rps"]
+    assert steered == {"client:enp5s0f0": cpu_mask([tester_cpu]), "server:enp5s0f0": cpu_mask([knot_cpu])}
+    rps = "/sys/class/net/enp5s0f0/queues/rx-0/rps_cpus"
+    for host, cpu in (("client", tester_cpu), ("server", knot_cpu)):
+        seen = subprocess.run(["ip", "netns", "exec", f"{prefix}-{host}", "cat", rps],
+                              capture_output=True, text=True, check=True)
+        assert int(seen.stdout.strip().replace(",", ""), 16) == 1 << cpu
 
 
 def test_mapt_carries_the_papers_1600_flows(chain_factory, trial):

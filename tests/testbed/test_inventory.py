@@ -59,6 +59,10 @@ def test_paper_example_parses() -> None:
 
 BAD = [
     ("topology", "nat46", "topology: set it to one of baseline, 464xlat, mapt"),
+    # Single-DUT topologies: one line before anything (was a KeyError traceback in dry-run, up, campaign).
+    *[("topology", single, f"topology: {single} has a single DUT, which the four-host testbed path does not "
+       "run yet: use one of baseline, 464xlat, mapt, or measure")
+      for single in ("plat", "clat", "ce", "br")],
     ("colour", "red", "colour: unknown key"),
     ("hosts.router", {"ssh": "r"}, "hosts.router: unknown role"),
     ("hosts.server", None, "hosts.server: missing"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -52,6 +53,18 @@ def test_hotplug_refuses(tmp_path: Path, allowed: tuple[int, ...], keep: list[in
     with pytest.raises(HotplugError, match=message):
         hotplug.apply(LocalShell(), keep)
     assert online_states(base, 4) == ["1", "1", "1"]  # nothing changed
+
+
+def test_hotplug_reads_back_what_the_host_really_has_online(tmp_path: Path) -> None:
+    """CPU 3 is present, outside offline_cpus and already offline: 4 cores would really be 3, refused."""
+    base = fake_sysfs(tmp_path / "sys", 4)
+    (base / "cpu3" / "online").write_text("0\n")
+    hotplug = Hotplug("dut1", (1, 2), str(tmp_path / "sys"), str(tmp_path / "undo.sh"))
+    with pytest.raises(HotplugError, match=r"dut1: asked for CPUs \[0, 1, 2, 3\] online, the host reads back "
+                                           r"\[0, 1, 2\]: CPU \[3\] stayed offline; bring the CPUs outside"):
+        hotplug.apply(LocalShell(), [0, 1, 2, 3])
+    (base / "cpu3" / "online").write_text("1\n")  # the host's CPU 3 back, as the message says
+    assert hotplug.apply(LocalShell(), [0, 1, 2, 3])["online"] == [0, 1, 2, 3]
 
 
 def _ticking_stat(path: Path, stop: threading.Event) -> None:
@@ -190,20 +203,27 @@ def test_preflight_refuses_another_tester_version() -> None:
     assert "tester /opt/xlatbench/build/dnsperf/xlatperf not found" in problems[0]
 
 
-def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
-    from xlatbench.analysis.host_idle import bottleneck
-    from xlatbench.setups.testbed.remote_idle import samples_from
+def test_an_undo_line_enters_the_state_file_only_after_its_step_succeeded(tmp_path: Path) -> None:
+    """A step that fails (its object was there already) leaves no undo line, so a rollback cannot delete
+    what the host had; a step cut off before its commit (kill -9) leaves a pending line that down runs."""
+    from xlatbench.setups.testbed.undo import guarded, pending, pending_file
 
-    def stat(t: float, ticks: list[tuple[int, int]]) -> str:
-        lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]
-        return "\n".join(lines)
-
-    # dut1: CPU 0 busy 90 %, CPU 1 (offline for the trial, still listed) idle; dut2: CPU 0 busy 40 %.
-    dut1 = samples_from(stat(1.0, [(0, 0), (0, 0)]) + "\n" + stat(2.0, [(90, 10), (0, 100)]))
-    dut2 = samples_from(stat(1.0, [(0, 0)]) + "\n" + stat(2.0, [(40, 60)]))
-    verdict = bottleneck({"dut1": dut1, "dut2": dut2}, {"dut1": [0], "dut2": [0]})
-    assert verdict["bottleneck"] == "dut1"
-    assert verdict["idle_percent"] == {"dut1": 10.0, "dut2": 60.0}
-    assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
-    tie = bottleneck({"dut1": dut1, "dut2": dut1}, {"dut1": [0], "dut2": [0]})
-    assert tie["bottleneck"] is None and "not determined" in tie["reason"]
+    statefile = str(tmp_path / "state" / "undo.sh")
+    shell = LocalShell()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the host's own\n")
+    failing = Cmd(("mkdir", "-p", f"{blocker}/sub"))
+    assert shell.capture("h", guarded(shlex.join(failing.argv), failing, statefile), check=False).returncode
+    assert not Path(statefile).exists() and not Path(pending_file(statefile)).exists()
+    made = tmp_path / "made"
+    step = Cmd(("mkdir", "-p", str(made)))
+    shell.capture("h", guarded(shlex.join(step.argv), step, statefile))
+    assert Path(statefile).read_text() == f"rm -rf {made}\n" and not Path(pending_file(statefile)).exists()
+    # Killed between the step and its commit: only the pending file knows; `pending` and `down` see it.
+    cut = tmp_path / "cut"
+    record = record_script(Cmd(("mkdir", "-p", str(cut))), statefile)
+    shell.capture("h", f"{record} && mkdir -p {cut}")
+    assert f"rm -rf {cut}" in shell.capture("h", pending(statefile)).stdout
+    shell.capture("h", down_script(statefile))
+    assert not made.exists() and not cut.exists() and blocker.read_text() == "the host's own\n"
+    assert not Path(statefile).exists() and not Path(pending_file(statefile)).exists()

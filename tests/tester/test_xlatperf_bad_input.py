@@ -90,6 +90,9 @@ CASES = [
     ('S --run-id bad/id', 2, '--run-id'),
     ('S --json /nonexistent/dir/out.json --queries 10', 1, '--json'),
     ('S --json /proc/version --queries 10', 1, '--json'),
+    ('S --json /dev/null --queries 10', 1, '--json /dev/null is a character device'),
+    ('S --json /tmp --queries 10', 1, '--json /tmp is a directory'),
+    ('S --json /tmp/ --queries 10', 1, '--json /tmp/ names a directory'),
     ('S --no-such-option', 2, '--no-such-option'),
     ('S extra-positional', 2, 'extra-positional'),
 ]
