@@ -199,7 +199,8 @@ def _drops(result: dict[str, Any]) -> dict[str, float]:
 
 def failing_trial_above(trials: list[TrialEntry], rate_qps: float) -> FailingTrial | None:
     """The failed (DUT-loss) trial with the lowest rate above `rate_qps`; full-length RFC 8219 trials are
-    preferred to the fast search's short ones. None when no trial above the rate failed."""
+    preferred to shorter ones (MLRsearch's, the retired fast search's). None when no trial above the rate
+    failed."""
     failed = [t for t in trials if t.verdict == "fail" and float(t.result["rate_qps"]) > rate_qps]
     exact = [t for t in failed if t.search.rfc8219_exact]
     chosen = min(exact or failed, key=lambda t: float(t.result["rate_qps"]), default=None)

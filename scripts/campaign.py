@@ -10,7 +10,6 @@ so each finished trial is in the store exactly once.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -54,8 +53,6 @@ from .records import (
     utc_now,
 )
 from .search import (
-    FAST,
-    MLRSEARCH,
     OK,
     RFC8219,
     UPPER_NOT_FAILED,
@@ -97,22 +94,11 @@ def capped_cores(cores: tuple[int, ...], available: int) -> list[int]:
 
 
 def estimate_search_s(settings: SearchSettings, method: str) -> float:
-    """Rough time of `repetitions` searches, s: for the ETA only. MLRsearch's: from the simulator."""
-    if method == MLRSEARCH:
-        from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
+    """Rough time of `repetitions` searches of `method`, s (the ETA and `campaign plan`): every method by
+    simulating its searches (methodbench.simulated_search_s), so the estimate is the method's own code."""
+    from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
 
-        return simulated_search_s(settings)
-    span = settings.max_rate_qps - settings.min_rate_qps
-    width = settings.width_qps(settings.min_rate_qps + span / 4)
-    steps = max(1, math.ceil(math.log2(max(2.0, span / width))))
-    full = settings.duration_s + settings.rest_s
-    short = settings.short_duration_s + settings.short_rest_s
-    if method != FAST:
-        return settings.repetitions * steps * full
-    # Until two answers agree a repetition brackets with short trials and verifies at full length; after
-    # that it starts at full length from the earlier answers (about 2.5 full-length trials in simulation).
-    bracketed = min(settings.repetitions, 2)
-    return bracketed * (steps * short + 2 * full) + (settings.repetitions - bracketed) * 2.5 * full
+    return simulated_search_s(settings, method)
 
 
 def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
@@ -386,7 +372,6 @@ class CampaignRun:
 
     # -- one setup --------------------------------------------------------------------------------
     def _run_setup(self, session: SetupSession, idle_stored: dict[str, Record]) -> None:
-        previous_medians: dict[tuple[str, str], float] = {}
         try:
             for cores in capped_cores(self.campaign.cores, session.env.max_cores()):
                 session.select_cores(cores)
@@ -395,14 +380,13 @@ class CampaignRun:
                     for name, _ in self.campaign.searches:
                         for method in self.campaign.methods:
                             config = ConfigKey(session.spec.name, cores, name, method, sessions)
-                            self._run_config(session, config, previous_medians)
+                            self._run_config(session, config)
                     if self.campaign.idle.runs:
                         IdleCapture(self._recorder(), self.results, session, idle_stored).run()
         finally:
             session.close()
 
-    def _run_config(self, session: SetupSession, config: ConfigKey,
-                    previous_medians: dict[tuple[str, str], float]) -> None:
+    def _run_config(self, session: SetupSession, config: ConfigKey) -> None:
         recorder = self._recorder()
         writer = ConfigWriter(recorder, config, session)
         session.runner.on_trial = writer.trial
@@ -410,17 +394,13 @@ class CampaignRun:
                                  f"{config.search} {config.method}")
         try:
             repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
-                                     config.prefix, first_guess_qps=previous_medians.get((config.search,
-                                                                                          config.method)),
-                                     on_outcome=writer.outcome, completed=self.completed)
+                                     config.prefix, on_outcome=writer.outcome, completed=self.completed)
         except (ComponentFailure, TesterError) as err:
             recorder.failure(err, config, session)
             raise
         summary = recorder.summary(repeated, config, session)
         recorder.progress.search_finished()
         self.results.append(ConfigResult(config, repeated, summary))
-        if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
-            previous_medians[(config.search, config.method)] = repeated.summary.median
         recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s){sessions_text(config.sessions)}, "
                               f"search {config.search!r}: "
                               f"{repeated.describe()} [{summary.context.tag}]")
@@ -614,9 +594,11 @@ def sessions_text(sessions: int | None) -> str:
 
 
 def _differs(stored: Provenance, current: Provenance) -> bool:
-    """Another suite commit, host or tester build (a tester build not yet known matches any)."""
+    """Another suite commit, host or tester build. A tester build unknown on either side matches any: not
+    yet known before a run's first trial, and never known in a record of a trial voided before its tester
+    reported (a trial-failed record)."""
     return (stored.suite, stored.host) != (current.suite, current.host) or \
-        (current.tester is not None and stored.tester != current.tester)
+        (None not in (current.tester, stored.tester) and stored.tester != current.tester)
 
 
 def _trial_keys(outcomes: tuple[SearchOutcome, ...] | list[SearchOutcome]) -> list[str]:

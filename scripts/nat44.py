@@ -8,7 +8,7 @@ that ended less than that timeout before it began all hold ports:
     trials whose mappings coexist = 1 + ceil((timeout - rest) / (trial + rest))
 
 and sets x sessions must fit the CE's port set (2^(16 - PSID length) ports), unless [tester] first_port makes
-every trial reuse the same flows. The shortest trial-plus-rest of the campaign (the fast search's short
+every trial reuse the same flows. The shortest trial-plus-rest of the campaign (MLRsearch's shorter
 trials, the idle runs) decides. campaignfile checks it when a campaign is loaded (emulated chains and testbed
 inventories alike); the timeout is read from this host's /proc/sys (a namespace starts with the kernel's
 values) or, where it cannot be read, the kernel default, and the refusal says which.

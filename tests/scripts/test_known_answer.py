@@ -22,7 +22,7 @@ import subprocess
 import pytest
 
 from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.search import OK, SearchSettings, TrialRunner, fast_search, rfc8219_search
+from xlatbench.scripts.search import OK, SearchSettings, TrialRunner, rfc8219_search
 from xlatbench.scripts.xlatperf import TesterOptions
 
 CAP_PPS = 3000
@@ -67,7 +67,7 @@ def test_search_finds_an_nftables_rate_cap(topology: str, backend: str) -> None:
     with emulated_chain(topology, prefix=prefix, knot_cpus=(0,), backend=backend) as chain:
         install_cap(chain, prefix)
         measurer = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=1))
-        for search in (rfc8219_search, fast_search):
+        for search in (rfc8219_search,):
             outcome = search(TrialRunner(measurer), settings, f"kat-{search.__name__}")
             assert outcome.status == OK, outcome.describe()
             passing = next(t for t in reversed(outcome.trials)

@@ -64,13 +64,20 @@ def test_first_port_or_few_enough_sessions_pass() -> None:
     assert parse_campaign(chain_campaign(256), "n.toml").tester.ports_per_thread == 256  # 7 x 256 = 1792
 
 
-def test_the_fast_searchs_short_trials_decide() -> None:
-    data = chain_campaign(256)
-    data["campaign"]["methods"] = ["fast"]
-    data["idle"] = {"method": "fast"}
-    data["search"].update(short_duration_s=5, short_rest_s=2)  # 1 + ⌈118 / 7⌉ = 18 sets: 18 x 256 > 2048
-    with pytest.raises(CampaignFileError, match=r"the fast search's short trials\) .* = 18 trials coexist"):
+def test_mlrsearchs_shorter_trials_decide() -> None:
+    data = chain_campaign(64)
+    assert parse_campaign(data, "n.toml")  # RFC 8219 alone: 10 s trials, 7 sets x 64 fit
+    data["campaign"]["methods"] = ["mlrsearch"]
+    data["idle"] = {"method": "mlrsearch"}
+    # The default goals: "rfc8219" starts with 5 s trials (short_duration_s), "short" with 1 s ones, each
+    # followed by short_rest_s = 2 s: 1 + ⌈118 / 3⌉ = 41 sets, 41 x 64 > 2048.
+    data["search"].update(short_duration_s=5, short_rest_s=2)
+    with pytest.raises(CampaignFileError,
+                       match=r"MLRsearch's goal 'short' initial trials\) .* = 41 trials coexist"):
         parse_campaign(data, "n.toml")
+    # One goal starting with 5 s trials: 1 + ⌈118 / 7⌉ = 18 sets, 18 x 64 = 1152 fit.
+    data["search"]["goals"] = [{"name": "g", "initial_trial_duration_s": 5}]
+    assert parse_campaign(data, "n.toml").searches[0][1].mlr_goals()[0].initial_trial_duration_s == 5
 
 
 def test_the_timeout_is_read_from_the_host(tmp_path: Path) -> None:
