@@ -35,6 +35,7 @@ struct FrameSpec {
 
 class FrameTemplate {
 public:
+    // Keeps a reference to `query`, which must outlive it.
     FrameTemplate(const QueryTemplate& query, const FrameSpec& spec);
 
     std::size_t size() const { return frame_.size(); }

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <linux/if_xdp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -90,15 +91,14 @@ std::uint32_t XskSocket::tx_reserve(std::uint32_t wanted) {
 std::uint8_t* XskSocket::tx_slot(std::uint32_t i) { return frame_at(reserved_[i]); }
 
 void XskSocket::tx_submit(std::uint32_t count, std::uint32_t length) {
+    // The ring cannot give back part of a reservation: every reserved slot is sent.
+    if (count != reserved_.size()) throw std::logic_error("AF_XDP: submit every reserved TX slot");
     for (std::uint32_t i = 0; i < count; ++i) {
         xdp_desc* desc = xsk_ring_prod__tx_desc(&tx_, tx_index_ + i);
         desc->addr = reserved_[i];
         desc->len = length;
         desc->options = 0;
     }
-    // Reserved but unused slots: give the frames back (the ring cannot un-reserve,
-    // so callers reserve only what they fill).
-    for (std::size_t i = count; i < reserved_.size(); ++i) free_.push_back(reserved_[i]);
     xsk_ring_prod__submit(&tx_, count);
 }
 

@@ -57,8 +57,8 @@ public:
     std::uint32_t tx_frame_count() const { return sizes_.tx_frames; }
     std::uint8_t* tx_frame(std::uint32_t i) { return frame_at(tx_address(i)); }
 
-    // Sending: reserve up to `wanted` TX descriptors and frames; fill frames
-    // through frame(slot_i), then submit(n, length) and kick().
+    // Sending: reserve up to `wanted` TX descriptors and frames; fill every
+    // reserved frame through tx_slot(i), then tx_submit(reserved, length) and kick().
     std::uint32_t tx_reserve(std::uint32_t wanted);
     std::uint8_t* tx_slot(std::uint32_t i);          // i < reserved
     void tx_submit(std::uint32_t count, std::uint32_t length);

@@ -117,8 +117,9 @@ int xlb_reply_filt(struct xdp_md *ctx) {
     if ((void *)(udp + 1) > end || udp->source != c->server_port || !same16(src, c->server, n) ||
         !ours(c, dst, n, bpf_ntohs(udp->dest)))
         return count(XLB_STAT_PASSED, XDP_PASS);
-    count(XLB_STAT_REDIRECTED, XDP_PASS);
-    return bpf_redirect_map(&xlb_xsks, ctx->rx_queue_index, XDP_PASS);
+    /* No socket bound to this queue: the frame goes on to the kernel, counted as passed. */
+    int action = bpf_redirect_map(&xlb_xsks, ctx->rx_queue_index, XDP_PASS);
+    return count(action == XDP_REDIRECT ? XLB_STAT_REDIRECTED : XLB_STAT_PASSED, action);
 }
 
 char LICENSE[] SEC("license") = "GPL";
