@@ -7,6 +7,7 @@ What the paper leaves open is marked as our choice.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -28,6 +29,13 @@ from .topology import (
 )
 
 WELL_KNOWN_PREFIX = "64:ff9b::/96"
+
+
+def is_well_known(prefix: str | None) -> bool:
+    """Whether `prefix` lies inside RFC 6052's well-known prefix (the paper's)."""
+    well_known = ipaddress.IPv6Network(WELL_KNOWN_PREFIX)
+    return prefix is not None and ipaddress.IPv6Network(prefix).subnet_of(well_known)
+
 CLIENT = "192.168.0.4"
 CLIENT_NET = "192.168.0.0/24"
 CLIENT_GATEWAY = "192.168.0.1"

@@ -28,7 +28,7 @@ from pathlib import Path
 from ...paths import build_dir
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import RenderContext, linux
+from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, linux
 
 # Counter names, in the order of `enum stat` in siit.bpf.c.
 STATS = (
@@ -51,7 +51,7 @@ STATS = (
 CFG_PREFIX, CFG_POOL = 1, 2
 # Both ends of the translator's veth pair (locally administered unicast address).
 SIIT_MAC = "02:00:5e:51:17:01"
-EXECUTION_MODEL = "in-kernel, softirq"
+EXECUTION_MODEL = IN_KERNEL_SOFTIRQ
 
 
 def object_path() -> Path:
@@ -95,7 +95,7 @@ def config_value(prefix: str | None, pool: str | None) -> bytes:
     return prefix_bytes + pool_bytes + struct.pack("=II", pool_size, flags)
 
 
-class BpfBackend:
+class BpfBackend(BackendBase):
     name = "bpf"
     roles = frozenset({"clat", "plat", "ce", "br"})
     execution_model = EXECUTION_MODEL
@@ -103,6 +103,9 @@ class BpfBackend:
     def devices(self, ctx: RenderContext) -> tuple[str, str]:
         """The veth pair: routes point to the first, the program sits on the second's ingress."""
         return f"{ctx.prefix}-siit0", f"{ctx.prefix}-siit1"
+
+    def version(self) -> str:
+        return bpf_version()
 
     def pins(self, host: str, ctx: RenderContext) -> str:
         """Directory of this host's pinned program (`siit`) and maps (`maps/siit_*`)."""
