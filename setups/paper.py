@@ -384,8 +384,8 @@ def br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
         "from the CE's MAP address, one port of its set per socket"
     )
     notes.append(
-        f"CEs derived from the BMR {' '.join(MAPT_BMR.jool_args())}: same PSID, one IPv4 address each "
-        "(a tayga BR needs one EAM per CE; Jool's BR applies the rule itself)"
+        f"CEs derived from the BMR {' '.join(MAPT_BMR.rule_fields())}: same PSID, one IPv4 address each "
+        "(a BR that maps whole addresses needs one EAM per CE; a BR that applies the rule serves any CE)"
     )
     return _single(
         "br",

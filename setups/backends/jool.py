@@ -119,7 +119,7 @@ class JoolBackend(BackendBase):
                         role.end_user_prefix,
                     )
                 ),
-                Cmd(("jool_mapt", "-i", name, "global", "update", "bmr", *role.bmr.jool_args())),
+                Cmd(("jool_mapt", "-i", name, "global", "update", "bmr", *role.bmr.rule_fields())),
                 Cmd(("jool_mapt", "-i", name, "global", "update", "map-t-type", "CE")),
             ]
         if isinstance(role, MapBrRole):
@@ -128,7 +128,7 @@ class JoolBackend(BackendBase):
                 Cmd(("modprobe", "jool_mapt")),
                 Cmd(("jool_mapt", "instance", "add", name, "--netfilter", "--dmr", role.dmr)),
             ]
-            steps += [Cmd(("jool_mapt", "-i", name, "fmrt", "add", *fmr.jool_args())) for fmr in role.fmrs]
+            steps += [Cmd(("jool_mapt", "-i", name, "fmrt", "add", *fmr.rule_fields())) for fmr in role.fmrs]
             steps.append(Cmd(("jool_mapt", "-i", name, "global", "update", "map-t-type", "BR")))
             return steps
         raise TypeError(f"jool backend cannot render {type(role).__name__}")
