@@ -614,9 +614,10 @@ def sessions_text(sessions: int | None) -> str:
 
 
 def _differs(stored: Provenance, current: Provenance) -> bool:
-    """Another suite commit, host or tester build (a tester build not yet known matches any)."""
+    """Another suite commit, host or tester build (a tester build not yet known matches any: this run's
+    before its first trial, or a stored record's written before one, e.g. a trial voided by a lost host)."""
     return (stored.suite, stored.host) != (current.suite, current.host) or \
-        (current.tester is not None and stored.tester != current.tester)
+        (current.tester is not None and stored.tester is not None and stored.tester != current.tester)
 
 
 def _trial_keys(outcomes: tuple[SearchOutcome, ...] | list[SearchOutcome]) -> list[str]:

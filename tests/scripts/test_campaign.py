@@ -374,3 +374,4 @@ def test_idle_runs_the_tester_could_not_offer_or_the_hypervisor_stole_stay_out_o
     assert means[1]["excluded"][0]["why"].startswith("tester-limited")
     assert means[1]["excluded"][1]["why"] == "CPU steal: the hypervisor took 6.5 % of CPU 1"
     assert means[2]["runs"] == 3 and means[2]["excluded"] == []
+
