@@ -9,7 +9,7 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.deps-stamp
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLATBENCH_WERROR=ON
 
-.PHONY: all deps build test test-cpp test-py test-hardening fuzz-reply lint demo clean
+.PHONY: all deps build test test-cpp test-py test-hardening fuzz-reply fuzz-frame lint demo clean
 
 all: build
 
@@ -29,7 +29,8 @@ test-cpp: build
 test-py: build
 	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/pytest -ra
 
-# Hardening of the tester: the reply classifier fuzzed (libFuzzer, seeded with real knotd replies)
+# Hardening of the tester: the reply classifier and the AF_XDP frame parser fuzzed (libFuzzer, seeded
+# with real knotd replies, bare and in frames)
 # for FUZZ_SECONDS, then the Catch2 and loopback end-to-end tests built with ASan+UBSan, then the
 # ring/concurrency tests and the peer end-to-end tests (sender + receiver threads) with TSan.
 FUZZ_SECONDS ?= 45
@@ -37,13 +38,29 @@ FUZZ_DIR  := $(BUILD)-fuzz
 SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DXLATBENCH_WERROR=ON -DXLATBENCH_TESTS=ON
 # gcc warns about libstdc++ internals under sanitizers (false positives); the plain build keeps -Werror.
 SAN_NOWARN := -Wno-maybe-uninitialized
-SAN_TARGETS := xlatperf xlatperf_tests xlatperf_stall_shim
+SAN_TARGETS := xlatperf xlatperf_tests xlatperf_stall_shim xdp_probe xdp_pass_object
 FUZZ_SRCS := dnsperf/tests/fuzz/fuzz_reply.cpp dnsperf/src/reply.cpp dnsperf/src/query.cpp dnsperf/src/ring.cpp
 
 $(FUZZ_DIR)/fuzz_reply: $(FUZZ_SRCS) $(wildcard dnsperf/src/*.hpp) | $(STAMP)
 	mkdir -p $(FUZZ_DIR)
 	clang++-14 -std=c++17 -O1 -g -Wall -Werror -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -Idnsperf/src $(FUZZ_SRCS) -lldns -o $@
+
+FUZZ_FRAME_SRCS := dnsperf/tests/fuzz/fuzz_frame.cpp dnsperf/src/xdp/frame.cpp dnsperf/src/xdp/flows.cpp \
+  dnsperf/src/reply.cpp dnsperf/src/query.cpp dnsperf/src/ring.cpp
+
+$(FUZZ_DIR)/fuzz_frame: $(FUZZ_FRAME_SRCS) $(wildcard dnsperf/src/*.hpp dnsperf/src/xdp/*.hpp) | $(STAMP)
+	mkdir -p $(FUZZ_DIR)
+	clang++-14 -std=c++17 -O1 -g -Wall -Werror -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -Idnsperf/src $(FUZZ_FRAME_SRCS) -lldns -o $@
+
+# The AF_XDP frame parser and the flows' matching state behind it, seeded with knotd replies in frames.
+fuzz-frame: $(FUZZ_DIR)/fuzz_frame
+	rm -rf $(FUZZ_DIR)/frame_corpus && cp -r dnsperf/tests/fuzz/frame_corpus $(FUZZ_DIR)/frame_corpus
+	$(FUZZ_DIR)/fuzz_frame -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(FUZZ_DIR)/frame_corpus \
+	  2>$(FUZZ_DIR)/fuzz_frame.log || { tail -40 $(FUZZ_DIR)/fuzz_frame.log; exit 1; }
+	@grep -E '^stat::number_of_executed_units' $(FUZZ_DIR)/fuzz_frame.log | \
+	  awk '{print "fuzz_frame: " $$2 " executions in $(FUZZ_SECONDS) s, no crash"}'
 
 fuzz-reply: $(FUZZ_DIR)/fuzz_reply
 	rm -rf $(FUZZ_DIR)/corpus && cp -r dnsperf/tests/fuzz/corpus $(FUZZ_DIR)/corpus
@@ -52,7 +69,7 @@ fuzz-reply: $(FUZZ_DIR)/fuzz_reply
 	@grep -E '^stat::number_of_executed_units' $(FUZZ_DIR)/fuzz.log | \
 	  awk '{print "fuzz_reply: " $$2 " executions in $(FUZZ_SECONDS) s, no crash"}'
 
-test-hardening: fuzz-reply
+test-hardening: fuzz-reply fuzz-frame
 	cmake -S . -B $(BUILD)-asan -G Ninja $(SAN_FLAGS) \
 	  -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(SAN_NOWARN)"
 	cmake --build $(BUILD)-asan --target $(SAN_TARGETS)

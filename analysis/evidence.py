@@ -56,6 +56,8 @@ class Evidence:
         record's `hosts`, cores online per hotplug) or from the shared machine's CPU sets in emulation.
     dut_per_second: per DUT, the per-second means of its CPUs (its host's, or the shared machine's).
     separate_hosts: each DUT's CPU figures are its own host's (a real testbed), not a shared machine's.
+    unpinned: the parts of the test system ("tester", "Knot") that ran on this machine without a CPU pin
+        (emulation): their threads may have run on a DUT's CPUs, so idle time there is not the DUT's alone.
     """
 
     setup: str
@@ -74,14 +76,15 @@ class Evidence:
     failing: FailingTrial | None = None
     single_threaded: bool = False
     tun_devices: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    dut_cpu_use: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-    dut_per_second: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    separate_hosts: bool = False
     sessions: int = 0
     search: str = ""
     method: str = ""
     rate_lower_bound: bool = False
     rate_partial: bool = False
+    dut_cpu_use: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    dut_per_second: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    separate_hosts: bool = False
+    unpinned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
     context = mean.context
     translators = context.dut.get("translators") or {}
     rate = float(mean.rate_qps)
+    source = rate_of(mean) if mean.rate_of is not None or not runs else rate_of(runs[0])
     dut_cpus, cpu_use = dut_cpu_sets(context), _cpu_use(mean.per_second)
     if mean.hosts:  # a real testbed: each DUT's own host, its cores online for the capture
         per_second = {dut: list(mean.hosts.get(dut) or []) for dut in dut_cpus}
@@ -154,7 +158,6 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         per_second = {dut: mean.per_second for dut in dut_cpus}
         use = {dut: {str(c): cpu_use[str(c)] for c in cpus if str(c) in cpu_use}
                for dut, cpus in dut_cpus.items()}
-    source = rate_of(mean) if mean.rate_of is not None or not runs else rate_of(runs[0])
     return Evidence(
         sessions=key.sessions, search=key.search, method=key.method,
         rate_lower_bound=source.lower_bound, rate_partial=source.partial,
@@ -170,6 +173,7 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         tun_devices={host: (info["tun_device"],) for host, info in translators.items()
                      if isinstance(info, dict) and info.get("tun_device")},
         dut_cpu_use=use, dut_per_second=per_second, separate_hosts=bool(mean.hosts),
+        unpinned=() if mean.hosts else unpinned_test_system(context),
     )
 
 
@@ -199,7 +203,8 @@ def _drops(result: dict[str, Any]) -> dict[str, float]:
 
 def failing_trial_above(trials: list[TrialEntry], rate_qps: float) -> FailingTrial | None:
     """The failed (DUT-loss) trial with the lowest rate above `rate_qps`; full-length RFC 8219 trials are
-    preferred to the fast search's short ones. None when no trial above the rate failed."""
+    preferred to shorter ones (MLRsearch's, the retired fast search's). None when no trial above the rate
+    failed."""
     failed = [t for t in trials if t.verdict == "fail" and float(t.result["rate_qps"]) > rate_qps]
     exact = [t for t in failed if t.search.rfc8219_exact]
     chosen = min(exact or failed, key=lambda t: float(t.result["rate_qps"]), default=None)
@@ -246,6 +251,22 @@ def tester_cpus(context: Context) -> tuple[int, ...]:
     cpus = _cpus(options.get("sender_cpus")) | _cpus(options.get("receiver_cpus"))
     cpus |= _cpus(setup_options.get("knot_cpus"))
     return tuple(sorted(cpus))
+
+
+def unpinned_test_system(context: Context) -> tuple[str, ...]:
+    """"tester" when neither its sender nor its receiver CPUs were pinned, "Knot" when its CPUs were not,
+    for a chain on this machine (a loopback or fake setup has no DUT CPUs to protect; a real testbed runs
+    them on hosts of their own)."""
+    if context.setup.get("kind") != "chain" or (context.dut_cpus or {}).get("placement") == OWN_HOSTS:
+        return ()
+    options = context.tester.get("options") or {}
+    setup_options = context.setup.get("options") if isinstance(context.setup.get("options"), dict) else {}
+    missing = []
+    if not (_cpus(options.get("sender_cpus")) or _cpus(options.get("receiver_cpus"))):
+        missing.append("tester")
+    if not _cpus(setup_options.get("knot_cpus")):
+        missing.append("Knot")
+    return tuple(missing)
 
 
 def shared_with_test_system(context: Context) -> tuple[int, ...]:

@@ -54,7 +54,7 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         style = "-o" if series.rfc8219_exact else ":^" if series.method == "mlrsearch" else "--s"
         short = "RFC 8219" if series.rfc8219_exact else (
             "MLRsearch, RFC 9971 conditional throughput" if series.method == "mlrsearch"
-            else "fast, not RFC 8219 exact")
+            else "fast search (retired), not RFC 8219 exact")
         colour = colours[setups.index(series.setup) % len(colours)]
         search = "" if series.search in ("", "default") else f", search {series.search!r}"
         ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,

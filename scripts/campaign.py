@@ -10,7 +10,6 @@ so each finished trial is in the store exactly once.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -19,10 +18,11 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from ..analysis.bottleneck import verdict
+from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
-from .campaignfile import Campaign, SetupSpec, make_environment
+from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
 from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info, suite_build
@@ -54,8 +54,6 @@ from .records import (
     utc_now,
 )
 from .search import (
-    FAST,
-    MLRSEARCH,
     OK,
     RFC8219,
     UPPER_NOT_FAILED,
@@ -78,6 +76,11 @@ class CampaignMismatch(RuntimeError):
     """The store holds records of a different campaign file."""
 
 
+class PortSetTooSmall(RuntimeError):
+    """The chain, once up, keeps NAT44 mappings longer than the campaign file's check assumed, and the
+    tester's ephemeral-port flows do not fit the MAP-T CE's port set (scripts.nat44)."""
+
+
 class MixedResume(CampaignMismatch):
     """A resume would add records of another suite commit, tester build or host to the store."""
 
@@ -97,22 +100,11 @@ def capped_cores(cores: tuple[int, ...], available: int) -> list[int]:
 
 
 def estimate_search_s(settings: SearchSettings, method: str) -> float:
-    """Rough time of `repetitions` searches, s: for the ETA only. MLRsearch's: from the simulator."""
-    if method == MLRSEARCH:
-        from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
+    """Rough time of `repetitions` searches of `method`, s (the ETA and `campaign plan`): every method by
+    simulating its searches (methodbench.simulated_search_s), so the estimate is the method's own code."""
+    from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
 
-        return simulated_search_s(settings)
-    span = settings.max_rate_qps - settings.min_rate_qps
-    width = settings.width_qps(settings.min_rate_qps + span / 4)
-    steps = max(1, math.ceil(math.log2(max(2.0, span / width))))
-    full = settings.duration_s + settings.rest_s
-    short = settings.short_duration_s + settings.short_rest_s
-    if method != FAST:
-        return settings.repetitions * steps * full
-    # Until two answers agree a repetition brackets with short trials and verifies at full length; after
-    # that it starts at full length from the earlier answers (about 2.5 full-length trials in simulation).
-    bracketed = min(settings.repetitions, 2)
-    return bracketed * (steps * short + 2 * full) + (settings.repetitions - bracketed) * 2.5 * full
+    return simulated_search_s(settings, method)
 
 
 def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
@@ -147,9 +139,11 @@ class SetupSession:
 
     def __init__(self, spec: SetupSpec, env: Environment, replay: Mapping[tuple[str, int], TrialRecord],
                  tester: TesterOptions | None = None,
-                 before_measuring: Callable[[SetupSession], None] | None = None):
+                 before_measuring: Callable[[SetupSession], None] | None = None,
+                 after_tester_set: Callable[[SetupSession], None] | None = None):
         self.spec, self.env = spec, env
         self.before_measuring = before_measuring
+        self.after_tester_set = after_tester_set
         self.cores = 0
         self.dut_cpus: dict[str, Any] | None = None
         self.sessions: int | None = None
@@ -178,6 +172,8 @@ class SetupSession:
         if self._applied_tester != self.tester:
             self.env.set_tester(self.tester)
             self._applied_tester = self.tester
+            if self.after_tester_set is not None:
+                self.after_tester_set(self)  # e.g. the NAT44 port rule with the CE's own conntrack timeout
         if self._applied_cores != self.cores:
             self.dut_cpus = self.env.set_cores(self.cores)
             self._applied_cores = self.cores
@@ -377,8 +373,8 @@ class CampaignRun:
         idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
         try:
             for setup in c.setups:
-                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing),
-                                idle_stored)
+                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing,
+                                             self._check_ports), idle_stored)
         finally:
             progress.bar.close()
         self._print_tables()
@@ -386,7 +382,6 @@ class CampaignRun:
 
     # -- one setup --------------------------------------------------------------------------------
     def _run_setup(self, session: SetupSession, idle_stored: dict[str, Record]) -> None:
-        previous_medians: dict[tuple[str, str], float] = {}
         try:
             for cores in capped_cores(self.campaign.cores, session.env.max_cores()):
                 session.select_cores(cores)
@@ -395,14 +390,13 @@ class CampaignRun:
                     for name, _ in self.campaign.searches:
                         for method in self.campaign.methods:
                             config = ConfigKey(session.spec.name, cores, name, method, sessions)
-                            self._run_config(session, config, previous_medians)
+                            self._run_config(session, config)
                     if self.campaign.idle.runs:
                         IdleCapture(self._recorder(), self.results, session, idle_stored).run()
         finally:
             session.close()
 
-    def _run_config(self, session: SetupSession, config: ConfigKey,
-                    previous_medians: dict[tuple[str, str], float]) -> None:
+    def _run_config(self, session: SetupSession, config: ConfigKey) -> None:
         recorder = self._recorder()
         writer = ConfigWriter(recorder, config, session)
         session.runner.on_trial = writer.trial
@@ -410,17 +404,13 @@ class CampaignRun:
                                  f"{config.search} {config.method}")
         try:
             repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
-                                     config.prefix, first_guess_qps=previous_medians.get((config.search,
-                                                                                          config.method)),
-                                     on_outcome=writer.outcome, completed=self.completed)
+                                     config.prefix, on_outcome=writer.outcome, completed=self.completed)
         except (ComponentFailure, TesterError) as err:
             recorder.failure(err, config, session)
             raise
         summary = recorder.summary(repeated, config, session)
         recorder.progress.search_finished()
         self.results.append(ConfigResult(config, repeated, summary))
-        if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
-            previous_medians[(config.search, config.method)] = repeated.summary.median
         recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s){sessions_text(config.sessions)}, "
                               f"search {config.search!r}: "
                               f"{repeated.describe()} [{summary.context.tag}]")
@@ -445,6 +435,13 @@ class CampaignRun:
         another suite commit or host than this run would add. The tester's build is known only from its
         first trial's JSON: _check_record checks it before that trial is stored."""
         self._refuse_mixing(provenance(self._recorder().context(session)))
+
+    def _check_ports(self, session: SetupSession) -> None:
+        """Once the chain is up with these tester options: the NAT44 port rule with the conntrack timeout
+        the MAP-T CE's NAT44 namespace really has (the campaign file's check could only assume one)."""
+        refusal = session.env.nat44_port_refusal(trial_cycles(self.campaign))
+        if refusal:
+            raise PortSetTooSmall(f"setup {session.spec.name!r}: {refusal}")
 
     def _check_record(self, record: Record) -> None:
         """Before a newly measured record is stored: the same check, tester build included."""
@@ -509,11 +506,16 @@ class IdleCapture:
                         excluded=excluded, rate_of=self._rate_of())
         self.recorder.append(mean)
         left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
+        source = mean.rate_of
+        shown = rate_text(rate, source.lower_bound, source.partial) if source else f"{rate:,.0f}"
         self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
-                                   f"{len(done)} runs averaged at {rate:.0f} queries/s{left_out}")
-        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck).
+                                   f"{len(done)} runs averaged at {shown} queries/s{left_out}")
+        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck), of
+        # this capture's own join key (analysis.joinkey).
+        key = (setup, cores, mean.context.sessions, source.search if source else "",
+               source.method if source else "")
         found = [e for e in evidence_from(list(self.recorder.store.records()))
-                 if (e.setup, e.cores) == (setup, cores) and e.topology != "loopback"]
+                 if (e.setup, e.cores, e.sessions, e.search, e.method) == key and e.topology != "loopback"]
         if found and not self.session.env.simulated:
             self.recorder.progress.say(verdict(found[-1]).text())
 
@@ -614,10 +616,11 @@ def sessions_text(sessions: int | None) -> str:
 
 
 def _differs(stored: Provenance, current: Provenance) -> bool:
-    """Another suite commit, host or tester build (a tester build not yet known matches any: this run's
-    before its first trial, or a stored record's written before one, e.g. a trial voided by a lost host)."""
+    """Another suite commit, host or tester build. A tester build unknown on either side matches any: not
+    yet known before a run's first trial, and never known in a record of a trial voided before its tester
+    reported (a trial-failed record)."""
     return (stored.suite, stored.host) != (current.suite, current.host) or \
-        (current.tester is not None and stored.tester is not None and stored.tester != current.tester)
+        (None not in (current.tester, stored.tester) and stored.tester != current.tester)
 
 
 def _trial_keys(outcomes: tuple[SearchOutcome, ...] | list[SearchOutcome]) -> list[str]:

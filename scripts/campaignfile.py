@@ -27,7 +27,7 @@ from .envs import (
 )
 from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
 from .records import campaign_sha256
-from .search import FAST, METHODS, RFC8219, SearchSettings
+from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
@@ -51,7 +51,7 @@ class IdleSpec:
     runs: full-length trials per configuration (paper: 100; 0 = no capture).
     duration_s, rest_s: of each run, s (default: the search's duration_s and rest_s).
     interval_s: CPU sampling period, s.
-    method: whose median rate the runs use ("rfc8219-binary" or "fast").
+    method: whose median rate the runs use ("rfc8219-binary" or "mlrsearch").
     search: name of the search settings whose median is used (default: the first).
     """
 
@@ -143,8 +143,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     name = _str(head, "name", "[campaign]")
     methods = tuple(_list(head, "methods", "[campaign]", [RFC8219]))
     for method in methods:
-        if method not in METHODS:
-            raise CampaignFileError(f"[campaign] methods: unknown method {method!r}; use {list(METHODS)}")
+        _method(method, "[campaign] methods")
     if not methods:
         raise CampaignFileError("[campaign] methods is empty")
     cores = tuple(_list(head, "cores", "[campaign]", list(DEFAULT_CORES)))
@@ -159,7 +158,8 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
             spelled = format_cpu_list(_cpus(f"[tester] {key}", getattr(tester, key)))
             tester = replace(tester, **{key: spelled})
     idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
-    if idle.method not in METHODS or idle.method not in methods:
+    _method(idle.method, "[idle] method")
+    if idle.method not in methods:
         raise CampaignFileError(f"[idle] method {idle.method!r} is not one of the campaign's methods "
                                 f"{list(methods)}")
     if idle.search is not None and idle.search not in {n for n, _ in searches}:
@@ -193,12 +193,32 @@ def trial_cycles(campaign: Campaign) -> list[Cycle]:
     cycles = []
     for name, settings in campaign.searches:
         cycles.append(Cycle(settings.duration_s, settings.rest_s, f"search {name!r}"))
-        if FAST in campaign.methods:
-            cycles.append(Cycle(settings.short_duration_s, settings.short_rest_s,
-                                f"search {name!r}, the fast search's short trials"))
+        if MLRSEARCH in campaign.methods:
+            cycles += [Cycle(duration, settings.rest_after(duration), f"search {name!r}, MLRsearch's {what}")
+                       for duration, what in mlrsearch_trials(settings)]
     if campaign.idle.runs:
         cycles.append(Cycle(*campaign.idle_timing(), "the idle runs"))
     return cycles
+
+
+def mlrsearch_trials(settings: SearchSettings) -> list[tuple[float, str]]:
+    """Each goal's shortest trials (its initial ones, when it has preceding targets; the library's other
+    preceding-target trials lie between them and the final ones) and its final trials, s, with what they
+    are."""
+    out = []
+    for goal in settings.mlr_goals():
+        if goal.preceding_targets:
+            out.append((goal.initial_trial_duration_s, f"goal {goal.name!r} initial trials"))
+        out.append((goal.final_trial_duration_s, f"goal {goal.name!r} final trials"))
+    return out
+
+
+def _method(method: object, where: str) -> str:
+    """A method the suite runs (search.check_method: a retired one says why and what to write instead)."""
+    try:
+        return check_method(method, where)
+    except ValueError as err:
+        raise CampaignFileError(str(err)) from None
 
 
 def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:

@@ -27,7 +27,7 @@ from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
 from .methodbench import print_suite, simulated_suite
 from .records import implementation_label, steal_note
-from .search import FAST, METHODS, RFC8219, SearchSettings, verdict
+from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TesterOptions
 
 
@@ -52,8 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search = subparsers.add_parser("search", help="one throughput search (repeated), every trial stored")
     _dut_args(search)
     _search_args(search)
-    search.add_argument("--method", choices=[*METHODS, "both"], default=RFC8219,
-                        help="RFC 8219 binary search, the fast search, or both (default: %(default)s)")
+    search.add_argument("--method", type=_method, default=RFC8219,
+                        metavar="{" + ",".join([*METHODS, "both"]) + "}",
+                        help="RFC 8219 binary search, MLRsearch (RFC 9971), or both (default: %(default)s)")
     search.add_argument("--store", type=Path,
                         help="results store (default: results/search-UTCSTAMP.jsonl)")
     search.add_argument("--no-progress", action="store_true")
@@ -66,14 +67,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     trial.add_argument("--loss-ratio", type=float, default=1e-4, help="pass criterion (default: 1e-4)")
     trial.set_defaults(func=_trial)
 
-    bench = subparsers.add_parser("search-bench", help="RFC 8219 vs fast search side by side (prints only)")
+    bench = subparsers.add_parser("search-bench",
+                                  help="RFC 8219 vs MLRsearch (RFC 9971) side by side (prints only)")
     _dut_args(bench, default_kind="fake")
     _search_args(bench)
     bench.add_argument("--seeds", type=int, default=3, help="simulated runs with different noise seeds")
     bench.add_argument("--suite", action="store_true",
-                       help="fake only: RFC 8219, fast and MLRsearch on the simulated DUT set (noise "
+                       help="fake only: RFC 8219 and MLRsearch on the simulated DUT set (noise "
                             "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
                             "Markdown table")
+    bench.add_argument("--campaign", type=Path, metavar="FILE",
+                       help="--suite: MLRsearch with the first [search] of this campaign file (its goals) "
+                            "instead of the search options above")
+    bench.add_argument("--rfc-campaign", type=Path, metavar="FILE",
+                       help="--suite: the RFC 8219 search with the first [search] of this campaign file "
+                            "(also the known answers' trial duration) instead of the search options above")
+    bench.add_argument("--seed", type=int, default=1,
+                       help="--suite: first noise seed of the simulated DUTs (default: %(default)s)")
     bench.set_defaults(func=_bench)
 
 
@@ -86,6 +96,16 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
+
+
+def _method(text: str) -> str:
+    """--method: a method the suite runs, or "both"; a retired one is refused with its reason."""
+    if text == "both":
+        return text
+    try:
+        return check_method(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _cpu_text(text: str) -> str:
@@ -139,8 +159,11 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--duration", type=_positive, default=60.0, help="full trial, s (default: 60)")
     g.add_argument("--rest", type=float, default=10.0, help="rest after a full trial, s (default: 10)")
     g.add_argument("--repetitions", type=int, default=10, help="searches to run (default: 10)")
-    g.add_argument("--short-duration", type=_positive, default=5.0, help="fast search: short trial, s")
-    g.add_argument("--short-rest", type=float, default=2.0, help="fast search: rest after a short trial, s")
+    g.add_argument("--short-duration", type=_positive, default=5.0,
+                   help="MLRsearch: initial trial duration of its preceding targets and the 'short' goal's "
+                        "trial, s (default: %(default)s)")
+    g.add_argument("--short-rest", type=float, default=2.0,
+                   help="rest after a trial shorter than --duration, s (default: %(default)s)")
 
 
 def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
@@ -291,7 +314,8 @@ def _campaign_plan(args: argparse.Namespace) -> int:
               f"~{_hours(idle)}")
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
     print(f"searches: ~{_hours(searches)} of trials; total: ~{_hours(total)} (simulated setups take no real "
-          "time; MLRsearch estimated by simulating its searches on a DUT at a quarter of max_rate_qps)"
+          "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
+          "per-trial noise)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
 
@@ -309,7 +333,7 @@ def _one_config_campaign(args: argparse.Namespace, methods: list[str], store: Pa
 
 
 def _search(args: argparse.Namespace) -> int:
-    methods = [RFC8219, FAST] if args.method == "both" else [args.method]
+    methods = [RFC8219, MLRSEARCH] if args.method == "both" else [args.method]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     store = args.store or Path(f"results/search-{stamp}.jsonl")
     return run_campaign(_one_config_campaign(args, methods, store))
@@ -345,9 +369,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite:
         if args.dut != "fake":
             raise ValueError("--suite runs on simulated DUTs only: use --dut fake")
-        print_suite(simulated_suite(args.capacity, settings, 1, args.buffer, args.background_loss), settings,
-                    sys.stdout)
+        rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
+        mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else settings
+        rows = simulated_suite(args.capacity, rfc, args.seed, args.buffer, args.background_loss, mlr)
+        print_suite(rows, rfc, sys.stdout, mlr if mlr is not rfc else None)
         return 0
+    if args.campaign or args.rfc_campaign or args.seed != 1:
+        raise ValueError("--campaign, --rfc-campaign and --seed go with --suite")
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
             print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,

@@ -21,6 +21,7 @@ from .clock import Clock, RealClock
 from .fakes import FakeDut
 from .hostinfo import usable_cpus
 from .measurers import ChainMeasurer, LoopbackMeasurer
+from .nat44 import Cycle, chain_refusal
 from .trial import Measurer, TrialResult
 from .xlatperf import TesterOptions, flows
 
@@ -69,6 +70,11 @@ class Environment:
         return {}
 
     def tester_version(self) -> str | None:
+        return None
+
+    def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
+        """Once up: why the tester's flows on ephemeral ports do not fit a MAP-T CE's port set with the
+        conntrack timeout its NAT44 really has (scripts.nat44), or None."""
         return None
 
     def start_host_idle(self) -> None:
@@ -377,3 +383,6 @@ class ChainEnvironment(Environment):
 
     def tester_version(self) -> str | None:
         return self._measurer.last_tester_version if self._measurer else None
+
+    def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
+        return chain_refusal(self._chain, flows(self.tester), self.tester.first_port, cycles)

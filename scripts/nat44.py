@@ -8,10 +8,11 @@ that ended less than that timeout before it began all hold ports:
     trials whose mappings coexist = 1 + ceil((timeout - rest) / (trial + rest))
 
 and sets x sessions must fit the CE's port set (2^(16 - PSID length) ports), unless [tester] first_port makes
-every trial reuse the same flows. The shortest trial-plus-rest of the campaign (the fast search's short
+every trial reuse the same flows. The shortest trial-plus-rest of the campaign (MLRsearch's shorter
 trials, the idle runs) decides. campaignfile checks it when a campaign is loaded (emulated chains and testbed
-inventories alike); the timeout is read from this host's /proc/sys (a namespace starts with the kernel's
-values) or, where it cannot be read, the kernel default, and the refusal says which.
+inventories alike) with this host's /proc/sys value (the kernel default for a testbed); once a chain is up,
+the campaign checks it again with the timeout read in the CE's NAT44 namespace itself (chain_refusal), before
+the first trial. The refusal says where the timeout came from.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The kernel's defaults, s: a replied ("stream") UDP mapping and an unreplied one.
 DEFAULT_STREAM_TIMEOUT_S = 120.0
@@ -79,3 +81,17 @@ def ephemeral_refusal(sessions: int, port_set: int, cycles: list[Cycle], timeout
             f"trials coexist, and {sets} × {sessions} = {sets * sessions} do not fit its {port_set}-port "
             f"set: set [tester] first_port (e.g. 20000) so every trial reuses the same flows, or use at most "
             f"{port_set // sets} sessions")
+
+
+def chain_refusal(chain: Any, flows: int, first_port: int | None, cycles: list[Cycle]) -> str | None:
+    """The same rule once a chain is up, with the timeout its MAP-T CE's NAT44 namespace really has
+    (chain.nat44_udp_timeout(), emulated or testbed): None when it fits, has no CE NAT44 or first_port is
+    set."""
+    read = getattr(chain, "nat44_udp_timeout", None)
+    if first_port is not None or read is None or getattr(chain, "max_flows", None) is None:
+        return None
+    found = read()
+    if found is None:
+        return None
+    seconds, where = found
+    return ephemeral_refusal(flows, chain.max_flows, cycles, UdpTimeout(seconds, f"{where} = {seconds:g}"))

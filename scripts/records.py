@@ -29,7 +29,7 @@ OLD_SCHEMAS = ("xlatbench.results/1", "xlatbench.results/2", "xlatbench.results/
 UNLABELLED_SCHEMA = "xlatbench.results/1"  # written before the envelope carried "implementation"
 
 RFC8219_LABEL = "RFC 8219 binary search"
-FAST_LABEL = "fast search (not RFC 8219 exact)"
+FAST_LABEL = "fast search (retired, not RFC 8219 exact)"  # read from old stores only
 MLRSEARCH_LABEL = "MLRsearch (RFC 9971), first goal's conditional throughput (not RFC 8219 exact)"
 
 

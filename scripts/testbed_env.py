@@ -21,8 +21,9 @@ from .cpuload import samples_within
 from .cpuload import trial_window as cpuload_window
 from .envs import Environment
 from .measurers import ChainMeasurer
+from .nat44 import Cycle, chain_refusal
 from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions
+from .xlatperf import TesterOptions, flows
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 
@@ -137,6 +138,9 @@ class TestbedEnvironment(Environment):
 
     def tester_version(self) -> str | None:
         return self._measurer.last_tester_version if self._measurer else None
+
+    def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
+        return chain_refusal(self._chain, flows(self.tester), self.tester.first_port, cycles)
 
     def start_host_idle(self) -> None:
         assert self._chain is not None, "environment not up"

@@ -3,7 +3,8 @@
 First it measures the searches' upper bound: a loopback trial (tester against Knot, no DUT) is raised,
 doubling, until one fails; that failing rate replaces the campaign file's max_rate_qps, so no search is
 capped by a ceiling the machine could pass. Then it runs the demo campaign (the tester's self-test and the
-baseline, 464XLAT and MAP-T chains emulated in namespaces, both searches, idle capture with latency), writes
+baseline, 464XLAT and MAP-T chains emulated in namespaces, the RFC 8219 search (and MLRsearch when the file
+lists it), idle capture with latency), writes
 the report (report.html, report.md, tables.csv, figures) and prints the tables, the verdicts and where the
 report is. The store is resumable: a demo that was interrupted continues where it stopped when run again;
 `--fresh` starts over (and measures the upper bound again).

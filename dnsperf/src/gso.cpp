@@ -1,13 +1,13 @@
 #include "gso.hpp"
 
+#include "egress.hpp"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 
 #include <linux/ethtool.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -25,14 +25,6 @@ struct Fd {
         if (fd >= 0) close(fd);
     }
 };
-
-bool is_wildcard(const SockAddr& address) {
-    if (address.family() == AF_INET) {
-        return reinterpret_cast<const sockaddr_in*>(address.get())->sin_addr.s_addr == htonl(INADDR_ANY);
-    }
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address.get());
-    return IN6_IS_ADDR_UNSPECIFIED(&v6->sin6_addr);
-}
 
 // ethtool's SIOCETHTOOL on `device` with `data` (a command struct); false on error.
 bool ethtool(int fd, const std::string& device, void* data) {
@@ -61,68 +53,6 @@ int feature_index(int fd, const std::string& device, const std::string& name) {
         if (name == std::string(text, strnlen(text, ETH_GSTRING_LEN))) return static_cast<int>(i);
     }
     return -1;
-}
-
-// Appends a route attribute to a netlink request.
-void add_attribute(nlmsghdr& header, std::size_t capacity, unsigned short type, const void* data, std::size_t size) {
-    const std::size_t at = NLMSG_ALIGN(header.nlmsg_len);
-    const std::size_t length = RTA_LENGTH(size);
-    if (at + RTA_ALIGN(length) > capacity) return;
-    auto* attribute = reinterpret_cast<rtattr*>(reinterpret_cast<char*>(&header) + at);
-    attribute->rta_type = type;
-    attribute->rta_len = static_cast<unsigned short>(length);
-    std::memcpy(RTA_DATA(attribute), data, size);
-    header.nlmsg_len = static_cast<std::uint32_t>(at + RTA_ALIGN(length));
-}
-
-// The interface index of the route the kernel takes from `source` (the wildcard:
-// any) to `server`, as `ip route get SERVER from SOURCE` shows it (RTM_GETROUTE,
-// policy rules included); 0 when it cannot be found. A local destination gives
-// the loopback device, as the kernel then sends through it.
-int route_device(const SockAddr& server, const SockAddr& source) {
-    const Fd fd{socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE)};
-    if (fd.fd < 0) return 0;
-    const bool v4 = server.family() == AF_INET;
-    const void* destination = v4 ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(server.get())->sin_addr)
-                                 : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(server.get())->sin6_addr);
-    const std::size_t size = v4 ? sizeof(in_addr) : sizeof(in6_addr);
-    alignas(nlmsghdr) char request[NLMSG_SPACE(sizeof(rtmsg)) + 2 * RTA_SPACE(sizeof(in6_addr))] = {};
-    auto* header = reinterpret_cast<nlmsghdr*>(request);
-    header->nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
-    header->nlmsg_type = RTM_GETROUTE;
-    header->nlmsg_flags = NLM_F_REQUEST;
-    header->nlmsg_seq = 1;
-    auto* route = static_cast<rtmsg*>(NLMSG_DATA(header));
-    route->rtm_family = static_cast<unsigned char>(server.family());
-    route->rtm_dst_len = static_cast<unsigned char>(size * 8);
-    add_attribute(*header, sizeof request, RTA_DST, destination, size);
-    if (source.length > 0 && !is_wildcard(source) && source.family() == server.family()) {
-        const void* from = v4 ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(source.get())->sin_addr)
-                              : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(source.get())->sin6_addr);
-        route->rtm_src_len = static_cast<unsigned char>(size * 8);
-        add_attribute(*header, sizeof request, RTA_SRC, from, size);
-    }
-    sockaddr_nl kernel{};
-    kernel.nl_family = AF_NETLINK;
-    if (sendto(fd.fd, request, header->nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return 0;
-    alignas(nlmsghdr) char reply[8192];
-    const ssize_t got = recv(fd.fd, reply, sizeof reply, 0);
-    if (got <= 0) return 0;
-    auto remaining = static_cast<unsigned>(got);
-    for (auto* message = reinterpret_cast<nlmsghdr*>(reply); NLMSG_OK(message, remaining);
-         message = NLMSG_NEXT(message, remaining)) {
-        if (message->nlmsg_type != RTM_NEWROUTE) continue;
-        auto* answer = static_cast<rtmsg*>(NLMSG_DATA(message));
-        auto length = static_cast<unsigned>(RTM_PAYLOAD(message));
-        for (auto* attribute = RTM_RTA(answer); RTA_OK(attribute, length); attribute = RTA_NEXT(attribute, length)) {
-            if (attribute->rta_type == RTA_OIF) {
-                int index = 0;
-                std::memcpy(&index, RTA_DATA(attribute), sizeof index);
-                return index;
-            }
-        }
-    }
-    return 0;
 }
 
 }  // namespace

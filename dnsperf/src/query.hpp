@@ -64,6 +64,9 @@ public:
 
     static constexpr unsigned kMaxEpochBits = 8;
 
+    // Offsets of the letters carrying the epoch bits (frame builders write only these).
+    const std::vector<std::size_t>& epoch_letter_offsets() const { return epoch_letters_; }
+
     // Offset just past the question section (the template has nothing after it).
     std::size_t question_end() const { return wire_.size(); }
 

@@ -60,8 +60,11 @@ public:
         : query_(query), subnet_(subnet), server_(server), timeout_ns_(timeout_ns) {}
 
     // `cut`: the datagram did not fit the receive buffer. `received_ns` is
-    // CLOCK_REALTIME of its arrival. Marks the matched query answered.
-    Outcome classify(OutstandingRing& ring, const std::uint8_t* message, std::size_t length, bool cut,
+    // CLOCK_REALTIME of its arrival. Marks the matched query answered. `Ring` is
+    // a socket's OutstandingRing, or anything with its find / mark_answered /
+    // Snapshot / Lookup (the AF_XDP layer's per-flow view, xdp/flows.hpp).
+    template <class Ring>
+    Outcome classify(Ring& ring, const std::uint8_t* message, std::size_t length, bool cut,
                      const sockaddr* source, socklen_t source_length, std::int64_t received_ns) const;
 
 private:
@@ -73,5 +76,76 @@ private:
 
 // Smallest resource record on the wire: root owner name, type, class, TTL, RDLENGTH.
 constexpr std::size_t kMinRecordSize = 11;
+
+template <class Ring>
+Outcome ReplyClassifier::classify(Ring& ring, const std::uint8_t* message, std::size_t length,
+                                  bool cut, const sockaddr* source, socklen_t source_length,
+                                  std::int64_t received_ns) const {
+    Outcome out;
+    if (!same_endpoint(source, source_length, server_)) {
+        out.kind = ReplyKind::unexpected;
+        out.cause = UnexpectedCause::wrong_source;
+        return out;
+    }
+    DnsHeader header;
+    if (cut || !parse_header(message, length, header) || !header.qr || header.opcode != 0 ||
+        header.qdcount > 1) {
+        return out;  // malformed
+    }
+    // Servers may omit the question in an error reply; then only the ID matches it.
+    const bool has_question = header.qdcount == 1;
+    if (has_question ? length < query_.question_end() : header.rcode == 0) return out;
+
+    typename Ring::Snapshot query;
+    const auto found = ring.find(header.id, query);
+    if (found == Ring::Lookup::unknown) {
+        out.kind = ReplyKind::unexpected;
+        out.cause = UnexpectedCause::unknown_id;
+        return out;
+    }
+    // A reply older than the query (to an earlier use of its ID: another epoch in
+    // the question's letter case, or received before the query was sent) is not
+    // its answer.
+    const auto match = has_question ? query_.match_question(message, length, subnet_.address(query.query_index),
+                                                            query.sequence() >> 16)
+                                    : QueryTemplate::Match::same;
+    if (received_ns < query.sent_ns || match == QueryTemplate::Match::other_epoch) {
+        out.kind = ReplyKind::unexpected;
+        out.cause = UnexpectedCause::unknown_id;
+        return out;
+    }
+    if (match == QueryTemplate::Match::different) {
+        out.kind = ReplyKind::unexpected;
+        out.cause = UnexpectedCause::wrong_question;
+        return out;
+    }
+    out.query_index = query.query_index;
+    out.sent_ns = query.sent_ns;
+    if (found == Ring::Lookup::answered) {
+        out.kind = ReplyKind::duplicate;
+        return out;
+    }
+
+    ReplyKind kind = ReplyKind::valid;
+    if (header.rcode != 0) {
+        kind = ReplyKind::rcode;
+    } else if (header.tc) {
+        kind = ReplyKind::truncated;
+    } else if (header.ancount == 0) {
+        kind = ReplyKind::nodata;
+    } else if (length - query_.question_end() < std::size_t{header.ancount} * kMinRecordSize) {
+        return out;  // malformed: claims answers it cannot hold; the query stays outstanding
+    }
+    if (!ring.mark_answered(query)) {
+        out.kind = ReplyKind::unexpected;
+        out.cause = UnexpectedCause::unknown_id;
+        return out;
+    }
+    out.rcode = header.rcode;
+    out.latency_ns = received_ns - query.sent_ns;
+    out.kind = out.latency_ns > timeout_ns_ ? ReplyKind::late : kind;
+    return out;
+}
+
 
 }  // namespace xlatperf

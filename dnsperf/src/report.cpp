@@ -175,6 +175,7 @@ json totals_json(const Totals& t) {
         {"tester_buffer_drops", t.buffer_drops()},
         {"checksum_errors", t.checksum_errors},
         {"tester_egress_drops", t.egress_drops},
+        {"namespace_sndbuf_errors", t.namespace_sndbuf_errors},
     };
 }
 
@@ -213,7 +214,7 @@ json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, cons
         {"first_send_delay_s", nullable_seconds(t.first_send_ns)},
         {"max_lag_s", seconds(t.max_lag_ns)},
         {"lag", {{"unit", "s"},
-                 {"of", "each sendmmsg call: how late its first query went out"},
+                 {"of", "each send call: the larger of its first query's delay at the call's start and its last query's at the call's end"},
                  {"count", trial.send_lag.count()},
                  {"p50", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.5)))},
                  {"p99", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.99)))},
@@ -350,6 +351,16 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
     doc["loss_ratio"] = t.loss_ratio();
     doc["send"] = send_json(plan, trial, t, send);
     doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+    json devices = json::array();
+    for (const EgressDevice& d : trial.egress) {
+        devices.push_back({{"name", d.name},
+                           {"qdisc", d.qdisc.empty() ? json(nullptr) : json(d.qdisc)},
+                           {"qdisc_drops", d.qdisc_drops},
+                           {"tx_dropped", d.tx_dropped},
+                           {"read", d.read}});
+    }
+    doc["egress"] = {{"devices", devices},
+                     {"counted_from", t.egress_from_devices ? "devices" : "namespace-sndbuf-errors"}};
     doc["receive"] = {{"final_drain", t.final_drain},
                       {"final_drain_s", seconds(t.final_drain_ns)},
                       {"final_drain_cut", t.final_drain_cut}};

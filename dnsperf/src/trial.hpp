@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "egress.hpp"
 #include "gso.hpp"
 #include "histogram.hpp"
 
@@ -111,8 +112,11 @@ struct TrialResult {
     // namespace count too): checksum errors are the DUT's, not the tester's.
     std::uint64_t udp_checksum_errors = 0;
     std::uint64_t udp_rcvbuf_errors = 0;
-    std::uint64_t udp_sndbuf_errors = 0;  // queries the kernel accepted, then dropped at the egress
+    std::uint64_t udp_sndbuf_errors = 0;  // any socket's datagrams dropped on the way out (not attributed)
     bool udp_counters_read = false;
+    // The devices the tester's sources route to the server by, and what each one's
+    // root qdisc and driver dropped during the trial: the tester's own egress drops.
+    std::vector<EgressDevice> egress;
     GsoChoice gso;                        // whether the senders start with UDP_SEGMENT, and why
 };
 

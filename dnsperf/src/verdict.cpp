@@ -23,7 +23,17 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
     Totals t;
     t.scheduled = plan.total_queries;
     t.checksum_errors = trial.udp_checksum_errors;
-    t.egress_drops = trial.udp_sndbuf_errors;
+    t.namespace_sndbuf_errors = trial.udp_sndbuf_errors;
+    // The tester's own egress drops are its devices' (a qdisc or driver drop that the
+    // socket never hears of counts too; another process's drops on other devices do
+    // not). Only when a device could not be read does the namespace-wide counter stand in.
+    t.egress_from_devices = !trial.egress.empty() &&
+                            std::all_of(trial.egress.begin(), trial.egress.end(), [](const EgressDevice& d) { return d.read; });
+    if (t.egress_from_devices) {
+        for (const EgressDevice& d : trial.egress) t.egress_drops += d.qdisc_drops + d.tx_dropped;
+    } else {
+        t.egress_drops = trial.udp_sndbuf_errors;
+    }
     for (const PairResult& p : trial.pairs) {
         const SenderStats& s = p.send;
         const ReceiverStats& r = p.receive;
@@ -126,12 +136,24 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
               "the longest stall was " + duration_text(seconds(t.max_retry_stall_ns)) +
               ": raise --sndbuf or lower the rate");
     }
-    if (t.egress_drops > 0) {
+    if (t.egress_drops > 0 && t.egress_from_devices) {
+        std::string where;
+        for (const EgressDevice& d : trial.egress) {
+            if (d.qdisc_drops + d.tx_dropped == 0) continue;
+            where += (where.empty() ? "" : ", ") + d.name + ": " + std::to_string(d.qdisc_drops) + " by its " +
+                     (d.qdisc.empty() ? std::string("root") : d.qdisc) + " qdisc, " + std::to_string(d.tx_dropped) +
+                     " tx_dropped";
+        }
         limit("the tester's egress dropped " + std::to_string(t.egress_drops) +
-              " UDP datagrams after sendmmsg accepted them (SndbufErrors of its network namespace: a full qdisc "
-              "or device queue), so they count as sent but never left" +
-              std::string(t.gso_calls > 0 ? " (with GSO a dropped datagram may be a whole batch of queries)" : "") +
+              " packets after the send calls accepted them (" + where +
+              "), so they count as sent but never left" +
+              std::string(t.gso_calls > 0 ? " (a GSO batch the qdisc took whole counts once)" : "") +
               ": lower the rate or give the tester's interface a longer queue");
+    } else if (t.egress_drops > 0) {
+        limit("the tester's egress dropped " + std::to_string(t.egress_drops) +
+              " UDP datagrams after sendmmsg accepted them (SndbufErrors of its network namespace, since its egress "
+              "devices could not be read: any socket of the namespace counts there), so they count as sent but never "
+              "left: lower the rate or give the tester's interface a longer queue");
     }
     if (t.ring_overruns > 0) {
         limit(std::to_string(t.ring_overruns) +

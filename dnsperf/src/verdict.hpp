@@ -36,7 +36,9 @@ struct Totals {
     bool final_drain_cut = false;      // a receiver still had datagrams waiting at its final read's deadline
     std::uint64_t socket_drops = 0;    // SO_MEMINFO drops at our sockets: full buffer or bad checksum
     std::uint64_t checksum_errors = 0; // the namespace's UDP checksum errors during the trial (the DUT's fault)
-    std::uint64_t egress_drops = 0;    // the namespace's UDP SndbufErrors during the trial (the tester's egress)
+    std::uint64_t egress_drops = 0;    // drops at the tester's egress devices (root qdisc + tx_dropped), else SndbufErrors
+    bool egress_from_devices = false;  // egress_drops came from the devices (false: namespace-wide SndbufErrors)
+    std::uint64_t namespace_sndbuf_errors = 0;  // the namespace's UDP SndbufErrors: any socket, not attributed
     std::uint64_t buffer_drops() const; // socket drops not explained by checksum errors: the tester's fault
     std::uint64_t answered() const;    // matched replies: valid, late, rcode, nodata, truncated
     std::uint64_t unanswered() const;  // sent - answered

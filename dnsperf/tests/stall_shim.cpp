@@ -3,6 +3,8 @@
 // stalls for XLATPERF_SHIM_MS milliseconds, either sleeping inside the call as a
 // preempted sender would (XLATPERF_SHIM_MODE=sleep) or by failing with EAGAIN
 // for that long, as a full socket send buffer does (XLATPERF_SHIM_MODE=eagain).
+// With XLATPERF_SHIM_STALL_AT_QUERY=Q instead, the call that carries the Q-th
+// message (counting from 1 over all calls) sleeps XLATPERF_SHIM_MS inside.
 // With XLATPERF_SHIM_FAIL_THREAD=N, the N-th pthread_create fails with EAGAIN.
 // With XLATPERF_SHIM_RECV_AFTER_MS=T, the first recvmmsg call T ms or more after
 // the first one that returned data sleeps XLATPERF_SHIM_RECV_MS ms before reading
@@ -48,6 +50,12 @@ extern "C" int sendmmsg(int fd, mmsghdr* messages, unsigned count, int flags) {
     if (until >= 0 && now_ms() < until) {
         errno = EAGAIN;
         return -1;
+    }
+    static const long stall_at_query = env_number("XLATPERF_SHIM_STALL_AT_QUERY", -1);
+    static std::atomic<long> g_messages{0};
+    const long before = g_messages.fetch_add(static_cast<long>(count));
+    if (stall_at_query > before && stall_at_query <= before + static_cast<long>(count)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
     }
     if (static_cast<long>(count) == batch && ++g_full_calls == stall_call) {
         if (eagain) {

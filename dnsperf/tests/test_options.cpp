@@ -209,3 +209,33 @@ TEST_CASE("huge or inconsistent loads are refused at parse time, not by the allo
     c.max_lag_s = 0;  // off
     CHECK_NOTHROW(make_plan(c));
 }
+
+TEST_CASE("a trial that would preallocate more than 1 GiB is refused with the arithmetic") {
+    Config c;
+    c.server = "127.0.0.1";
+    c.threads = 1024;
+    c.ports_per_thread = 1;
+    c.rate_qps = 1'000'000;
+    c.duration_s = 86400;  // one day: 1024 pairs x ~86 400 per-second rows
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("would preallocate") &&
+                                        Catch::Contains("per-second series 1024 threads x 86405 s x 48 B"));
+    c.duration_s = 60;
+    const Plan plan = make_plan(c);
+    CHECK(plan.series_rows == 64);  // ceil(60.022 + 1 + 0.25) + 2
+    CHECK(plan.prealloc_bytes < kMaxPreallocBytes);
+}
+
+TEST_CASE("a domain without letters is refused only when a socket's IDs wrap") {
+    Config c;
+    c.server = "127.0.0.1";
+    c.domain = "64.36";
+    c.ports_per_thread = 1;
+    c.rate_qps = 10'000;
+    c.duration_s = 6.5;  // 65 000 queries on one socket: no wrap
+    CHECK_NOTHROW(make_plan(c));
+    c.duration_s = 7;    // 70 000
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--domain 64.36 has no letters") &&
+                                        Catch::Contains("each socket sends up to 70000 queries"));
+    c.ports_per_thread = 2;  // 35 000 each
+    CHECK_NOTHROW(make_plan(c));
+}

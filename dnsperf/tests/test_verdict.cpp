@@ -218,3 +218,35 @@ TEST_CASE("queries dropped at the tester's own egress are tester-limited, not th
     CHECK(v.tester_limited);
     CHECK(mentions(v, "the tester's egress dropped 17 UDP datagrams"));
 }
+
+TEST_CASE("egress drops are the tester's own devices': qdisc drops and tx_dropped, not the namespace's") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.udp_sndbuf_errors = 100;  // another process's drops on another device
+    EgressDevice veth;
+    veth.name = "veth0";
+    veth.qdisc = "tbf";
+    veth.read = true;
+    trial.egress = {veth};
+    Totals t = sum(plan, trial);
+    CHECK(t.egress_from_devices);
+    CHECK(t.egress_drops == 0);
+    CHECK(t.namespace_sndbuf_errors == 100);
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+
+    trial.egress[0].qdisc_drops = 5;
+    trial.egress[0].tx_dropped = 2;
+    t = sum(plan, trial);
+    CHECK(t.egress_drops == 7);
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "the tester's egress dropped 7 packets"));
+    CHECK(mentions(v, "veth0: 5 by its tbf qdisc, 2 tx_dropped"));
+
+    // A device that could not be read: the namespace-wide counter stands in, and says so.
+    trial.egress[0].read = false;
+    t = sum(plan, trial);
+    CHECK_FALSE(t.egress_from_devices);
+    CHECK(t.egress_drops == 100);
+    CHECK(mentions(verdict_of(plan, trial), "since its egress devices could not be read"));
+}

@@ -11,9 +11,10 @@ schedule unless the tester fell behind; a fake DUT's schedule), forwarding count
 tester's timeout; intended count left equal to the offered count, so the library's trial loss ratio is
 exactly the suite's (lost / sent).
 
-A tester-limited trial is never handed to the library: any result would read as DUT loss (the library
-counts unsent queries as loss). It is run again (`tester_retries`, as in the other searches); if it stays
-tester-limited the library's search is abandoned and started afresh with a lower max load: the rate the
+A tester-limited trial (the suite's verdict, so not one whose loss the tester's shortfall cannot explain: that
+loss is the DUT's and is handed on) is never handed to the library: any result would read as DUT loss (the
+library counts unsent queries as loss). It is run again (`tester_retries`, as in the other searches); if it
+stays tester-limited the library's search is abandoned and started afresh with a lower max load: the rate the
 tester really achieved (or the asked rate), less the widest goal width. Trials of the abandoned attempt stay
 in the store (they were measured) but are not handed to the new attempt. When the new search's max load is a
 lower bound for the first goal (nothing failed below the tester's limit) the outcome is "tester-limited", as
@@ -58,10 +59,12 @@ class TesterLimitHit(Exception):
         self.record = record
 
 
-def measurement_result(result: TrialResult, intended_duration: float,
+def measurement_result(result: TrialResult, judged: str, intended_duration: float,
                        intended_load: float) -> MeasurementResult:
-    """The library's view of one trial (see the module docstring); never for a tester-limited trial."""
-    if result.tester_limited:
+    """The library's view of one trial (see the module docstring), judged by the suite's verdict (runner.
+    verdict); never for a tester-limited one. A trial the tester flagged whose loss is the DUT's (verdict
+    "fail") is handed on: its loss is what the DUT lost."""
+    if judged == TESTER_LIMITED:
         raise ValueError("a tester-limited trial says nothing of the DUT; it is never handed to MLRsearch")
     return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                              offered_count=result.sent, forwarding_count=result.valid,
@@ -81,7 +84,7 @@ class SuiteMeasurer(AbstractMeasurer):
         record = self.search.trial(PHASE, intended_duration, intended_load, *self.bounds)
         if record.verdict == TESTER_LIMITED:
             raise TesterLimitHit(record)
-        return measurement_result(record.result, intended_duration, intended_load)
+        return measurement_result(record.result, record.verdict, intended_duration, intended_load)
 
 
 def library_goal(goal: ResolvedGoal) -> SearchGoal:

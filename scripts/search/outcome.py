@@ -18,7 +18,7 @@ BELOW_LOWER = "below-lower-bound"
 class SearchOutcome:
     """Result of one search.
 
-    method: "rfc8219-binary" or "fast".
+    method: "rfc8219-binary" or "mlrsearch" ("fast" in stores of the retired fast search).
     status: "ok"; "tester-limited" (no number: the tester could not offer tester_limit_qps and the DUT did
         not fail below it);
         "upper-bound-not-failed" (every trial passed: throughput >= throughput_qps, raise max_rate_qps);

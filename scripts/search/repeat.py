@@ -8,12 +8,11 @@ from typing import Any
 
 from ..records import method_label
 from ..stats import Summary, summarize
-from .fast import fast_search
 from .mlrsearch import mlrsearch_search
 from .outcome import OK, UPPER_NOT_FAILED, SearchOutcome
 from .rfc8219 import rfc8219_search
 from .runner import TESTER_LIMITED, TrialRunner
-from .settings import METHODS, MLRSEARCH, RFC8219, SearchSettings
+from .settings import MLRSEARCH, RFC8219, SearchSettings, check_method
 
 # The remaining repetitions are not run once this many, from the first, all ended at the tester limit.
 TESTER_STOP = 2
@@ -90,20 +89,17 @@ def search_id(prefix: str, method: str, repetition: int) -> str:
 
 
 def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id_prefix: str,
-                  first_guess_qps: float | None = None,
                   on_outcome: Callable[[SearchOutcome], None] | None = None,
                   completed: Mapping[str, SearchOutcome] | None = None) -> RepeatedSearch:
     """Run `settings.repetitions` searches. A repetition that reached the tester limit does not stop the
     others (a tester preempted on a shared machine says nothing of the next search); only when the first
     TESTER_STOP repetitions all ended at the tester limit without a number do the rest stay unrun.
 
-    The fast search starts each repetition from the earlier repetitions' results (the first at
-    first_guess_qps, e.g. the previous core count's median): that is where most of its speed comes from.
+    Every repetition is independent of the others (each method searches afresh).
     completed: outcomes of repetitions an earlier run finished (a resumed campaign), by search id: taken as
     they are, so a store resumes even when a search's algorithm changed since those trials were measured.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown search method {method!r}; use one of {list(METHODS)}")
+    check_method(method, "search method")
     outcomes: list[SearchOutcome] = []
     for repetition in range(1, settings.repetitions + 1):
         sid = search_id(id_prefix, method, repetition)
@@ -111,11 +107,9 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
             outcome = completed[sid]  # finished in an earlier run: taken as stored, not searched again
         elif method == RFC8219:
             outcome = rfc8219_search(runner, settings, sid)
-        elif method == MLRSEARCH:
-            outcome = mlrsearch_search(runner, settings, sid)
         else:
-            earlier = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
-            outcome = fast_search(runner, settings, sid, guess_qps=first_guess_qps, earlier_qps=earlier)
+            assert method == MLRSEARCH
+            outcome = mlrsearch_search(runner, settings, sid)
         outcomes.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)

@@ -42,7 +42,8 @@ class TrialRecord:
 
     search_id: the search (and repetition) it belongs to.
     step: index of the trial within that search, from 0.
-    phase: "binary" (RFC 8219 step), "short" (fast search bracketing), "full" (fast search, full length).
+    phase: "binary" (RFC 8219 step), "mlrsearch" (an MLRsearch trial); "short" and "full" in stores of the
+        retired fast search (its bracketing and full-length trials).
     lower_qps, upper_qps: the bracket before this trial, queries/s.
     verdict: "pass", "fail" (DUT loss above loss_ratio) or "tester-limited".
     rest_before_s: rest taken before this trial, s.

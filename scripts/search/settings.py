@@ -10,9 +10,28 @@ from ..trial import DEFAULT_LOSS_RATIO
 from .goals import Goal, ResolvedGoal, default_width, goals_from_tables, resolved_goals
 
 RFC8219 = "rfc8219-binary"
-FAST = "fast"
 MLRSEARCH = "mlrsearch"
-METHODS = (RFC8219, FAST, MLRSEARCH)
+METHODS = (RFC8219, MLRSEARCH)
+# Methods the suite no longer runs: name -> (the method to write instead, why). Their stored records still
+# read (tables label them); a campaign file or command naming one is refused with this reason.
+FAST = "fast"
+RETIRED = {
+    FAST: (MLRSEARCH, "the fast search was retired on 2026-11-25 in favour of MLRsearch (RFC 9971): on "
+                      "the simulated comparison of docs/benchmarks.md it ran away on a DUT whose overload "
+                      "answers below capacity (47 x the RFC 8219 search's time) and its median left the RFC "
+                      "search's range at 2 % noise"),
+}
+
+
+def check_method(method: object, where: str = "method") -> str:
+    """The method, if the suite can run it; else ValueError in one line (a retired one says why and what to
+    write instead). where: how the message names the setting."""
+    if isinstance(method, str) and method in RETIRED:
+        replacement, why = RETIRED[method]
+        raise ValueError(f"{where} {method!r}: {why}; write {replacement!r} instead")
+    if method not in METHODS:
+        raise ValueError(f"{where}: unknown method {method!r}; use {list(METHODS)}")
+    return str(method)
 
 
 @dataclass(frozen=True)
@@ -28,8 +47,10 @@ class SearchSettings:
     duration_s: full trial duration, s (paper: 60).
     rest_s: rest after a full trial before the next trial, s (paper: 10).
     repetitions: how many times the whole search runs (paper: 10).
-    short_duration_s: fast search only: duration of its bracketing trials, s.
-    short_rest_s: fast search only: rest after a short trial, s.
+    short_duration_s: MLRsearch only: the default initial trial duration of its goals' preceding targets
+        (capped at the final trial duration) and the final trial duration of its default "short"
+        goal, s.
+    short_rest_s: rest after a trial shorter than duration_s (MLRsearch's shorter trials), s.
     tester_retries: a tester-limited trial is run again (after the rest) up to this many times before the
         search gives up with "tester limit reached": a sender preempted once on a shared machine says nothing
         about the tester's capacity. Every attempt is recorded.

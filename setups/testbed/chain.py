@@ -26,6 +26,7 @@ from ...zones.knot import TEMPLATE
 from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 from .. import counters as counters_mod
 from ..backends import RenderContext
+from ..chain import READ_UDP_TIMEOUTS, longest_udp_timeout
 from ..plan import BackendChoice, render_host
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Endpoint, Host, Interface, Link, Topology
@@ -358,6 +359,19 @@ class TestbedChain:
 
         self.placement = {"method": "cpu hotplug", **each(DUTS, apply)}
         return self.placement
+
+    def nat44_udp_timeout(self) -> tuple[float, str] | None:
+        """How long conntrack keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace on its host, s,
+        and where it was read (None: no CE NAT44 in this topology, or no reading)."""
+        topology = self.inventory.topology()
+        if not any(host.name == "napt" for host in topology.hosts):
+            return None
+        role, netns = machine_of(topology, "napt"), self.inventory.napt_netns
+        done = self.shell.capture(role, f"ip netns exec {shlex.quote(netns)} sh -c "
+                                        f"{shlex.quote(READ_UDP_TIMEOUTS)}", check=False)
+        seconds = longest_udp_timeout(done.stdout)
+        return None if seconds is None else (seconds, f"the UDP conntrack timeout in namespace {netns} "
+                                                      f"on {role}")
 
     def irq_placement(self, role: str) -> dict[str, Any]:
         """Per test interface of a host: RPS masks of its receive queues and the CPUs its IRQs may use."""

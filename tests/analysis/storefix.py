@@ -68,6 +68,7 @@ def idle_mean(ctx: Context, rate_qps: float, runs: int, per_second: list[dict[st
 
 def trial(ctx: Context, step: int, rate_qps: float, verdict: str, result: dict[str, Any], *,
           exact: bool = True, settings_name: str = "default") -> TrialEntry:
+    # Not exact: a record of the retired fast search, as old stores hold them.
     method = "rfc8219-binary" if exact else "fast"
     search_id = f"{_point(ctx)}/{settings_name}/{method}/rep1"
     position = TrialPosition(search_id, settings_name, method, exact, 1, step, "binary", 0.0, 1e6, {})

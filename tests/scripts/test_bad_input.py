@@ -65,7 +65,7 @@ FILES = [
     Bad("negative cores", render(campaign='name = "bad"\ncores = [-2]'), ("[campaign] cores", "positive")),
     Bad(
         "methods not a list",
-        render(campaign='name = "bad"\nmethods = "fast"'),
+        render(campaign='name = "bad"\nmethods = "mlrsearch"'),
         ("[campaign] methods", "a list such as"),
     ),
     Bad(
@@ -78,7 +78,13 @@ FILES = [
     Bad(
         "unknown method",
         render(campaign='name = "bad"\nmethods = ["golden"]'),
-        ("[campaign] methods", "golden", "use ['rfc8219-binary', 'fast', 'mlrsearch']"),
+        ("[campaign] methods", "golden", "use ['rfc8219-binary', 'mlrsearch']"),
+    ),
+    Bad(
+        "retired method",
+        render(campaign='name = "bad"\nmethods = ["fast"]'),
+        ("[campaign] methods 'fast'", "retired on 2026-11-25 in favour of MLRsearch",
+         "write 'mlrsearch' instead"),
     ),
     Bad(
         "unknown key in [campaign]",

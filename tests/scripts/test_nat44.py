@@ -5,6 +5,7 @@ mappings expiring, and the campaign check against the issue's reproduction (512 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -64,13 +65,20 @@ def test_first_port_or_few_enough_sessions_pass() -> None:
     assert parse_campaign(chain_campaign(256), "n.toml").tester.ports_per_thread == 256  # 7 x 256 = 1792
 
 
-def test_the_fast_searchs_short_trials_decide() -> None:
-    data = chain_campaign(256)
-    data["campaign"]["methods"] = ["fast"]
-    data["idle"] = {"method": "fast"}
-    data["search"].update(short_duration_s=5, short_rest_s=2)  # 1 + ⌈118 / 7⌉ = 18 sets: 18 x 256 > 2048
-    with pytest.raises(CampaignFileError, match=r"the fast search's short trials\) .* = 18 trials coexist"):
+def test_mlrsearchs_shorter_trials_decide() -> None:
+    data = chain_campaign(64)
+    assert parse_campaign(data, "n.toml")  # RFC 8219 alone: 10 s trials, 7 sets x 64 fit
+    data["campaign"]["methods"] = ["mlrsearch"]
+    data["idle"] = {"method": "mlrsearch"}
+    # The default goals: "rfc8219" starts with 5 s trials (short_duration_s), "short" with 1 s ones, each
+    # followed by short_rest_s = 2 s: 1 + ⌈118 / 3⌉ = 41 sets, 41 x 64 > 2048.
+    data["search"].update(short_duration_s=5, short_rest_s=2)
+    with pytest.raises(CampaignFileError,
+                       match=r"MLRsearch's goal 'short' initial trials\) .* = 41 trials coexist"):
         parse_campaign(data, "n.toml")
+    # One goal starting with 5 s trials: 1 + ⌈118 / 7⌉ = 18 sets, 18 x 64 = 1152 fit.
+    data["search"]["goals"] = [{"name": "g", "initial_trial_duration_s": 5}]
+    assert parse_campaign(data, "n.toml").searches[0][1].mlr_goals()[0].initial_trial_duration_s == 5
 
 
 def test_the_timeout_is_read_from_the_host(tmp_path: Path) -> None:
@@ -93,3 +101,45 @@ def test_a_testbed_mapt_inventory_is_checked_too(tmp_path: Path) -> None:
     with pytest.raises(CampaignFileError, match=r"7 × 512 = 3584 .* the testbed CE host's own value is not "
                                                 r"read|testbed CE host's own value is not read.* 7 × 512"):
         parse_campaign(data, "n.toml")
+
+
+def test_a_testbed_reads_the_timeout_in_the_napt_namespace_on_its_host() -> None:
+    from xlatbench.setups.testbed.chain import TestbedChain
+    from xlatbench.setups.testbed.inventory import load_inventory
+
+    calls: list[tuple[str, str]] = []
+
+    class Shell:
+        def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None):
+            calls.append((host, script))
+            return SimpleNamespace(stdout="300\n30\n", returncode=0)
+
+    inventory = load_inventory(EXAMPLE)
+    stub = SimpleNamespace(inventory=inventory, shell=Shell())
+    seconds, where = TestbedChain.nat44_udp_timeout(stub)  # type: ignore[arg-type]
+    assert seconds == 300 and inventory.napt_netns in where
+    ((host, script),) = calls
+    assert host == "dut1" and script.startswith(f"ip netns exec {inventory.napt_netns} ")
+    assert "nf_conntrack_udp_timeout_stream" in script
+
+
+def test_the_campaign_checks_again_once_the_chain_is_up(tmp_path: Path, monkeypatch) -> None:
+    # The environment, once up, reports the CE's real timeout refuses the flows: nothing is measured.
+    from xlatbench.scripts.campaign import CampaignRun, PortSetTooSmall
+    from xlatbench.scripts.envs import FakeEnvironment
+
+    seen: list[list[Cycle]] = []
+
+    def refusal(self, cycles: list[Cycle]) -> str:
+        seen.append(cycles)
+        return "7 × 512 = 3584 do not fit its 2048-port set"
+
+    monkeypatch.setattr(FakeEnvironment, "nat44_port_refusal", refusal)
+    store = tmp_path / "r.jsonl"
+    data = {"campaign": {"name": "n", "methods": ["rfc8219-binary"], "cores": [1]},
+            "search": {"max_rate_qps": 100_000, "error_qps": 1000, "duration_s": 10, "rest_s": 10},
+            "setup": [{"name": "sim", "kind": "fake", "capacity_qps": 20_000}]}
+    with pytest.raises(PortSetTooSmall, match=r"setup 'sim': 7 × 512"):
+        CampaignRun(parse_campaign(data, "n.toml", store), progress=False).run()
+    assert seen == [[Cycle(10, 10, "search 'default'")]]
+    assert not store.exists() or "trial" not in store.read_text()

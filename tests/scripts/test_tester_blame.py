@@ -15,7 +15,7 @@ from xlatbench.scripts.search import (
     TESTER_LIMITED,
     SearchSettings,
     TrialRunner,
-    fast_search,
+    mlrsearch_search,
     rfc8219_search,
 )
 from xlatbench.scripts.search.runner import FAIL, PASS, verdict
@@ -82,7 +82,7 @@ def test_a_lossless_flagged_trial_stays_tester_limited_and_a_clean_one_passes() 
     assert verdict(result_from_xlatperf(doc(50_000, 1, 50_000), 50_000, 1), 1e-4) == PASS
 
 
-@pytest.mark.parametrize("search", [rfc8219_search, fast_search])
+@pytest.mark.parametrize("search", [rfc8219_search, mlrsearch_search])
 def test_a_search_finds_the_dut_that_starves_the_tester(search) -> None:
     # Before: "tester limit reached at 100 000, no throughput" while the DUT lost 30 %.
     outcome = search(TrialRunner(StarvedTester(), clock=SimClock()), SETTINGS, "s")

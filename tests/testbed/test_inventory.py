@@ -73,7 +73,7 @@ BAD = [
     ("hosts.dut1.interfaces.dut2-server", "eth9", "dut1 has no link 'dut2-server'"),
     ("hosts.dut1.interfaces.dut1-dut2", "eth1", "two links on one interface"),
     ("hosts.dut1.interfaces.dut1-dut2", "a-very-long-interface", "is not an interface name"),
-    ("hosts.dut1.backend", "vpp", "hosts.dut1.backend: choose jool or tayga"),
+    ("hosts.dut1.backend", "vpp", "hosts.dut1.backend: choose jool or tayga or bpf"),
     ("hosts.client.backend", "jool", "hosts.client.backend: only dut1 and dut2 run a translator"),
     ("hosts.dut1.offline_cpus", "0-3", "CPU 0 cannot go offline"),
     ("hosts.dut1.offline_cpus", "one", "give CPU numbers"),

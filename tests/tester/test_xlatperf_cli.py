@@ -119,3 +119,18 @@ def test_json_replaces_a_regular_file_and_dash_writes_stdout(xlatperf, tmp_path,
     assert out.returncode == 0, out.stderr
     validator.validate(json.loads(out.stdout))  # stdout is the document alone
     assert "verdict" in out.stderr  # the summary went to stderr
+
+
+@pytest.mark.parametrize(("limit", "code"), [("-n 40", 1), ("-S -n 40", 0)])
+def test_too_few_file_descriptors_are_named_as_such(xlatperf, limit, code):
+    """48 sockets under an open-file limit of 40: a hard limit is refused naming it (before: "--bind or
+    --source must be an address of this host"); a soft one the tester raises itself (before: the same
+    error)."""
+    argv = [str(xlatperf), "--server", "127.0.0.1", "--port", "9", "--threads", "2",
+            "--ports-per-thread", "24", "--queries", "10", "--quiet"]
+    out = subprocess.run(["bash", "-c", f'ulimit {limit} && exec "$0" "$@"', *argv], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == code, out.stderr
+    if code:
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("xlatperf: too many open files")
+        assert "address of this host" not in out.stderr

@@ -226,3 +226,27 @@ def test_a_final_read_that_cannot_finish_within_the_timeout_is_tester_limited(xl
     assert result["totals"]["unanswered"] > 0
     assert result["verdict"]["status"] == "tester-limited"
     assert any("still had replies waiting" in reason for reason in result["verdict"]["reasons"])
+
+
+def test_time_spent_inside_the_last_send_call_counts_as_lag(xlatperf, shim, tmp_path, validator):
+    """The call carrying the last query stalls 50 ms inside sendmmsg. No later call can show the delay, so
+    before, the lag was measured only at the call's start and the verdict was ok."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "last.json"
+    env = dict(os.environ, LD_PRELOAD=str(shim), XLATPERF_SHIM_STALL_AT_QUERY="2000",
+               XLATPERF_SHIM_MS=str(STALL_MS))
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "10000", "--queries", "2000", "--ports-per-thread", "1",
+                               "--gso", "off", "--timeout", "0.1", "--quiet", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    validator.validate(result)
+    assert result["totals"]["sent"] == 2000
+    assert result["send"]["max_lag_s"] >= STALL_MS / 1000 * 0.9
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("behind its schedule" in reason for reason in result["verdict"]["reasons"])

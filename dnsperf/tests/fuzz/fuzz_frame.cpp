@@ -1,0 +1,114 @@
+// libFuzzer target: the AF_XDP layer's reply path. Every input is a received
+// frame: parse_reply must never crash, read out of bounds or hand on a payload
+// outside the frame; a frame it accepts goes to its flow and through the reply
+// classifier with the flows' matching state, whose outcome must be possible.
+// Seeds (tests/fuzz/frame_corpus) are the real knotd replies of fuzz_reply's
+// corpus wrapped in IPv4 and IPv6 frames from the server to flow 0.
+#include <arpa/inet.h>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <netinet/in.h>
+
+#include "query.hpp"
+#include "reply.hpp"
+#include "xdp/flows.hpp"
+#include "xdp/frame.hpp"
+
+using namespace xlatperf;
+using namespace xlatperf::xdp;
+
+namespace {
+
+constexpr std::int64_t kTimeout = 250'000'000;
+constexpr std::int64_t kSent = 1'000'000'000'000;
+constexpr std::uint64_t kQueries = 96;
+
+SockAddr make(int family, const char* address, std::uint16_t port) {
+    SockAddr out;
+    if (family == AF_INET) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(&out.storage);
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(port);
+        inet_pton(AF_INET, address, &sin->sin_addr);
+        out.length = sizeof(sockaddr_in);
+    } else {
+        auto* sin6 = reinterpret_cast<sockaddr_in6*>(&out.storage);
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(port);
+        inet_pton(AF_INET6, address, &sin6->sin6_addr);
+        out.length = sizeof(sockaddr_in6);
+    }
+    return out;
+}
+
+// IPv4: one flow (port 20000), so query k is that flow's sequence k, as the
+// seeds' IDs and names expect; IPv6: three flows over two ranges.
+Source source(int family, const char* address) {
+    Source s;
+    s.address = make(family, address, 0);
+    s.text = address;
+    s.ranges = {PortRange{20000, 20000}};
+    if (family == AF_INET6) s.ranges.push_back(PortRange{20002, 20003});
+    return s;
+}
+
+struct Family {
+    SockAddr server;
+    FlowSpace flows;
+    ReplyClassifier classifier;
+};
+
+struct World {
+    Subnet subnet = parse_subnet("10.0.0.0/16");
+    QueryTemplate query{"dns64perf.test", 28};
+    Family v4{make(AF_INET, "198.51.100.2", 53), FlowSpace({source(AF_INET, "192.0.2.1")}, FlowOrder::sequential, 1),
+              ReplyClassifier{query, subnet, make(AF_INET, "198.51.100.2", 53), kTimeout}};
+    Family v6{make(AF_INET6, "2001:db8::53", 53),
+              FlowSpace({source(AF_INET6, "2001:db8:1::1")}, FlowOrder::sequential, 1),
+              ReplyClassifier{query, subnet, make(AF_INET6, "2001:db8::53", 53), kTimeout}};
+};
+
+void check(bool ok) {
+    if (!ok) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    static const World world;
+    ParsedReply reply;
+    const FrameStatus status = parse_reply(data, size, reply);
+    if (status != FrameStatus::ok) return 0;
+    check(reply.message >= data && reply.message + reply.length <= data + size);
+    const Family& family = reply.source.family() == AF_INET ? world.v4 : world.v6;
+    std::uint64_t flow = 0;
+    if (!family.flows.flow_of(reply.destination, reply.destination_port, flow)) return 0;
+    check(flow < family.flows.size());
+    FlowTable table(family.flows.size(), 1024);
+    for (std::uint64_t k = 0; k < kQueries; ++k) table.publish(k, kSent + static_cast<std::int64_t>(k), kTimeout);
+    auto view = table.view(family.flows.permutation().inverse(flow));
+    for (int round = 0; round < 2; ++round) {
+        const Outcome out = family.classifier.classify(view, reply.message, reply.length, false, reply.source.get(),
+                                                       reply.source.length, kSent + 1'000'000);
+        switch (out.kind) {
+        case ReplyKind::valid:
+        case ReplyKind::rcode:
+        case ReplyKind::nodata:
+        case ReplyKind::truncated:
+            check(round == 0 && out.latency_ns >= 0 && out.latency_ns <= kTimeout && out.query_index < kQueries &&
+                  table.position(out.query_index) == flow);
+            break;
+        case ReplyKind::late:
+            check(false);
+            break;
+        case ReplyKind::unexpected:
+            check(out.cause != UnexpectedCause::none);
+            break;
+        case ReplyKind::duplicate:
+        case ReplyKind::malformed:
+            break;
+        }
+    }
+    return 0;
+}

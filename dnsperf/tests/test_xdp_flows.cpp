@@ -1,0 +1,102 @@
+// Flows without sockets: the pseudorandom order is a permutation with an
+// inverse, flows map to (address, port) and back, and the matching state tells
+// a flow's queries apart by ID and epoch in bounded memory.
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "xdp/flows.hpp"
+
+using namespace xlatperf;
+using namespace xlatperf::xdp;
+
+namespace {
+
+Source source(const char* text, std::vector<PortRange> ranges) {
+    Source s;
+    auto* sin = reinterpret_cast<sockaddr_in*>(&s.address.storage);
+    sin->sin_family = AF_INET;
+    REQUIRE(inet_pton(AF_INET, text, &sin->sin_addr) == 1);
+    s.address.length = sizeof(sockaddr_in);
+    s.text = text;
+    s.ranges = std::move(ranges);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("the pseudorandom flow order visits every flow once per round and inverts", "[xdp_flows]") {
+    for (std::uint64_t size : {1ull, 2ull, 7ull, 1000ull, 65537ull, 300000ull}) {
+        const FlowPermutation p(size, FlowOrder::pseudorandom, 42);
+        std::vector<bool> seen(size, false);
+        std::uint64_t in_place = 0;
+        for (std::uint64_t j = 0; j < size; ++j) {
+            const std::uint64_t f = p.forward(j);
+            REQUIRE(f < size);
+            REQUIRE_FALSE(seen[f]);
+            seen[f] = true;
+            REQUIRE(p.inverse(f) == j);
+            in_place += f == j ? 1 : 0;
+        }
+        if (size >= 1000) CHECK(in_place < size / 100);  // shuffled, not the identity
+    }
+    const FlowPermutation sequential(10, FlowOrder::sequential, 42);
+    CHECK((sequential.forward(3) == 3 && sequential.inverse(3) == 3));
+}
+
+TEST_CASE("flows are addresses x port ranges and map back", "[xdp_flows]") {
+    const FlowSpace flows({source("192.0.2.1", {{1000, 1009}, {2000, 2004}}), source("192.0.2.2", {{3000, 3099}})},
+                          FlowOrder::sequential, 1);
+    REQUIRE(flows.size() == 115);
+    for (std::uint64_t f = 0; f < flows.size(); ++f) {
+        const auto e = flows.endpoint(f);
+        std::uint64_t back = 999;
+        REQUIRE(flows.flow_of(e.address, e.port, back));
+        REQUIRE(back == f);
+    }
+    CHECK(flows.endpoint(10).port == 2000);
+    CHECK(flows.endpoint(15).port == 3000);
+    std::uint64_t f = 0;
+    const std::uint8_t other[4] = {192, 0, 2, 3};
+    CHECK_FALSE(flows.flow_of(other, 1000, f));
+    CHECK_FALSE(flows.flow_of(flows.endpoint(0).address, 1010, f));
+    CHECK_THROWS_WITH(FlowSpace({source("192.0.2.1", {})}, FlowOrder::sequential, 1),
+                      Catch::Contains("no port range"));
+}
+
+TEST_CASE("the matching state finds a flow's query by ID and keeps wrapped IDs apart", "[xdp_flows]") {
+    const std::uint64_t flows = 4;
+    FlowTable table(flows, 1024);
+    CHECK(table.bytes() == 1024 * kFlowSlotBytes);
+    const std::int64_t timeout = 1'000'000;
+    for (std::uint64_t k = 0; k < 40; ++k) CHECK_FALSE(table.publish(k, static_cast<std::int64_t>(k), timeout));
+    // Query 37: flow position 1, that flow's query 9, ID 9.
+    REQUIRE(table.position(37) == 1);
+    REQUIRE(table.sequence(37) == 9);
+    auto view = table.view(1);
+    FlowTable::Snapshot s;
+    REQUIRE(view.find(9, s) == FlowTable::Lookup::outstanding);
+    CHECK((s.query_index == 37 && s.sent_ns == 37 && s.sequence() == 9));
+    CHECK(view.mark_answered(s));
+    CHECK(view.find(9, s) == FlowTable::Lookup::answered);
+    CHECK_FALSE(view.mark_answered(s));
+    CHECK(view.find(10, s) == FlowTable::Lookup::unknown);  // flow 1's query 10 is not sent yet
+    CHECK(table.view(3).find(9, s) == FlowTable::Lookup::outstanding);
+
+    SECTION("after the ID wraps, the old query is gone and the new one has epoch 1") {
+        FlowTable wrap(1, 1024);
+        for (std::uint64_t k = 0; k <= 65536 + 5; ++k) wrap.publish(k, static_cast<std::int64_t>(k), 0);
+        auto v = wrap.view(0);
+        REQUIRE(v.find(5, s) == FlowTable::Lookup::outstanding);
+        CHECK((s.query_index == 65536 + 5 && (s.sequence() >> 16) == 1));
+        CHECK(v.find(6, s) == FlowTable::Lookup::unknown);  // query 6 was overwritten long ago
+    }
+    SECTION("too many queries in flight for the flows is refused") {
+        CHECK_THROWS(FlowTable(1, 131072));
+    }
+    SECTION("a slot reused before the timeout is an overrun") {
+        FlowTable small(1000, 1024);
+        for (std::uint64_t k = 0; k < 1024; ++k) small.publish(k, 0, timeout);
+        CHECK(small.publish(1024, 10, timeout));
+    }
+}
