@@ -1,11 +1,19 @@
-"""Which DUT limited the chain, said only on evidence of saturation, otherwise "not determined" and why.
+"""The one bottleneck verdict (console after each idle capture, report, verdicts.json): which DUT limited
+the chain, said only on evidence of saturation, otherwise "not determined" and why.
 
-The paper reads it off per-core idle time on separate DUT hosts: the DUT whose cores have (nearly) no idle
-time is the bottleneck. Here a DUT is named only when
+One evidence shape (analysis.evidence.Evidence.dut_cpu_use) whatever the world: per DUT, the per-core
+figures of its active CPUs -- its own host's cores online for the capture on a real testbed (the idle-mean
+record's `hosts` and the hotplug placement `applied.<dut>.online`), or its CPU set on the emulation's
+shared machine. The paper reads the verdict off per-core idle time on separate DUT hosts. A DUT is named
+only when it is saturated --
+- its active cores had < BUSY_IDLE % idle time (kernel work counts: softirq/system, in-kernel NAT44,
+  forwarding, Jool), or
 - its single-threaded user-space translator (tayga) used >= SATURATED_SHARE % of one core, or
-- its CPUs had < BUSY_IDLE % idle time while the other DUT's had at least CLEAR_MARGIN points more; this
-  needs the DUTs on disjoint CPU sets that the tester and Knot did not use, and counts kernel work
-  (softirq, system: in-kernel NAT44, SNAT, forwarding, Jool) as well as user time.
+- one of its active cores spent >= SATURATED_SHARE % in softirq (an in-kernel translator such as Jool
+  saturating the core its packets land on) --
+while the other DUT is clearly idler (CLEAR_MARGIN points more idle time, or that much less of a core),
+and only at a rate that is a number (not the lower bound of a search that never failed). On the
+emulation's shared machine the DUTs also need disjoint CPU sets the tester and Knot did not use.
 Drop counters are read from the failing trial just above the throughput rate (at the passing rate they are at
 most the loss allowance): they show where the chain overflowed and must not contradict the saturated DUT.
 """
@@ -15,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..setups.cpulist import format_cpu_list
+from .bounded import rate_text
 from .evidence import KERNEL_COLUMNS, Evidence, FailingTrial
 
 # A single-threaded translator at or above this share of one core has no headroom left, %.
@@ -42,6 +51,7 @@ class Verdict:
     bottleneck: str | None
     evidence: list[str] = field(default_factory=list)
     reason: str = ""
+    rate_label: str = ""  # the rate as printed: '≥ R' when its search never failed, 'R †' over fewer runs
 
     def headline(self) -> str:
         if self.bottleneck:
@@ -49,20 +59,30 @@ class Verdict:
         return f"bottleneck not determined: {self.reason}"
 
     def text(self) -> str:
-        head = (f"{self.setup}, {self.cores} DUT core(s), at {self.rate_qps:,.0f} queries/s "
+        rate = self.rate_label or f"{self.rate_qps:,.0f}"
+        head = (f"{self.setup}, {self.cores} DUT core(s), at {rate} queries/s "
                 f"({self.implementation}): {self.headline()}")
         return head + "".join(f"\n  - {line}" for line in self.evidence)
 
 
 def verdict(evidence: Evidence) -> Verdict:
-    result = Verdict(evidence.setup, evidence.cores, evidence.rate_qps, evidence.implementation, None)
-    saturated = _translator_saturation(evidence, result) | _cpu_saturation(evidence, result)
+    result = Verdict(evidence.setup, evidence.cores, evidence.rate_qps, evidence.implementation, None,
+                     rate_label=rate_text(evidence.rate_qps, evidence.rate_lower_bound,
+                                          evidence.rate_partial))
+    idle: dict[str, float] = {}
+    saturated = _translator_saturation(evidence, result) | _cpu_saturation(evidence, result, idle)
     drop_side = _failing_drops(evidence.failing, evidence, result)
-    if len(saturated) > 1:
+    if evidence.rate_lower_bound:
+        result.reason = ("the rate is a lower bound (its search never failed): the chain was not at its "
+                         "throughput")
+    elif len(saturated) > 1:
         result.reason = f"{' and '.join(sorted(saturated))} both show saturation"
     elif saturated:
         (dut,) = saturated
-        if drop_side in ("dut1", "dut2") and drop_side != dut:
+        idler = _clearly_idler(evidence, dut, idle)
+        if idler is not None:
+            result.reason = idler
+        elif drop_side in ("dut1", "dut2") and drop_side != dut:
             result.reason = (f"{dut} is saturated but the failing trial dropped most at {drop_side}: "
                              "the evidence disagrees")
         else:
@@ -72,6 +92,28 @@ def verdict(evidence: Evidence) -> Verdict:
         if drop_side:
             result.reason += f" (the failing trial above the rate dropped most at {drop_side})"
     return result
+
+
+def _clearly_idler(evidence: Evidence, dut: str, idle: dict[str, float]) -> str | None:
+    """None when every other DUT is clearly idler than the saturated `dut`; else why it is not."""
+    others = sorted(set(idle) | set(evidence.translator_share) | set(evidence.dut_cpu_use) - {dut})
+    others = [o for o in others if o != dut]
+    if not others:
+        return f"{dut} is saturated but nothing was recorded of the other DUT"
+    for other in others:
+        if dut in idle and other in idle:
+            if idle[other] < idle[dut] + CLEAR_MARGIN:
+                return (f"{dut} is saturated but {other} was not clearly idler ({idle[dut]:.1f} % and "
+                        f"{idle[other]:.1f} % idle, less than {CLEAR_MARGIN:.0f} points apart)")
+            continue
+        shares = evidence.translator_share
+        if dut in shares and other in shares:
+            if shares[other] > shares[dut] - CLEAR_MARGIN:
+                return (f"{dut} is saturated but {other}'s translator was about as busy ({shares[dut]:.1f} % "
+                        f"and {shares[other]:.1f} % of a core)")
+            continue
+        return f"{dut} is saturated but {other}'s load is unknown"
+    return None
 
 
 def _translator_saturation(evidence: Evidence, result: Verdict) -> set[str]:
@@ -96,15 +138,19 @@ def _translator_saturation(evidence: Evidence, result: Verdict) -> set[str]:
     return saturated
 
 
-def _cpu_means(evidence: Evidence, cpus: tuple[int, ...]) -> tuple[float, float, float] | None:
-    """Mean idle, kernel (sys+irq+softirq) and user time of `cpus`, % (None without samples)."""
-    rows = [evidence.cpu_use[str(c)] for c in cpus if str(c) in evidence.cpu_use]
+def _cpu_means(rows: list[dict[str, float]]) -> tuple[float, float, float, float] | None:
+    """Mean idle, kernel (sys+irq+softirq) and user time of the CPU rows, and the highest softirq of one of
+    them, % (None without rows)."""
     if not rows:
         return None
     idle = sum(r.get("idle", 0.0) for r in rows) / len(rows)
     kernel = sum(sum(r.get(c, 0.0) for c in KERNEL_COLUMNS) for r in rows) / len(rows)
     user = sum(r.get("usr", 0.0) + r.get("nice", 0.0) for r in rows) / len(rows)
-    return idle, kernel, user
+    return idle, kernel, user, max(r.get("softirq", 0.0) for r in rows)
+
+
+def _shared_cpu_means(evidence: Evidence, cpus: tuple[int, ...]) -> tuple[float, float, float, float] | None:
+    return _cpu_means([evidence.cpu_use[str(c)] for c in cpus if str(c) in evidence.cpu_use])
 
 
 def _cpu_list(cpus: tuple[int, ...] | set[int]) -> str:
@@ -120,7 +166,7 @@ def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
         return True
     shared = set.intersection(*(set(c) for c in sets.values()))
     if shared:
-        means = _cpu_means(evidence, tuple(shared))
+        means = _shared_cpu_means(evidence, tuple(shared))
         note = f"both DUTs ran on CPU {_cpu_list(shared)}, so their CPU use competes and cannot be told apart"
         if means and means[0] < BUSY_IDLE:
             note += f"; that CPU was {means[0]:.1f} % idle: the shared CPU, not one DUT, was full"
@@ -140,32 +186,34 @@ def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
     return False
 
 
-def _cpu_saturation(evidence: Evidence, result: Verdict) -> set[str]:
-    if _placement_blocks(evidence, result):
+def _cpu_saturation(evidence: Evidence, result: Verdict, idle: dict[str, float]) -> set[str]:
+    """DUTs whose active cores were saturated (< BUSY_IDLE % idle, or one core >= SATURATED_SHARE % in
+    softirq); `idle` gets each DUT's mean idle time of its active cores, %."""
+    if not evidence.separate_hosts and _placement_blocks(evidence, result):
         return set()
-    if evidence.emulated:
+    if evidence.separate_hosts:
+        result.evidence.append("each DUT's CPU figures are its own host's (active cores: "
+                               + ", ".join(f"{dut} CPU {_cpu_list(c)}" for dut, c in
+                                           sorted(evidence.dut_cpus.items())) + ")")
+    elif evidence.emulated:
         result.evidence.append("per-CPU time is machine-wide: any other process on a DUT's CPU counts too")
-    idle: dict[str, float] = {}
+    saturated = set()
     for dut, cpus in sorted(evidence.dut_cpus.items()):
-        means = _cpu_means(evidence, cpus)
+        means = _cpu_means(list(evidence.dut_cpu_use.get(dut, {}).values()))
         if means is None:
             result.evidence.append(f"{dut}: no CPU samples of CPU {_cpu_list(cpus)}")
             continue
         idle[dut] = means[0]
         result.evidence.append(f"{dut} (CPU {_cpu_list(cpus)}): {means[0]:.1f} % idle, {means[1]:.1f} % "
                                f"kernel (softirq/system: in-kernel NAT, forwarding), {means[2]:.1f} % user")
-    busy = {dut for dut, value in idle.items() if value < BUSY_IDLE}
-    if len(busy) > 1:
-        return busy
-    for dut in busy:
-        others = [value for other, value in idle.items() if other != dut]
-        if others and min(others) >= idle[dut] + CLEAR_MARGIN:
-            result.evidence.append(f"{dut}'s CPUs were < {BUSY_IDLE:.0f} % idle while the other DUT's had "
-                                   f"{min(others):.1f} %: {dut} was saturated")
-            return {dut}
-        result.evidence.append(f"{dut}'s CPUs were < {BUSY_IDLE:.0f} % idle but the other DUT's not clearly "
-                               f"more (< {CLEAR_MARGIN:.0f} points)")
-    return set()
+        if means[0] < BUSY_IDLE:
+            saturated.add(dut)
+            result.evidence.append(f"{dut}'s active cores were < {BUSY_IDLE:.0f} % idle: saturated")
+        elif means[3] >= SATURATED_SHARE:
+            saturated.add(dut)
+            result.evidence.append(f"{dut}: a core spent {means[3]:.1f} % in softirq "
+                                   f"(≥ {SATURATED_SHARE:.0f} %): in-kernel packet work saturated it")
+    return saturated
 
 
 def drops_by_side(drops: dict[str, float],

@@ -41,9 +41,11 @@ def _run(html: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def dump_dom(html: Path) -> str:
-    """The page's DOM, serialized after the load event (scripts have run)."""
-    return _run(html, "--dump-dom").stdout
+def dump_dom(html: Path, width: int | None = None, height: int = 1200) -> str:
+    """The page's DOM, serialized after the load event (scripts have run), laid out at `width` pixels when
+    given."""
+    size = (f"--window-size={width},{height}",) if width else ()
+    return _run(html, *size, "--dump-dom").stdout
 
 
 def screenshot(html: Path, png: Path, width: int = 1280, height: int = 2400) -> Path:

@@ -9,11 +9,14 @@ Built from the store's typed records (xlatbench.scripts.records, read by analysi
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..scripts.records import Context, IdleMean, IdleRun, Record, TrialEntry
+from ..setups.placement import OWN_HOSTS
+from .joinkey import JoinKey, idle_key, rate_of, trial_key
 
 # Columns of a CPU sample counted as kernel work (in-kernel NAT and forwarding run in softirq), %.
 KERNEL_COLUMNS = ("sys", "irq", "softirq")
@@ -48,6 +51,11 @@ class Evidence:
     failing: the failing trial just above rate_qps, or None when the store has none.
     single_threaded: the translators are single-threaded user-space processes (tayga): one of them can use
         at most one CPU.
+    dut_cpu_use: per DUT, per CPU it was active on, mean over the runs and seconds of each /proc/stat
+        column, % -- the one shape the verdict reads, from the DUT's own host on a testbed (the idle-mean
+        record's `hosts`, cores online per hotplug) or from the shared machine's CPU sets in emulation.
+    dut_per_second: per DUT, the per-second means of its CPUs (its host's, or the shared machine's).
+    separate_hosts: each DUT's CPU figures are its own host's (a real testbed), not a shared machine's.
     """
 
     setup: str
@@ -66,13 +74,26 @@ class Evidence:
     failing: FailingTrial | None = None
     single_threaded: bool = False
     tun_devices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    sessions: int = 0
+    search: str = ""
+    method: str = ""
+    rate_lower_bound: bool = False
+    rate_partial: bool = False
+    dut_cpu_use: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    dut_per_second: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    separate_hosts: bool = False
 
 
 @dataclass(frozen=True)
 class Latency:
-    """Latency at the median throughput rate (RFC 8219 section 7.2), over the idle runs.
+    """Latency at the median throughput rate, over the idle runs, each run's percentiles taken over all the
+    queries it sent with late and lost ones counted as infinitely late (all_queries_percentile).
 
-    typical_s: median of the per-trial medians, s. worst_s: median of the per-trial 99.9th percentiles, s.
+    typical_s: median of the per-trial medians, s. worst_s: median of the per-trial 99.9th percentiles, s;
+    either is math.inf when more queries went unanswered in time than the percentile leaves out.
+    typical_bound / worst_bound: the figure is a lower bound (the tester's histogram of valid replies gives
+    the all-queries percentile only between two of its quantiles). unanswered_ratio: median over the trials
+    of the queries without a valid reply in time, fraction. timeout_s: the tester's reply timeout, s.
     trials: trials with latency figures, count. resolution_s / relative_resolution: the tester histogram's
     resolution (absolute, s; relative, fraction of the value). measured: what the tester timed.
     """
@@ -87,41 +108,68 @@ class Latency:
     resolution_s: float | None
     relative_resolution: float | None
     measured: str
-
-
-def _key(record: Record) -> tuple[str, int]:
-    return record.context.setup_name, record.context.cores
+    sessions: int = 0
+    search: str = ""
+    method: str = ""
+    rate_lower_bound: bool = False
+    rate_partial: bool = False
+    typical_bound: bool = False
+    worst_bound: bool = False
+    unanswered_ratio: float | None = None
+    timeout_s: float | None = None
 
 
 def evidence_from(records: list[Record]) -> list[Evidence]:
-    """One Evidence per idle capture (`idle-mean` record) in the store, in store order."""
-    runs: dict[tuple[str, int], list[IdleRun]] = {}
-    trials: dict[tuple[str, int], list[TrialEntry]] = {}
-    for record in records:
-        if isinstance(record, IdleRun):
-            runs.setdefault(_key(record), []).append(record)
-        elif isinstance(record, TrialEntry):
-            trials.setdefault(_key(record), []).append(record)
-    return [_evidence(mean, runs.get(_key(mean), []), trials.get(_key(mean), []))
-            for mean in records if isinstance(mean, IdleMean)]
+    """One Evidence per idle capture (`idle-mean` record) in the store, in store order; its runs and its
+    failing trial are those of the same join key (analysis.joinkey)."""
+    runs = [r for r in records if isinstance(r, IdleRun)]
+    trials = [r for r in records if isinstance(r, TrialEntry)]
+    out = []
+    for mean in records:
+        if isinstance(mean, IdleMean):
+            key = _mean_key(mean, runs)
+            out.append(_evidence(mean, key, [r for r in runs if idle_key(r).matches(key)],
+                                 [t for t in trials if trial_key(t).matches(key)]))
+    return out
 
 
-def _evidence(mean: IdleMean, runs: list[IdleRun], trials: list[TrialEntry]) -> Evidence:
+def _mean_key(mean: IdleMean, runs: list[IdleRun]) -> JoinKey:
+    """An idle mean's key; one written before idle records named their search takes its runs'."""
+    key = idle_key(mean)
+    if key.search or key.method:
+        return key
+    return next((idle_key(r) for r in runs if idle_key(r).point == key.point), key)
+
+
+def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[TrialEntry]) -> Evidence:
     context = mean.context
     translators = context.dut.get("translators") or {}
     rate = float(mean.rate_qps)
+    source = rate_of(mean) if mean.rate_of is not None or not runs else rate_of(runs[0])
+    dut_cpus, cpu_use = dut_cpu_sets(context), _cpu_use(mean.per_second)
+    if mean.hosts:  # a real testbed: each DUT's own host, its cores online for the capture
+        per_second = {dut: list(mean.hosts.get(dut) or []) for dut in dut_cpus}
+        use = {dut: {c: v for c, v in _cpu_use(per_second[dut]).items() if c in {str(n) for n in cpus}}
+               for dut, cpus in dut_cpus.items()}
+    else:
+        per_second = {dut: mean.per_second for dut in dut_cpus}
+        use = {dut: {str(c): cpu_use[str(c)] for c in cpus if str(c) in cpu_use}
+               for dut, cpus in dut_cpus.items()}
     return Evidence(
+        sessions=key.sessions, search=key.search, method=key.method,
+        rate_lower_bound=source.lower_bound, rate_partial=source.partial,
         setup=context.setup_name, topology=context.setup.get("topology", context.setup.get("kind", "?")),
         cores=context.cores, rate_qps=rate, interval_s=float(mean.interval_s or 1.0),
-        runs=mean.runs, implementation=context.implementation, emulated="namespaces" in context.dut,
+        runs=mean.runs, implementation=context.tag, emulated="namespaces" in context.dut,
         translator_share=_mean_share([run.result for run in runs]),
-        dut_cpus=dut_cpu_sets(context), test_cpus=tester_cpus(context),
-        cpu_use=_cpu_use(mean.per_second), per_second=mean.per_second,
+        dut_cpus=dut_cpus, test_cpus=tester_cpus(context),
+        cpu_use=cpu_use, per_second=mean.per_second,
         failing=failing_trial_above(trials, rate),
         single_threaded=any(isinstance(t, dict) and t.get("implementation") == "tayga"
                             for t in translators.values()),
         tun_devices={host: (info["tun_device"],) for host, info in translators.items()
                      if isinstance(info, dict) and info.get("tun_device")},
+        dut_cpu_use=use, dut_per_second=per_second, separate_hosts=bool(mean.hosts),
     )
 
 
@@ -151,7 +199,8 @@ def _drops(result: dict[str, Any]) -> dict[str, float]:
 
 def failing_trial_above(trials: list[TrialEntry], rate_qps: float) -> FailingTrial | None:
     """The failed (DUT-loss) trial with the lowest rate above `rate_qps`; full-length RFC 8219 trials are
-    preferred to the fast search's short ones. None when no trial above the rate failed."""
+    preferred to shorter ones (MLRsearch's, the retired fast search's). None when no trial above the rate
+    failed."""
     failed = [t for t in trials if t.verdict == "fail" and float(t.result["rate_qps"]) > rate_qps]
     exact = [t for t in failed if t.search.rfc8219_exact]
     chosen = min(exact or failed, key=lambda t: float(t.result["rate_qps"]), default=None)
@@ -164,13 +213,15 @@ def failing_trial_above(trials: list[TrialEntry], rate_qps: float) -> FailingTri
 
 
 def dut_cpu_sets(context: Context) -> dict[str, tuple[int, ...]]:
-    """Per DUT, the CPUs its cpuset allowed ({} when the record has no placement)."""
+    """Per DUT, the CPUs its cpuset allowed (emulation: `applied.<dut>.cpus`) or that hotplug left online on
+    its own host (testbed: `applied.<dut>.online`); {} when the record has no placement."""
     placement = context.dut_cpus or {}
     applied = placement.get("applied") if isinstance(placement, dict) else None
     if not isinstance(applied, dict):
         return {}
-    return {dut: tuple(sorted(int(c) for c in info.get("cpus", [])))
-            for dut, info in sorted(applied.items()) if isinstance(info, dict) and info.get("cpus")}
+    return {dut: tuple(sorted(int(c) for c in (info.get("cpus") or info.get("online"))))
+            for dut, info in sorted(applied.items())
+            if isinstance(info, dict) and (info.get("cpus") or info.get("online"))}
 
 
 def _cpus(text: Any) -> set[int]:
@@ -203,6 +254,8 @@ def shared_with_test_system(context: Context) -> tuple[int, ...]:
     pinned to both, and those the placement itself recorded as shared (it also counts an unpinned tester or
     Knot on the lowest CPU)."""
     placement = context.dut_cpus or {}
+    if placement.get("placement") == OWN_HOSTS:
+        return ()  # each DUT on its own host: the tester and Knot run elsewhere
     dut = set(placement.get("cpus") or [])
     for cpus in dut_cpu_sets(context).values():
         dut |= set(cpus)
@@ -220,24 +273,75 @@ def _cpu_use(per_second: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def latency_from(records: list[Record]) -> list[Latency]:
-    """Latency per idle capture, from the tester's JSON of each idle run (trials at the median rate)."""
-    runs: dict[tuple[str, int], list[IdleRun]] = {}
+    """Latency per idle capture (one join key: analysis.joinkey), from the tester's JSON of each idle run
+    (trials at the median rate)."""
+    runs: dict[JoinKey, list[IdleRun]] = {}
     for record in records:
         if isinstance(record, IdleRun):
-            runs.setdefault(_key(record), []).append(record)
+            runs.setdefault(idle_key(record), []).append(record)
     return [_latency(key, mine) for key, mine in runs.items()]
 
 
-def _latency(key: tuple[str, int], runs: list[IdleRun]) -> Latency:
-    docs = [(run.raw or {}).get("latency") or {} for run in runs]
-    docs = [d for d in docs if d.get("p50") is not None]
-    worst = [float(d["p999"]) for d in docs if d.get("p999") is not None]
+# The quantiles of valid replies the tester reports, and their keys in its "latency" object.
+QUANTILES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999"), (1.0, "max"))
+
+
+def all_queries_percentile(latency: dict[str, Any], sent: int, valid: int, q: float) -> tuple[float, bool]:
+    """The q-quantile of every query's latency in one trial, queries without a valid reply in time (late,
+    lost) counted as infinitely late: (seconds or math.inf, True when only a lower bound is known).
+
+    With u = 1 - valid/sent unanswered, it is infinite when u > 1 - q; else it is the valid replies'
+    q/(1 - u)-quantile, exact when the tester reports that quantile and otherwise at least the nearest one it
+    reports below it. sent < 0: not recorded: the valid replies' q-quantile, a lower bound."""
+    if sent < 0 and latency.get(_name(q)) is not None:
+        return float(latency[_name(q)]), True
+    if sent <= 0 or valid <= 0:
+        return math.inf, False
+    unanswered = 1.0 - valid / sent
+    if unanswered > 1.0 - q:
+        return math.inf, False
+    wanted = q / (1.0 - unanswered)
+    known = [(level, float(latency[name])) for level, name in QUANTILES if latency.get(name) is not None]
+    exact = next((value for level, value in known if math.isclose(level, wanted, rel_tol=1e-9)), None)
+    if exact is not None:
+        return exact, False
+    below = [value for level, value in known if level <= wanted]
+    return (max(below) if below else 0.0), True
+
+
+def _name(q: float) -> str:
+    return next((name for level, name in QUANTILES if math.isclose(level, q)), "")
+
+
+def _counts(run: IdleRun) -> tuple[int, int]:
+    """(sent, valid) of an idle run; sent -1 when its record lacks the counts."""
+    if "sent" not in run.result:
+        return -1, 0
+    return int(run.result["sent"]), int(run.result.get("valid", 0))
+
+
+def _latency(key: JoinKey, runs: list[IdleRun]) -> Latency:
+    with_docs = [(run, (run.raw or {}).get("latency") or {}) for run in runs]
+    with_docs = [(run, d) for run, d in with_docs if d.get("p50") is not None]
+    docs = [d for _, d in with_docs]
+    typical = [all_queries_percentile(d, *_counts(run), 0.5) for run, d in with_docs]
+    worst = [all_queries_percentile(d, *_counts(run), 0.999) for run, d in with_docs]
+    counts = [_counts(run) for run, _ in with_docs]
+    unanswered = [1.0 - valid / sent for sent, valid in counts if sent > 0]
     first = docs[0] if docs else {}
+    timeout = ((runs[0].raw or {}).get("config") or {}).get("timeout_s") or \
+        (runs[0].context.tester.get("options") or {}).get("timeout_s")
+    source = rate_of(runs[0])
     return Latency(
-        setup=key[0], cores=key[1], rate_qps=float(runs[0].rate_qps),
-        implementation=runs[0].context.implementation, trials=len(docs),
-        typical_s=statistics.median(float(d["p50"]) for d in docs) if docs else None,
-        worst_s=statistics.median(worst) if worst else None,
+        typical_bound=any(bound for _, bound in typical), worst_bound=any(bound for _, bound in worst),
+        unanswered_ratio=statistics.median(unanswered) if unanswered else None,
+        timeout_s=float(timeout) if timeout is not None else None,
+        sessions=key.sessions, search=key.search, method=key.method,
+        rate_lower_bound=source.lower_bound, rate_partial=source.partial,
+        setup=key.setup, cores=key.cores, rate_qps=float(runs[0].rate_qps),
+        implementation=runs[0].context.tag, trials=len(docs),
+        typical_s=statistics.median(v for v, _ in typical) if typical else None,
+        worst_s=statistics.median(v for v, _ in worst) if worst else None,
         resolution_s=first.get("resolution_s"), relative_resolution=first.get("relative_resolution"),
         measured=str(first.get("of", "")),
     )

@@ -4,6 +4,7 @@ per DUT: in emulation per DUT CPU set) and latency at the throughput rate. Every
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -13,11 +14,14 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .bounded import rate_text  # noqa: E402
 from .evidence import Evidence, Latency  # noqa: E402
 from .plots import idle_lines, save_figure  # noqa: E402
 
 
 def _sharing_note(evidence: Evidence, dut: str) -> str:
+    if evidence.separate_hosts:
+        return ""  # CPU numbers of different hosts: nothing is shared
     mine = set(evidence.dut_cpus[dut])
     notes = []
     others = [d for d, cpus in evidence.dut_cpus.items() if d != dut and mine & set(cpus)]
@@ -33,12 +37,14 @@ def idle_per_dut(evidence: Evidence, out_dir: Path) -> list[tuple[str, Path]]:
     Returns (caption, file) pairs; none when the store has no per-DUT placement or no samples."""
     made = []
     for dut, cpus in sorted(evidence.dut_cpus.items()):
-        if not any(s["cpus"].get(str(cpu), {}).get("idle") is not None
-                   for s in evidence.per_second for cpu in cpus):
+        seconds = evidence.dut_per_second.get(dut) or []
+        if not any(s["cpus"].get(str(cpu), {}).get("idle") is not None for s in seconds for cpu in cpus):
             continue
         fig, ax = plt.subplots(figsize=(6.4, 3.4))
-        idle_lines(ax, evidence, [str(cpu) for cpu in cpus])
-        caption = (f"{dut} of {evidence.setup}, {evidence.cores} DUT core(s), at {evidence.rate_qps:,.0f} "
+        idle_lines(ax, evidence, [str(cpu) for cpu in cpus], seconds)
+        where = f"DUT host {dut}, its active cores" if evidence.separate_hosts else dut
+        rate = rate_text(evidence.rate_qps, evidence.rate_lower_bound, evidence.rate_partial)
+        caption = (f"{where} of {evidence.setup}, {evidence.cores} DUT core(s), at {rate} "
                    f"queries/s: CPU idle time, mean of {evidence.runs} run(s){_sharing_note(evidence, dut)}")
         title = "\n".join(textwrap.wrap(caption, 90))
         ax.set_title(title + "\n" + textwrap.shorten(evidence.implementation, 100),
@@ -48,22 +54,34 @@ def idle_per_dut(evidence: Evidence, out_dir: Path) -> list[tuple[str, Path]]:
     return made
 
 
+def _bar_ms(seconds: float | None, timeout_s: float | None) -> float:
+    """A latency as a bar height, ms: an infinite one (late or lost queries) at the timeout (1 s unknown)."""
+    if seconds is None:
+        return 0.0
+    return 1000 * ((timeout_s or 1.0) if math.isinf(seconds) else seconds)
+
+
 def latency_plot(latencies: list[Latency], path: Path) -> Path | None:
     """Typical and worst-case latency per configuration, ms, log scale."""
     shown = [lat for lat in latencies if lat.typical_s is not None]
     if not shown:
         return None
-    labels = [f"{lat.setup}\n{lat.cores} core(s)" for lat in shown]
+    labels = [f"{lat.setup}\n{lat.cores} core(s)\n{lat.sessions} sessions" for lat in shown]
     x = range(len(shown))
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(shown) + 2), 3.6))
-    ax.bar([i - 0.2 for i in x], [1000 * (lat.typical_s or 0) for lat in shown], 0.4,
-           label="typical (median of per-trial medians)")
-    ax.bar([i + 0.2 for i in x], [1000 * (lat.worst_s or 0) for lat in shown], 0.4,
-           label="worst case (median of per-trial 99.9th percentiles)")
+    typical = [_bar_ms(lat.typical_s, lat.timeout_s) for lat in shown]
+    worst = [_bar_ms(lat.worst_s, lat.timeout_s) for lat in shown]
+    ax.bar([i - 0.2 for i in x], typical, 0.4, label="typical (median of per-trial medians)")
+    ax.bar([i + 0.2 for i in x], worst, 0.4,
+           label="worst case (median of per-trial 99.9th percentiles); > timeout: hatched")
+    for i, lat in enumerate(shown):  # an infinite percentile (late or lost queries) drawn at the timeout
+        for offset, value, height in ((-0.2, lat.typical_s, typical[i]), (0.2, lat.worst_s, worst[i])):
+            if value is not None and math.isinf(value):
+                ax.bar(i + offset, height, 0.4, fill=False, hatch="//")
     ax.set_xticks(list(x), labels, fontsize=8)
     ax.set_yscale("log")
-    top = max(1000 * (lat.worst_s or lat.typical_s or 0) for lat in shown)
-    bottom = min(1000 * (lat.typical_s or top) for lat in shown)
+    top = max(max(worst), max(typical))
+    bottom = min(v for v in typical if v > 0) if any(v > 0 for v in typical) else top
     ax.set_ylim(bottom / 4, top * 30)  # every bar visible, room for the legend above them
     ax.set_ylabel("latency (ms, log scale)")
     ax.grid(True, axis="y", alpha=0.3)

@@ -20,6 +20,7 @@ from ..scripts.records import (
     SummaryEntry,
     TrialEntry,
     campaign_sha256,
+    provenance,
 )
 from ..setups.cpulist import format_cpu_list
 from .bottleneck import Verdict
@@ -37,10 +38,12 @@ table{border-collapse:collapse;margin:6px 0 4px;font-size:13.5px;font-variant-nu
 .tt{font-weight:600;margin:18px 0 6px;font-size:14px} .tbl{overflow-x:auto}
 .tbls{display:grid;grid-template-columns:1fr 1fr;gap:0 28px}
 th,td{border:1px solid #d5dbe3;padding:4px 9px;text-align:right;white-space:nowrap}
-th:first-child,td:first-child{text-align:left} thead th{background:#eaf1f9}
+th:first-child,td:first-child{text-align:left} thead th{background:#eaf1f9;white-space:normal;
+ vertical-align:bottom} tbody th{white-space:normal;min-width:11em}
 tbody tr:nth-child(even){background:#f8fafc}
 td.mark{background:#fff4d6}
 td.long{white-space:normal;text-align:left;min-width:260px;font-size:12.5px}
+td.txt{white-space:normal;min-width:7em}
 .note{color:#5a6473;font-size:13px;margin:2px 0 16px}
 .glance ul{margin:0;padding-left:20px} .glance li{margin:2px 0}
 .verdict{border-left:5px solid #9aa5b4;background:#f8fafc;padding:8px 14px;margin:10px 0}
@@ -52,9 +55,14 @@ figcaption{font-size:13px;color:#5a6473} .figs{display:grid;grid-template-column
 pre{background:#f3f5f8;border:1px solid #e1e5eb;padding:10px;font-size:12.5px;overflow-x:auto}
 """
 
-# After loading, the body says how many embedded images decoded (a test reads it from the DOM).
-SCRIPT = ("addEventListener('load',()=>document.body.setAttribute('data-images-decoded',"
-          "[...document.images].filter(i=>i.complete&&i.naturalWidth>0).length))")
+# After loading, the body says how many embedded images decoded and which table cells or table boxes are
+# narrower than their content, i.e. clipped (a test reads both from the DOM at several window widths).
+SCRIPT = ("addEventListener('load',()=>{const b=document.body;"
+          "b.setAttribute('data-images-decoded',"
+          "[...document.images].filter(i=>i.complete&&i.naturalWidth>0).length);"
+          "const c=[...document.querySelectorAll('.tbl,td,th')].filter(e=>e.scrollWidth>e.clientWidth+1);"
+          "b.setAttribute('data-clipped',c.length);"
+          "b.setAttribute('data-clipped-text',c.slice(0,5).map(e=>e.textContent.slice(0,60)).join(' | '))})")
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,8 @@ def table_html(table: Table, note: str = "") -> str:
         for cell in row[1:]:
             classes = [name for name, on in (
                 ("mark", any(sign in cell for sign in ("†", "≥", "!", "limit", "bound"))),
-                ("long", len(cell) > 40)) if on]
+                ("long", len(cell) > 40),
+                ("txt", 12 < len(cell) <= 40 and any(ch.isalpha() for ch in cell))) if on]
             cells.append(f"<td{' class=' + repr(' '.join(classes)) if classes else ''}>{escape(cell)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     extra = f'<p class="note">{escape(note)}</p>' if note else ""
@@ -105,7 +114,8 @@ def verdict_html(verdict: Verdict) -> str:
     items = "".join(f"<li>{escape(line)}</li>" for line in verdict.evidence)
     named = " named" if verdict.bottleneck else ""
     return (f'<div class="verdict{named}" data-verdict><h3>{escape(verdict.setup)}, {verdict.cores} DUT '
-            f"core(s), at {verdict.rate_qps:,.0f} queries/s: {escape(verdict.headline())}</h3>"
+            f"core(s), at {escape(verdict.rate_label or f'{verdict.rate_qps:,.0f}')} queries/s: "
+            f"{escape(verdict.headline())}</h3>"
             f'<div class="sub">{escape(verdict.implementation)}</div><ul>{items}</ul></div>')
 
 
@@ -180,12 +190,26 @@ def placement_text(context: Context) -> str:
     return "; ".join(parts)
 
 
+def dut_hosts_text(context: Context) -> str | None:
+    """On a real testbed, each DUT host's CPU model, CPU count, kernel and hostname from the preflight the
+    record carries (the DUTs run there, not on the controller); None elsewhere."""
+    found = ((context.dut.get("preflight") or {}).get("hosts") or {})
+    duts = [d for d in ("dut1", "dut2") if isinstance(found.get(d), dict)]
+    if not duts:
+        return None
+    return "; ".join(f"{d} {found[d].get('cpu_model', '?')}, {found[d].get('cpus', '?')} CPUs, kernel "
+                     f"{found[d].get('kernel', '?')}, hostname {found[d].get('hostname', '?')}" for d in duts)
+
+
 def _machine_and_tester(context: Context) -> list[tuple[str, str]]:
     host, tester = context.host, context.tester
     options = tester.get("options") or {}
-    return [("Machine", f"{host.get('cpu_model', '?')}, {host.get('cpus_online', '?')} CPUs online, "
-                        f"{host.get('machine', '?')}, kernel {host.get('kernel', '?')}, hostname "
-                        f"{host.get('hostname', '?')}"),
+    duts = dut_hosts_text(context)
+    return [*([("DUT hosts", duts)] if duts else []),
+            ("Controller (runs the campaign)" if duts else "Machine",
+             f"{host.get('cpu_model', '?')}, {host.get('cpus_online', '?')} CPUs online, "
+             f"{host.get('machine', '?')}, kernel {host.get('kernel', '?')}, hostname "
+             f"{host.get('hostname', '?')}"),
             ("Tester", f"{tester.get('tool', 'xlatperf')} {tester.get('version', '?')}: "
                        f"{options.get('threads', '?')} thread pair(s) × "
                        f"{options.get('ports_per_thread', '?')} "
@@ -198,6 +222,9 @@ def conditions_of(records: list[Record]) -> list[tuple[str, str]]:
     if not contexts:
         return []
     out = _machine_and_tester(contexts[0])
+    measured_by = list(dict.fromkeys(provenance(r.context) for r in records))
+    out.append(("Measured by" + (" (cells marked ‡ mix them)" if len(measured_by) > 1 else ""),
+                "; ".join(p.text() for p in measured_by)))
     seen: set[tuple[str, int | None]] = set()
     for context in contexts:
         setup = context.setup_name

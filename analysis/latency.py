@@ -1,16 +1,31 @@
-"""Latency at the throughput rate (RFC 8219 section 7.2, reported as the MAP-E paper does): typical latency
-is the median of the per-trial medians, worst-case latency the median of the per-trial 99.9th percentiles,
-both over the trials at the median throughput rate (the idle-capture runs), with the number of trials.
+"""Latency at the throughput rate, reported as the MAP-E paper does: typical latency is the median of the
+per-trial medians, worst-case latency the median of the per-trial 99.9th percentiles, both over the trials at
+the median throughput rate (the idle-capture runs), with the number of trials. Each trial's percentiles are
+over all the queries it sent, late and lost ones counted as infinitely late (as RFC 8219 section 7.2 counts
+lost frames), so a DUT that answers 1 % of queries after the timeout shows a worst case "> timeout". The
+tester's histogram covers the whole trial: no warm-up is cut (the label says so).
 """
 
 from __future__ import annotations
 
+import math
+
+from .bounded import rate_text
 from .evidence import Latency
 from .tables import Table
 
 
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{1000 * seconds:.3f}"
+def _ms(seconds: float | None, bound: bool = False, timeout_s: float | None = None) -> str:
+    """ms with 3 decimals; '≥ x' for a lower bound; '> timeout' for an infinite percentile."""
+    if seconds is None:
+        return "-"
+    if math.isinf(seconds):
+        return f"> {1000 * timeout_s:g} (timeout)" if timeout_s else "> timeout"
+    return ("≥ " if bound else "") + f"{1000 * seconds:.3f}"
+
+
+def _percent(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{100 * ratio:.2f}"
 
 
 def resolution_text(latencies: list[Latency]) -> str:
@@ -29,13 +44,46 @@ def resolution_text(latencies: list[Latency]) -> str:
     return "; ".join(parts) + "."
 
 
+def _search(lat: Latency) -> str:
+    return f"{lat.method or '?'} {lat.search!r}" if lat.search else (lat.method or "not recorded")
+
+
 def latency_table(latencies: list[Latency]) -> Table | None:
-    rows = [[lat.setup, str(lat.cores), f"{lat.rate_qps:,.0f}", _ms(lat.typical_s), _ms(lat.worst_s),
-             str(lat.trials), lat.implementation] for lat in latencies]
+    """One row per join key (setup, cores, tester sessions, search, method: analysis.joinkey)."""
+    rows = [[lat.setup, str(lat.cores), str(lat.sessions), _search(lat),
+             rate_text(lat.rate_qps, lat.rate_lower_bound, lat.rate_partial),
+             _ms(lat.typical_s, lat.typical_bound, lat.timeout_s),
+             _ms(lat.worst_s, lat.worst_bound, lat.timeout_s),
+             _percent(lat.unanswered_ratio), str(lat.trials), lat.implementation] for lat in latencies]
     if not rows:
         return None
     title = ("Latency at the median throughput rate: typical = median of the per-trial medians, worst case = "
-             "median of the per-trial 99.9th percentiles (RFC 8219 §7.2)")
-    header = ["Setup", "DUT cores", "Rate (queries/s)", "Typical latency (ms)", "Worst-case latency (ms)",
+             "median of the per-trial 99.9th percentiles, each over all queries sent with late and lost ones "
+             "counted as infinite (as RFC 8219 §7.2 counts lost frames; over the whole trial, no warm-up "
+             "cut)")
+    if any(lat.typical_bound or lat.worst_bound for lat in latencies):
+        title += ("; ≥ = a lower bound (the tester's histogram of valid replies brackets that percentile of "
+                  "all queries)")
+    if any(lat.rate_lower_bound or lat.rate_partial for lat in latencies):
+        title += ("; ≥ = the rate is a lower bound of the throughput (its search never failed), † = a median "
+                  "over fewer searches than were run")
+    header = ["Setup", "DUT cores", "Tester sessions", "Rate of the median of (search)",
+              "Rate (queries/s)", "Typical latency (ms)", "Worst-case latency (ms)",
+              "Late or lost (% of queries)",
               "Trials", "DUT implementation"]
+    constant = ("Tester sessions", "Rate of the median of (search)", "DUT implementation")
+    return _constants_in_title(Table(title, header, rows), constant)
+
+
+def _constants_in_title(table: Table, names: tuple[str, ...]) -> Table:
+    """A column of `names` whose every row says the same moves into the title (a narrower table)."""
+    header, rows, title = list(table.header), [list(r) for r in table.rows], table.title
+    for name in names:
+        i = header.index(name)
+        values = {row[i] for row in rows}
+        if len(values) == 1 and len(rows) > 0:
+            title += f"; {name.lower()}: {values.pop()}"
+            header.pop(i)
+            for row in rows:
+                row.pop(i)
     return Table(title, header, rows)

@@ -7,14 +7,13 @@ the machine's CPUs). This sits beside the idle-time verdict of analysis/bottlene
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
-from ..scripts.records import method_label, search_error_qps
-from .records import Series, Throughput
-from .tables import Table
-
-USABLE = ("ok", "upper-bound-not-failed")  # statuses whose median is a throughput (or a lower bound of it)
+from ..scripts.records import search_error_qps
+from .bounded import Value
+from .records import Series
+from .tables import Table, cell_value, series_label
 
 
 @cache
@@ -29,9 +28,11 @@ def single_dut_of(topology: str) -> str | None:
 @dataclass(frozen=True)
 class Point:
     """One core count: the chain's median and each device's own (queries/s, None without a number), the
-    device with the lowest (None unless every device has a number), the comparison's search error
-    (queries/s) and how the chain compares with that device: "reaches" (within the error), "below" or
-    "above" (beyond the error: the measurements disagree), None when there is nothing to compare."""
+    device with the lowest (None unless every device has a number and the lowest is exact: a lower bound
+    names no bottleneck), the comparison's search error (queries/s) and how the chain compares with that
+    device: "reaches" (within the error), "below" or "above" (beyond the error: the measurements disagree),
+    "reaches-or-above" (the chain's figure is a lower bound at or above the device's less the error), None
+    when there is nothing to compare. chain / devices: the same figures as Values (analysis.bounded)."""
 
     cores: int
     chain_qps: float | None
@@ -39,6 +40,9 @@ class Point:
     bottleneck: str | None
     error_qps: float | None
     outcome: str | None
+    chain: Value = Value(None)
+    devices: dict[str, Value] = field(default_factory=dict)
+    why: str = ""
 
     @property
     def reaches(self) -> bool | None:
@@ -47,15 +51,13 @@ class Point:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A dual-DUT series and its single-DUT series (same method and sessions), point by point."""
+    """A dual-DUT series and its single-DUT series (same method, sessions and search), point by point."""
 
     chain: Series
     devices: tuple[Series, ...]
     points: tuple[Point, ...]
 
 
-def _median(cell: Throughput | None) -> float | None:
-    return cell.median if cell is not None and cell.status in USABLE else None
 
 
 def _error(series: Series, rate: float) -> float:
@@ -64,11 +66,12 @@ def _error(series: Series, rate: float) -> float:
 
 
 def comparisons(all_series: list[Series]) -> list[Comparison]:
-    """Every dual-DUT series with at least two single-DUT series of its devices beside it."""
+    """Every dual-DUT series with at least two single-DUT series of its devices beside it, at the same join
+    key but for the setup (analysis.joinkey: cores, sessions, [[search]] name, method)."""
     found = []
     for chain in all_series:
         devices = tuple(s for s in all_series if single_dut_of(s.topology) == chain.topology
-                        and (s.method, s.sessions) == (chain.method, chain.sessions))
+                        and s.key(0) == chain.key(0).with_setup(s.setup))
         if len({s.topology for s in devices}) >= 2:
             cores = sorted(set(chain.cells).intersection(*(s.cells for s in devices)))
             points = tuple(p for p in (_point(chain, devices, c) for c in cores) if _measured(p))
@@ -82,31 +85,40 @@ def _measured(point: Point) -> bool:
 
 
 def _point(chain: Series, devices: tuple[Series, ...], cores: int) -> Point:
-    chain_qps = _median(chain.cells[cores])
-    own = {s.setup: _median(s.cells[cores]) for s in devices}
-    if any(qps is None for qps in own.values()):
-        return Point(cores, chain_qps, own, None, None, None)  # the missing one may be the slowest
+    chain_value = cell_value(chain, cores)
+    values = {s.setup: cell_value(s, cores) for s in devices}
+    chain_qps = chain_value.number
+    own = {name: value.number for name, value in values.items()}
+    if any(qps is None for qps in own.values()):  # the missing one may be the slowest
+        return Point(cores, chain_qps, own, None, None, None, chain_value, values,
+                     "a device has no throughput")
     known = {name: qps for name, qps in own.items() if qps is not None}
     slowest = min(known, key=lambda name: known[name])
+    if not values[slowest].exact:  # its true throughput may lie above another device's
+        return Point(cores, chain_qps, own, None, None, None, chain_value, values,
+                     f"{slowest}'s figure is a lower bound (its search never failed)")
     device = next(s for s in devices if s.setup == slowest)
     if chain_qps is None:
-        return Point(cores, chain_qps, own, slowest, None, None)
+        return Point(cores, chain_qps, own, slowest, None, None, chain_value, values)
     # Each search stops within its error of the throughput, so two results differ by up to both errors.
     error = _error(chain, chain_qps) + _error(device, known[slowest])
     difference = chain_qps - known[slowest]
-    outcome = "reaches" if abs(difference) <= error else ("below" if difference < 0 else "above")
-    return Point(cores, chain_qps, own, slowest, error, outcome)
-
-
-def _qps(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
+    if chain_value.lower_bound:  # the chain's throughput is at least chain_qps
+        outcome = "reaches-or-above" if difference >= -error else None
+    else:
+        outcome = "reaches" if abs(difference) <= error else ("below" if difference < 0 else "above")
+    return Point(cores, chain_qps, own, slowest, error, outcome, chain_value, values)
 
 
 def _reach_text(point: Point) -> str:
     device = point.devices_qps.get(point.bottleneck or "")
+    if point.bottleneck and point.chain.lower_bound and point.outcome is None:
+        return "unknown: the chain's figure is a lower bound below the device's"
     if point.outcome is None or point.chain_qps is None or point.error_qps is None or not device:
         return "-"
     share, error = point.chain_qps / device, f"error ± {point.error_qps:,.0f}"
+    if point.outcome == "reaches-or-above":
+        return f"yes or above (≥ {share:.0%} of it, a lower bound; {error})"
     if point.outcome == "reaches":
         return f"yes ({share:.0%} of it, {error})"
     if point.outcome == "below":
@@ -119,13 +131,13 @@ def measured_table(comparison: Comparison) -> Table:
     implementations = sorted({cell.implementation for s in (chain, *comparison.devices)
                               for cell in s.cells.values()})
     title = (f"Bottleneck by measurement: {chain.label} beside each of its devices alone (RFC 8219 "
-             f"Figure 5), {method_label(chain.rfc8219_exact)}: resolved queries/s "
+             f"Figure 5), {series_label(chain)}: resolved queries/s "
              f"({'; '.join(implementations)})")
-    rows = [[f"{chain.setup}: the chain (queries/s)", *[_qps(p.chain_qps) for p in points]]]
-    rows += [[f"{s.setup} alone (queries/s)", *[_qps(p.devices_qps[s.setup]) for p in points]]
+    rows = [[f"{chain.setup}: the chain (queries/s)", *[p.chain.text(0, thousands=True) for p in points]]]
+    rows += [[f"{s.setup} alone (queries/s)", *[p.devices[s.setup].text(0, thousands=True) for p in points]]
              for s in comparison.devices]
     rows.append(["Bottleneck (lowest throughput alone)",
-                 *[p.bottleneck or "not determined: a device has no throughput" for p in points]])
+                 *[p.bottleneck or f"not determined: {p.why}" for p in points]])
     rows.append(["The chain reaches it (within the search error)", *[_reach_text(p) for p in points]])
     return Table(title, ["Number of active DUT cores", *[str(p.cores) for p in points]], rows)
 

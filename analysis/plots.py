@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
+from .bounded import rate_text  # noqa: E402
 from .evidence import Evidence  # noqa: E402
 from .records import Series  # noqa: E402
 from .tables import conditions_text  # noqa: E402
@@ -50,8 +51,10 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
         # A summary with a median always has its minimum and maximum.
         below = [cell.median - cell.minimum for _, cell in points]
         above = [cell.maximum - cell.median for _, cell in points]
-        style = "-o" if series.rfc8219_exact else "--s"
-        short = "RFC 8219" if series.rfc8219_exact else "fast, not RFC 8219 exact"
+        style = "-o" if series.rfc8219_exact else ":^" if series.method == "mlrsearch" else "--s"
+        short = "RFC 8219" if series.rfc8219_exact else (
+            "MLRsearch, RFC 9971 conditional throughput" if series.method == "mlrsearch"
+            else "fast search (retired), not RFC 8219 exact")
         colour = colours[setups.index(series.setup) % len(colours)]
         search = "" if series.search in ("", "default") else f", search {series.search!r}"
         ax.errorbar(cores, medians, yerr=[below, above], fmt=style, capsize=4, color=colour,
@@ -71,11 +74,14 @@ def throughput_vs_cores(all_series: list[Series], path: Path, title_suffix: str 
     return save_figure(fig, path, rect=(0, 0.04 * len(produced_by) / (1 + 0.035 * len(produced_by)), 1, 1))
 
 
-def idle_lines(ax: Any, evidence: Evidence, cpus: list[str]) -> None:
-    """On ax: the idle time of each of these CPUs, second by second, averaged over the capture's runs."""
-    seconds = [s["second"] for s in evidence.per_second]
+def idle_lines(ax: Any, evidence: Evidence, cpus: list[str],
+               per_second: list[dict[str, Any]] | None = None) -> None:
+    """On ax: the idle time of each of these CPUs, second by second, averaged over the capture's runs (of
+    `per_second`, a DUT host's own series, else the capture's machine)."""
+    rows = evidence.per_second if per_second is None else per_second
+    seconds = [s["second"] for s in rows]
     for cpu in cpus:
-        idle = [s["cpus"].get(cpu, {}).get("idle") for s in evidence.per_second]
+        idle = [s["cpus"].get(cpu, {}).get("idle") for s in rows]
         ax.plot(seconds, idle, marker=".", label=f"CPU {cpu}")
     ax.set_ylim(0, 100)
     ax.set_xlabel(f"time since trial start (s, {evidence.interval_s:g} s samples)")
@@ -91,9 +97,11 @@ def idle_per_core(capture: Evidence, path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4))
     idle_lines(ax, capture, cpus)
-    where = "whole machine: tester, Knot and both DUTs share these CPUs" if capture.emulated else "DUT host"
+    where = ("whole machine: tester, Knot and both DUTs share these CPUs" if capture.emulated
+             else "the campaign's own machine, not a DUT host: no per-DUT-host samples recorded")
     produced_by = textwrap.fill(capture.implementation, 110)
-    ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {capture.rate_qps:,.0f} "
+    rate = rate_text(capture.rate_qps, capture.rate_lower_bound, capture.rate_partial)
+    ax.set_title(f"CPU idle time, {capture.setup}, {capture.cores} DUT core(s), {rate} "
                  f"queries/s, mean of {capture.runs} run(s)\n{produced_by}\n({where})", fontsize=8)
     return save_figure(fig, path)
 

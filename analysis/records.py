@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..scripts.records import Record, SummaryEntry
+from ..scripts.records import Provenance, Record, SummaryEntry, TrialEntry, provenance
 from ..scripts.store import ResultStore, StoreError
 from .evidence import Evidence, evidence_from, shared_with_test_system
+from .joinkey import JoinKey, join_key, trial_key
 
 
 class ReportError(ValueError):
@@ -30,7 +31,8 @@ class Throughput:
     n, median, minimum, maximum, p1, p99: throughput over the repetitions, queries/s (None without a number).
     dispersion: (p99 - p1) / median, fraction (None below 20 repetitions).
     tester_limit_qps: the rate at which the tester could not keep up, queries/s (None if never).
-    implementation: which DUT implementation produced the number, one line.
+    implementation: which DUT implementation produced the number, its short tag (Context.tag; the full
+        label is under the report's Conditions).
     trials: trials the searches ran, count. elapsed_s: their time with rests, s.
     shared_cpus: DUT CPUs the tester or Knot also ran on (emulation on a small machine), else empty.
     """
@@ -50,13 +52,14 @@ class Throughput:
     elapsed_s: float = 0.0
     shared_cpus: tuple[int, ...] = ()
     sessions: int = 4
+    mixed: bool = False  # its trials came from more than one suite commit, tester build or host
 
 
 @dataclass
 class Series:
     """All core counts of one setup searched with one method and one [[search]] table (one table of the
     paper); in a sessions sweep, at one session count. search: the [[search]] table's name; sessions: the
-    tester's flows (None when the campaign did not sweep them)."""
+    tester's flows (None when the campaign did not sweep them); flows: the tester's flows either way."""
 
     setup: str
     topology: str
@@ -66,6 +69,16 @@ class Series:
     cells: dict[int, Throughput] = field(default_factory=dict)
     search: str = ""
     sessions: int | None = None
+    flows: int = 0
+
+    def key(self, cores: int) -> JoinKey:
+        """The join key of this series' cell at `cores` (analysis.joinkey)."""
+        return JoinKey(self.setup, cores, self.flows, self.search, self.method)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """(method, [[search]] name): one comparison or sessions table per group."""
+        return self.method, self.search
 
     @property
     def label(self) -> str:
@@ -85,6 +98,7 @@ class Campaign:
     host: dict[str, Any]
     tester: dict[str, Any]
     records: list[Record] = field(default_factory=list)
+    provenances: list[Provenance] = field(default_factory=list)  # every suite/tester/host that measured
 
 
 def load_records(path: Path) -> list[Record]:
@@ -106,40 +120,52 @@ def load_campaign(path: Path) -> Campaign:
         raise ReportError(f"{path} has {len(records)} records but no finished search summary yet: "
                           "let the campaign finish (or resume it) and report again")
     first = records[0].context
-    return Campaign(path=path, name=first.campaign.name, series=series_of(summaries),
+    return Campaign(path=path, name=first.campaign.name, series=series_of(summaries, mixed_keys(records)),
                     idle=evidence_from(records),
-                    host=first.host, tester=first.tester, records=records)
+                    host=first.host, tester=first.tester, records=records,
+                    provenances=list(dict.fromkeys(provenance(r.context) for r in records)))
 
 
-def series_of(summaries: list[SummaryEntry]) -> list[Series]:
+def mixed_keys(records: list[Record]) -> set[JoinKey]:
+    """Join keys whose trials were measured by more than one suite commit, tester build or host (a resume
+    allowed to mix: scripts.records.provenance)."""
+    seen: dict[JoinKey, set[Provenance]] = {}
+    for record in records:
+        if isinstance(record, TrialEntry):
+            seen.setdefault(trial_key(record), set()).add(provenance(record.context))
+    return {key for key, found in seen.items() if len(found) > 1}
+
+
+def series_of(summaries: list[SummaryEntry], mixed: set[JoinKey] | None = None) -> list[Series]:
     """One Series per (setup, method, [[search]] name, swept session count), in the order of the summaries; a
-    later summary of the same cores replaces an earlier one."""
-    grouped: dict[tuple[str, str, str, int | None], Series] = {}
+    later summary of the same cores replaces an earlier one. mixed: join keys whose cells are marked."""
+    grouped: dict[tuple[str, str, str, int], Series] = {}
     for record in summaries:
         setup = record.context.setup
         sessions = record.context.sessions if record.context.swept else None
-        key = (record.context.setup_name, record.method, record.settings_name, sessions)
+        key = (record.context.setup_name, record.method, record.settings_name, record.context.sessions)
         if key not in grouped:
             grouped[key] = Series(
                 setup=record.context.setup_name, topology=setup.get("topology", setup.get("kind", "?")),
                 method=record.method, rfc8219_exact=record.rfc8219_exact, conditions=_conditions(record),
                 search=record.settings_name,
-                sessions=sessions,
+                sessions=sessions, flows=record.context.sessions,
             )
-        grouped[key].cells[record.context.cores] = _cell(record)
+        grouped[key].cells[record.context.cores] = _cell(
+            record, join_key(record.context, record.settings_name, record.method) in (mixed or set()))
     return list(grouped.values())
 
 
-def _cell(record: SummaryEntry) -> Throughput:
+def _cell(record: SummaryEntry, mixed: bool = False) -> Throughput:
     stats = record.stats
     return Throughput(
         cores=record.context.cores, status=record.status, n=stats.n if stats else 0,
         median=stats.median if stats else None, minimum=stats.minimum if stats else None,
         maximum=stats.maximum if stats else None, p1=stats.p1 if stats else None,
         p99=stats.p99 if stats else None, dispersion=stats.dispersion if stats else None,
-        tester_limit_qps=record.tester_limit_qps, implementation=record.context.implementation,
+        tester_limit_qps=record.tester_limit_qps, implementation=record.context.tag,
         trials=record.trials, elapsed_s=record.elapsed_s, shared_cpus=shared_with_test_system(record.context),
-        sessions=record.context.sessions,
+        sessions=record.context.sessions, mixed=mixed,
     )
 
 

@@ -12,21 +12,22 @@ from . import plots
 from .bottleneck import Verdict, verdict
 from .evidence import Evidence, Latency, latency_from
 from .figures import idle_per_dut, latency_plot
-from .html import Figure, html_report, steal_text, write_html
+from .html import Figure, dut_hosts_text, html_report, steal_text, write_html
 from .latency import latency_table, resolution_text
 from .measured_bottleneck import measured_tables
+from .mlrsearch import MLRSEARCH, mlrsearch_tables
 from .records import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
-from .tables import Table, comparison_table, throughput_table
+from .tables import Table, comparison_tables, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:
-    tables = [throughput_table(series) for series in campaign.series]
-    for exact in (True, False):
-        table = comparison_table(campaign.series, method_exact=exact)
-        if table is not None and len(table.rows) > 1:
-            tables.append(table)
-    return tables + sessions_tables(campaign.series) + measured_tables(campaign.series)
+    # MLRsearch's conditional throughputs get tables of their own (per goal), never the RFC 8219 ones.
+    searched = [series for series in campaign.series if series.method != MLRSEARCH]
+    tables = [throughput_table(series) for series in searched]
+    tables += comparison_tables(searched)
+    return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched)
+            + measured_tables(searched))
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
@@ -90,16 +91,22 @@ def _figures(campaign: Campaign, evidences: list[Evidence], latencies: list[Late
 def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], figures: list[Path]) -> str:
     host = campaign.host
     tester = campaign.tester
+    duts = next((t for t in (dut_hosts_text(r.context) for r in campaign.records) if t), None)
+    machine = (f"{host.get('cpu_model', '?')}, {host.get('cpus_online', '?')} CPUs online, kernel "
+               f"{host.get('kernel', '?')}")
     lines = [
         f"# xlatbench report: campaign {campaign.name}",
         "",
-        f"Store: `{campaign.path}`. Host: {host.get('cpu_model', '?')}, "
-        f"{host.get('cpus_online', '?')} CPUs online, kernel {host.get('kernel', '?')}. "
+        f"Store: `{campaign.path}`. "
+        + (f"DUT hosts: {duts}. Controller: {machine}. " if duts else f"Host: {machine}. ") +
         f"Tester: {tester.get('tool', 'xlatperf')} {tester.get('version', '?')}.",
         "Throughput = the highest query rate the chain answered with at most the stated loss within the "
         "timeout (RFC 8219). Each table names the DUT implementation that produced it.",
         "",
     ]
+    if len(campaign.provenances) > 1:
+        lines[-1:-1] = ["Measured by more than one suite commit, tester build or host (cells marked ‡): "
+                        + "; ".join(p.text() for p in campaign.provenances) + "."]
     steal = steal_text(campaign.records)
     if steal:
         lines[-1:-1] = [f"CPU steal (hypervisor) during trials: {steal}."]
@@ -108,6 +115,11 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
     if verdicts:
         lines += ["## Bottleneck", ""]
         lines += ["```", *[v.text() for v in verdicts], "```", ""]
+    labels = {r.context.setup_name: r.context.implementation for r in campaign.records}
+    lines += ["## Conditions", "", "Titles and tables name each DUT implementation by a short tag; in full:",
+              ""]
+    lines += [f"- {setup}: {label}" for setup, label in labels.items()]
+    lines.append("")
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{figure.stem}]({figure.name})" for figure in figures]

@@ -14,39 +14,39 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from ..scripts.records import method_label  # noqa: E402
+from .bounded import of_cell  # noqa: E402
 from .plots import save_figure, throughput_axes  # noqa: E402
 from .records import Series, Throughput  # noqa: E402
-from .tables import Table, conditions_text  # noqa: E402
+from .tables import Table, cell_median_text, conditions_text, series_label  # noqa: E402
 
-# (setup, method) -> cores -> sessions -> cell
-Sweep = dict[tuple[str, str], dict[int, dict[int, Throughput]]]
+# (setup, method, [[search]] name) -> cores -> sessions -> cell
+Sweep = dict[tuple[str, str, str], dict[int, dict[int, Throughput]]]
+
+
+def _sweep_of(series: Series) -> tuple[str, str, str]:
+    """The join key (analysis.joinkey) without cores and sessions: what one sessions table holds fixed."""
+    key = series.key(0)
+    return key.setup, key.method, key.search
 
 
 def sweeps(all_series: list[Series]) -> Sweep:
-    """The swept series regrouped: per (setup, method) and core count, the cell of each session count."""
+    """The swept series regrouped: per (setup, method, search) and core count, the cell of each session
+    count."""
     grouped: Sweep = defaultdict(lambda: defaultdict(dict))
     for series in all_series:
         if series.sessions is None:
             continue
         for cores, cell in series.cells.items():
-            grouped[(series.setup, series.method)][cores][series.sessions] = cell
+            grouped[_sweep_of(series)][cores][series.sessions] = cell
     return grouped
 
 
-def _qps(cell: Throughput) -> str:
-    if cell.median is None:
-        return cell.status
-    text = f"{cell.median:,.0f}"
-    return f"≥ {text}" if cell.status == "upper-bound-not-failed" else text
-
-
 def sessions_tables(all_series: list[Series]) -> list[Table]:
-    """One table per (setup, method, cores) measured at two or more session counts."""
-    by_name = {(s.setup, s.method): s for s in all_series if s.sessions is not None}
+    """One table per (setup, method, [[search]] name, cores) measured at two or more session counts."""
+    by_name = {_sweep_of(s): s for s in all_series if s.sessions is not None}
     tables = []
-    for (setup, method), per_cores in sweeps(all_series).items():
-        series = by_name[(setup, method)]
+    for name, per_cores in sweeps(all_series).items():
+        series = by_name[name]
         for cores, cells in sorted(per_cores.items()):
             if len(cells) > 1:
                 tables.append(_table(series, cores, cells))
@@ -55,15 +55,15 @@ def sessions_tables(all_series: list[Series]) -> list[Table]:
 
 def _table(series: Series, cores: int, cells: dict[int, Throughput]) -> Table:
     counts = sorted(cells)
-    first = cells[counts[0]].median
+    repetitions = series.conditions.get("repetitions")
+    values = {n: of_cell(cell.status, cell.median, cell.n, repetitions) for n, cell in cells.items()}
     implementations = sorted({cell.implementation for cell in cells.values()})
     title = (f"Throughput of {series.setup} against tester sessions ({'; '.join(implementations)}), "
-             f"{cores} DUT core(s), {method_label(series.rfc8219_exact)}: resolved queries/s "
+             f"{cores} DUT core(s), {series_label(series)}: resolved queries/s "
              f"({conditions_text(series)})")
-    ratio = ["-" if first in (None, 0) or cells[n].median is None else f"{cells[n].median / first:.2f}"
-             for n in counts]
+    ratio = [values[n].over(values[counts[0]]).text() for n in counts]
     rows = [
-        ["Median (queries/s)", *[_qps(cells[n]) for n in counts]],
+        ["Median (queries/s)", *[cell_median_text(cells[n], repetitions) for n in counts]],
         ["Minimum (queries/s)", *["-" if cells[n].minimum is None else f"{cells[n].minimum:,.0f}"
                                   for n in counts]],
         ["Maximum (queries/s)", *["-" if cells[n].maximum is None else f"{cells[n].maximum:,.0f}"
@@ -81,12 +81,13 @@ def throughput_vs_sessions(all_series: list[Series], path: Path) -> Path | None:
     if not lines:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for (setup, method), cores, cells in lines:
+    for (setup, method, search), cores, cells in lines:
         points = [(n, cell) for n, cell in sorted(cells.items()) if cell.median is not None]
         ax.errorbar([n for n, _ in points], [c.median for _, c in points],
                     yerr=[[c.median - (c.minimum or c.median) for _, c in points],
                           [(c.maximum or c.median) - c.median for _, c in points]],
-                    fmt="-o", capsize=4, label=f"{setup}, {cores} core(s), {method}")
+                    fmt="-o", capsize=4, label=f"{setup}, {cores} core(s), {method}"
+                    + ("" if search in ("", "default") else f", search {search!r}"))
     throughput_axes(ax, sorted({n for _, _, cells in lines for n in cells}),
                     "tester sessions (distinct source address x port flows)")
     swept = [s for s in all_series if s.sessions is not None]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..scripts.records import method_label
 from ..setups.cpulist import format_cpu_list
+from .bounded import INCOMPLETE, UPPER, Value, of_cell
 from .records import Series, Throughput
 
 
@@ -41,14 +42,15 @@ def _qps(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-# Marks a median that fewer searches than were run gave (the others found no number).
-INCOMPLETE = "†"
+# Marks a cell whose trials were measured by more than one suite commit, tester build or host.
+MIXED = "‡"
 
 
-def _cell_median(cell: Throughput, repetitions: int | None = None) -> str:
+def cell_median_text(cell: Throughput, repetitions: int | None = None) -> str:
     text = median_text(cell)
     short = repetitions and cell.n < repetitions and cell.median is not None
-    return f"{text} {INCOMPLETE}" if short else text
+    text = f"{text} {INCOMPLETE}" if short else text
+    return f"{text} {MIXED}" if cell.mixed else text
 
 
 def median_text(cell: Throughput) -> str:
@@ -64,15 +66,18 @@ def median_text(cell: Throughput) -> str:
 
 def scale_up(medians: list[float | None]) -> list[str]:
     """'-' for the first column, then each median over the one before it (2 decimals)."""
-    out = ["-"]
-    for previous, current in zip(medians, medians[1:], strict=False):
-        out.append("-" if previous in (None, 0) or current is None else f"{current / previous:.2f}")
-    return out
+    return scale_up_values([Value(m) for m in medians])
+
+
+def scale_up_values(medians: list[Value]) -> list[str]:
+    """scale_up of Values: a bound or a partial median carries into the ratio ('≥ 1.50', 'unknown', '†')."""
+    pairs = zip(medians, medians[1:], strict=False)
+    return ["-", *[current.over(previous).text() for previous, current in pairs]]
 
 
 def series_label(series: Series) -> str:
     """The search method of a series, with its [[search]] table's name unless that is the default."""
-    label = method_label(series.rfc8219_exact)
+    label = method_label(series.rfc8219_exact, series.method)
     return label if series.search in ("", "default") else f"{label}, search {series.search!r}"
 
 
@@ -102,7 +107,7 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
              f"resolved queries/s ({conditions_text(series)})")
     repetitions = series.conditions.get("repetitions")
     rows = [
-        ["Median (queries/s)", *[_cell_median(cell, repetitions) for cell in cells]],
+        ["Median (queries/s)", *[cell_median_text(cell, repetitions) for cell in cells]],
         ["Minimum (queries/s)", *[_qps(cell.minimum) for cell in cells]],
         ["Maximum (queries/s)", *[_qps(cell.maximum) for cell in cells]],
     ]
@@ -114,13 +119,19 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
              *["-" if cell.dispersion is None else f"{100 * cell.dispersion:.2f}" for cell in cells]],
         ]
     rows.append(["Searches with a result", *[_searches(cell, repetitions) for cell in cells]])
-    rows.append(["Proportion: current/previous", *scale_up([_median(cell) for cell in cells])])
+    rows.append(["Proportion: current/previous", *scale_up_values([cell_value(series, c) for c in cores])])
     if any(cell.shared_cpus for cell in cells):
         rows.append(["DUT CPUs also running the tester/Knot",
                      *[format_cpu_list(cell.shared_cpus) or "none" for cell in cells]])
         title += "; where a DUT CPU also ran the tester or Knot, 'DUT cores' are not the DUTs' alone"
     if any(INCOMPLETE in text for text in rows[0][1:]):
-        title += f"; {INCOMPLETE} = not every search gave a number: the median is over fewer"
+        title += (f"; {INCOMPLETE} = not every search gave a number: the median is over fewer, and so is "
+                  "every ratio from it")
+    if any(cell.mixed for cell in cells):
+        title += (f"; {MIXED} = its trials were measured by more than one suite commit, tester build or host "
+                  "(a resume with --allow-mixed)")
+    if any(text.startswith("≥") for text in rows[0][1:]):
+        title += "; ≥ = a search never failed: a lower bound, a ratio from it a bound ('unknown' if both are)"
     if effort:
         rows += _effort_rows(cells)
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
@@ -142,53 +153,95 @@ def _searches(cell: Throughput, repetitions: int | None) -> str:
 CEILING_SHARE = 0.9
 
 
-def comparison_table(all_series: list[Series], method_exact: bool = True) -> Table | None:
-    """Medians of every setup side by side, each over the baseline and over the tester's loopback
-    self-test measured in the same run.
+def comparison_tables(all_series: list[Series]) -> list[Table]:
+    """One side-by-side table per (method, [[search]] name) that has something to compare."""
+    groups = list(dict.fromkeys((s.rfc8219_exact, s.search) for s in all_series))
+    tables = [comparison_table(all_series, exact, search) for exact, search in groups]
+    return [t for t in tables if t is not None and len(t.rows) > 1]
+
+
+def comparison_table(all_series: list[Series], method_exact: bool = True,
+                     search: str | None = None) -> Table | None:
+    """Medians of every setup side by side for one method and [[search]] table (the first of that method
+    when None), each over the baseline and over the tester's loopback self-test measured in the same run,
+    each at its own join key (analysis.joinkey): a session count is divided by the baseline and the
+    self-test of that same session count.
 
     On a shared 2-core machine absolute rates are noisy; ratios within one run are the figures worth
     comparing, and the self-test ratio shows whether the suite could measure that high at all.
     """
     chosen = [s for s in all_series if s.rfc8219_exact == method_exact]
+    if search is None and chosen:
+        search = chosen[0].search
+    chosen = [s for s in chosen if s.search == search]
     if not chosen:
         return None
-    ceiling_series = next((s for s in chosen if s.topology == "loopback"), None)
-    ceiling = _median_at(ceiling_series, min(ceiling_series.cells)) if ceiling_series else None
-    chains = [s for s in chosen if s is not ceiling_series]
+    ceilings = [s for s in chosen if s.topology == "loopback"]
+    chains = [s for s in chosen if s.topology != "loopback"]
     cores = sorted({c for s in chains for c in s.cells})
     rows = []
-    if ceiling is not None:
-        rows.append(["loopback self-test, tester + Knot alone (queries/s)", *[_qps(ceiling) for _ in cores]])
-    several = len({s.search for s in chains}) > 1
+    for ceiling in ceilings:
+        rows.append([f"{_loopback_name(ceiling)}, tester + Knot alone (queries/s)",
+                     *[_ceiling_at(ceiling).text(0, thousands=True) for _ in cores]])
     for series in chains:
-        name = f"{series.label} [{series.search}]" if several else series.label
         repetitions = series.conditions.get("repetitions")
-        rows.append([f"{name}: median (queries/s)", *[_cell_median(series.cells[c], repetitions)
-                                                      if c in series.cells else "-" for c in cores]])
-        baseline = next((s for s in chains if s.topology == "baseline" and s.search == series.search), None)
-        if baseline is not None and series is not baseline:
-            rows.append([f"{name} / baseline",
-                         *[_share(_median_at(series, c), _median_at(baseline, c)) for c in cores]])
-        if ceiling:
-            rows.append([f"{name} / loopback self-test",
-                         *[_share(_median_at(series, c), ceiling) for c in cores]])
-    title = (f"Medians side by side, {method_label(method_exact)}: resolved queries/s, and ratios within "
-             f"the same run (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the test "
-             "system may be the limit, not the translators)")
+        rows.append([f"{series.label}: median (queries/s)", *[cell_median_text(series.cells[c], repetitions)
+                                                              if c in series.cells else "-" for c in cores]])
+        if series.topology != "baseline":
+            baseline = [_median_at(_partner(chains, series, c, "baseline"), c) for c in cores]
+            if any(value.number is not None for value in baseline):
+                rows.append([f"{series.label} / baseline", *_ratios(series, cores, baseline)])
+        loopback = [_ceiling_at(_partner(ceilings, series, c, "loopback")) for c in cores]
+        if any(value.number is not None for value in loopback):
+            rows.append([f"{series.label} / loopback self-test", *_ratios(series, cores, loopback)])
+    title = (f"Medians side by side, {method_label(method_exact)}"
+             + ("" if search in ("", "default") else f", search {search!r}")
+             + ": resolved queries/s, and ratios within the same run, each at the same cores, tester "
+             f"sessions and search (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the "
+             "test system may be the limit, not the translators)")
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
 
 
-def _share(value: float | None, reference: float | None) -> str:
-    if value is None or not reference:
-        return "-"
-    share = value / reference
-    return f"{share:.2f}" + (" !" if share > CEILING_SHARE else "")
+def _ratios(series: Series, cores: list[int], references: list[Value]) -> list[str]:
+    """The series' median at each core count over the reference at that count."""
+    return [_share(_median_at(series, c), ref) for c, ref in zip(cores, references, strict=True)]
 
 
-def _median(cell: Throughput) -> float | None:
-    return cell.median if cell.status in ("ok", "upper-bound-not-failed") else None
+def _loopback_name(series: Series) -> str:
+    return "loopback self-test" if series.sessions is None else \
+        f"loopback self-test, {series.sessions} tester sessions"
 
 
-def _median_at(series: Series | None, cores: int) -> float | None:
-    cell = series.cells.get(cores) if series is not None else None
-    return None if cell is None else _median(cell)
+def _partner(candidates: list[Series], series: Series, cores: int, topology: str) -> Series | None:
+    """The series of `topology` whose key at `cores` is this series' key but for the setup (the loopback
+    self-test, which has no DUT cores, matches at any core count)."""
+    for other in candidates:
+        if other.topology != topology:
+            continue
+        at = cores if topology != "loopback" else (min(other.cells) if other.cells else cores)
+        if other.key(at) == series.key(at).with_setup(other.setup):
+            return other
+    return None
+
+
+def _ceiling_at(series: Series | None) -> Value:
+    return Value(None) if series is None or not series.cells else _median_at(series, min(series.cells))
+
+
+def _share(value: Value, reference: Value) -> str:
+    """value / reference as a Value's text, '!' when it may be above CEILING_SHARE of the reference."""
+    share = value.over(reference)
+    near = share.number is not None and share.number > CEILING_SHARE and share.side != UPPER
+    return share.text() + (" !" if near else "")
+
+
+def cell_value(series: Series, cores: int) -> Value:
+    """The median of a series' cell as a Value (exact, lower bound, partial; no number without a cell)."""
+    cell = series.cells.get(cores)
+    if cell is None:
+        return Value(None)
+    return of_cell(cell.status, cell.median, cell.n, series.conditions.get("repetitions"))
+
+
+def _median_at(series: Series | None, cores: int) -> Value:
+    return Value(None) if series is None else cell_value(series, cores)

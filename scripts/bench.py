@@ -1,7 +1,8 @@
-"""Side-by-side benchmark of the RFC 8219 binary search and the fast search (prints, never gates).
+"""Side-by-side benchmark of the RFC 8219 binary search and MLRsearch (RFC 9971; prints, never gates).
 
 Simulated: a fake DUT of known capacity with per-trial noise and a buffer, in simulated time (wall time =
 sum of trial durations and rests). Environment: any campaign setup (e.g. an emulated chain), in real time.
+MLRsearch's figure is its first goal's conditional throughput (scripts/search/mlrsearch.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from .clock import Clock, RealClock, SimClock
 from .fakes import FakeDut
 from .records import steal_note
 from .search import (
-    FAST,
+    MLRSEARCH,
     RFC8219,
     RepeatedSearch,
     SearchOutcome,
     SearchSettings,
     TrialRunner,
-    fast_search,
+    mlrsearch_search,
     rfc8219_search,
     summarize_outcomes,
     verdict,
@@ -32,18 +33,18 @@ from .trial import Measurer, TrialResult
 
 @dataclass(frozen=True)
 class Comparison:
-    """Both searches on one DUT. wall_s: time on the clock (simulated or real), s."""
+    """Both searches on one DUT (mlr: MLRsearch). wall_s: time on the clock (simulated or real), s."""
 
     label: str
     rfc: RepeatedSearch
-    fast: RepeatedSearch
+    mlr: RepeatedSearch
     rfc_wall_s: float
-    fast_wall_s: float
+    mlr_wall_s: float
     settings: SearchSettings
 
     @property
     def time_ratio(self) -> float:
-        return self.fast_wall_s / self.rfc_wall_s if self.rfc_wall_s else float("nan")
+        return self.mlr_wall_s / self.rfc_wall_s if self.rfc_wall_s else float("nan")
 
     @property
     def error_qps(self) -> float | None:
@@ -54,18 +55,19 @@ class Comparison:
     @property
     def same_answer(self) -> bool | None:
         """True when both medians differ by at most the search's error width."""
-        if self.rfc.summary is None or self.fast.summary is None:
+        if self.rfc.summary is None or self.mlr.summary is None:
             return None
-        return abs(self.rfc.summary.median - self.fast.summary.median) <= (self.error_qps or 0)
+        return abs(self.rfc.summary.median - self.mlr.summary.median) <= (self.error_qps or 0)
 
     def median_gap_ci(self, level: float = 0.95, resamples: int = 4000) -> tuple[float, float] | None:
-        """Bootstrap interval of (fast median - RFC median), queries/s: each side's answers resampled with
-        replacement (fixed seed, so a run prints the same interval again); None without two answers each."""
-        rfc, fast = answers(self.rfc.outcomes), answers(self.fast.outcomes)
-        if len(rfc) < 2 or len(fast) < 2:
+        """Bootstrap interval of (MLRsearch median - RFC median), queries/s: each side's answers resampled
+        with replacement (fixed seed, so a run prints the same interval again); None without two answers
+        each."""
+        rfc, mlr = answers(self.rfc.outcomes), answers(self.mlr.outcomes)
+        if len(rfc) < 2 or len(mlr) < 2:
             return None
         draw = random.Random(0)
-        gaps = sorted(statistics.median(draw.choices(fast, k=len(fast)))
+        gaps = sorted(statistics.median(draw.choices(mlr, k=len(mlr)))
                       - statistics.median(draw.choices(rfc, k=len(rfc))) for _ in range(resamples))
         tail = (1 - level) / 2
         return gaps[int(tail * (resamples - 1))], gaps[int((1 - tail) * (resamples - 1))]
@@ -99,8 +101,8 @@ class TrialLog:
 
 def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchSettings,
             clock: Clock, progress: TextIO | None = None) -> Comparison:
-    """R repetitions of each search, interleaved (RFC, fast, RFC, fast, ...) so a machine whose load drifts
-    treats both alike; each fast repetition starts from the median of the earlier fast results.
+    """R repetitions of each search, interleaved (RFC, MLRsearch, RFC, MLRsearch, ...) so a machine whose
+    load drifts treats both alike.
     progress: where to write a line per search and per trial (None: silent)."""
     begin = clock.now()
     if progress is not None:
@@ -109,10 +111,10 @@ def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchS
         def make_measurer() -> Measurer:
             return TrialLog(inner(), progress, clock, begin, settings.loss_ratio)
     runner = TrialRunner(make_measurer(), clock=clock)
-    outcomes: dict[str, list[SearchOutcome]] = {RFC8219: [], FAST: []}
-    walls = {RFC8219: 0.0, FAST: 0.0}
+    outcomes: dict[str, list[SearchOutcome]] = {RFC8219: [], MLRSEARCH: []}
+    walls = {RFC8219: 0.0, MLRSEARCH: 0.0}
     for repetition in range(1, settings.repetitions + 1):
-        for method in (RFC8219, FAST):
+        for method in (RFC8219, MLRSEARCH):
             runner.measurer = make_measurer()
             started = clock.now()
             sid = f"bench/{method}/rep{repetition}"
@@ -122,11 +124,12 @@ def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchS
             if method == RFC8219:
                 outcome = rfc8219_search(runner, settings, sid)
             else:
-                outcome = fast_search(runner, settings, sid, earlier_qps=answers(outcomes[FAST]))
+                outcome = mlrsearch_search(runner, settings, sid)
             walls[method] += clock.now() - started
             outcomes[method].append(outcome)
     return Comparison(label, summarize_outcomes(RFC8219, outcomes[RFC8219]),
-                      summarize_outcomes(FAST, outcomes[FAST]), walls[RFC8219], walls[FAST], settings)
+                      summarize_outcomes(MLRSEARCH, outcomes[MLRSEARCH]), walls[RFC8219], walls[MLRSEARCH],
+                      settings)
 
 
 def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings: SearchSettings,
@@ -155,18 +158,18 @@ def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -
     err = f"{s.error_qps:g} queries/s" if s.error_qps else f"{100 * (s.error_ratio or 0):g} % of the result"
     print(c.label, file=out)
     print(f"  settings: bounds {s.min_rate_qps:.0f}-{s.max_rate_qps:.0f} queries/s, error {err}, loss <= "
-          f"{100 * s.loss_ratio:g} %, full trials {s.duration_s:g} s + {s.rest_s:g} s rest, short trials "
-          f"{s.short_duration_s:g} s + {s.short_rest_s:g} s rest, {s.repetitions} repetitions", file=out)
-    for name, rep, wall in (("RFC 8219 binary", c.rfc, c.rfc_wall_s), ("fast (not RFC 8219 exact)", c.fast,
-                                                                       c.fast_wall_s)):
-        print(f"  {name:27s} {rep.describe()}; {rep.trials} trials; {time_kind} wall time {wall:.0f} s",
+          f"{100 * s.loss_ratio:g} %, full trials {s.duration_s:g} s + {s.rest_s:g} s rest, shorter trials "
+          f"+ {s.short_rest_s:g} s rest, {s.repetitions} repetitions; MLRsearch "
+          f"{'; '.join(g.describe() for g in s.mlr_goals())}", file=out)
+    for rep, wall in ((c.rfc, c.rfc_wall_s), (c.mlr, c.mlr_wall_s)):
+        print(f"  {rep.describe()}; {rep.trials} trials; {time_kind} wall time {wall:.0f} s",
               file=out)
     same = {True: "yes", False: "NO", None: "n/a"}[c.same_answer]
     error = f"{c.error_qps:.0f} queries/s" if c.error_qps is not None else "n/a"
-    print(f"  same median within the error bound ({error}): {same}; fast/RFC wall time "
-          f"{100 * c.time_ratio:.1f} % (target <= 40 %)", file=out)
+    print(f"  same median within the error bound ({error}): {same}; MLRsearch/RFC wall time "
+          f"{100 * c.time_ratio:.1f} %", file=out)
     gap = c.median_gap_ci()
     if gap is not None and c.error_qps is not None:
         inside = "inside" if -c.error_qps <= gap[0] and gap[1] <= c.error_qps else "NOT inside"
-        print(f"  fast median - RFC median: 95 % bootstrap interval {gap[0]:+.0f} to {gap[1]:+.0f} "
+        print(f"  MLRsearch median - RFC median: 95 % bootstrap interval {gap[0]:+.0f} to {gap[1]:+.0f} "
               f"queries/s, {inside} +-{c.error_qps:.0f} queries/s", file=out)

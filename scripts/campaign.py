@@ -10,21 +10,22 @@ so each finished trial is in the store exactly once.
 
 from __future__ import annotations
 
-import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from ..analysis.host_idle import host_bottleneck, host_bottleneck_text
+from ..analysis.bottleneck import verdict
+from ..analysis.bounded import rate_text
+from ..analysis.evidence import evidence_from
 from ..analysis.records import series_of
 from ..analysis.tables import throughput_table
-from .campaignfile import Campaign, SetupSpec, make_environment
-from .cpuload import CpuSampler, mean_per_second
+from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
+from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
-from .hostinfo import host_info
+from .hostinfo import host_info, suite_build
 from .measurers import ComponentFailure
 from .records import (
     CampaignRef,
@@ -32,6 +33,8 @@ from .records import (
     Context,
     IdleMean,
     IdleRun,
+    Provenance,
+    RateOf,
     Record,
     SearchEntry,
     Stats,
@@ -40,8 +43,10 @@ from .records import (
     TrialFailed,
     TrialPosition,
     idle_mean_key,
+    idle_run_exclusion,
     idle_run_key,
     implementation_label,
+    provenance,
     search_key,
     steal_note,
     trial_failed_key,
@@ -49,8 +54,8 @@ from .records import (
     utc_now,
 )
 from .search import (
-    FAST,
     OK,
+    RFC8219,
     UPPER_NOT_FAILED,
     RepeatedSearch,
     SearchOutcome,
@@ -71,6 +76,15 @@ class CampaignMismatch(RuntimeError):
     """The store holds records of a different campaign file."""
 
 
+class PortSetTooSmall(RuntimeError):
+    """The chain, once up, keeps NAT44 mappings longer than the campaign file's check assumed, and the
+    tester's ephemeral-port flows do not fit the MAP-T CE's port set (scripts.nat44)."""
+
+
+class MixedResume(CampaignMismatch):
+    """A resume would add records of another suite commit, tester build or host to the store."""
+
+
 def planned_searches(campaign: Campaign, max_cores: Mapping[str, int]) -> list[ConfigKey]:
     """Every configuration in the order the campaign runs them; max_cores: per setup name, its DUTs' cores."""
     return [ConfigKey(setup.name, cores, name, method, sessions)
@@ -86,18 +100,11 @@ def capped_cores(cores: tuple[int, ...], available: int) -> list[int]:
 
 
 def estimate_search_s(settings: SearchSettings, method: str) -> float:
-    """Rough time of `repetitions` searches, s: for the ETA only."""
-    span = settings.max_rate_qps - settings.min_rate_qps
-    width = settings.width_qps(settings.min_rate_qps + span / 4)
-    steps = max(1, math.ceil(math.log2(max(2.0, span / width))))
-    full = settings.duration_s + settings.rest_s
-    short = settings.short_duration_s + settings.short_rest_s
-    if method != FAST:
-        return settings.repetitions * steps * full
-    # Until two answers agree a repetition brackets with short trials and verifies at full length; after
-    # that it starts at full length from the earlier answers (about 2.5 full-length trials in simulation).
-    bracketed = min(settings.repetitions, 2)
-    return bracketed * (steps * short + 2 * full) + (settings.repetitions - bracketed) * 2.5 * full
+    """Rough time of `repetitions` searches of `method`, s (the ETA and `campaign plan`): every method by
+    simulating its searches (methodbench.simulated_search_s), so the estimate is the method's own code."""
+    from .methodbench import simulated_search_s  # the simulator, only where an estimate is wanted
+
+    return simulated_search_s(settings, method)
 
 
 def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
@@ -131,8 +138,12 @@ class SetupSession:
     """
 
     def __init__(self, spec: SetupSpec, env: Environment, replay: Mapping[tuple[str, int], TrialRecord],
-                 tester: TesterOptions | None = None):
+                 tester: TesterOptions | None = None,
+                 before_measuring: Callable[[SetupSession], None] | None = None,
+                 after_tester_set: Callable[[SetupSession], None] | None = None):
         self.spec, self.env = spec, env
+        self.before_measuring = before_measuring
+        self.after_tester_set = after_tester_set
         self.cores = 0
         self.dut_cpus: dict[str, Any] | None = None
         self.sessions: int | None = None
@@ -153,12 +164,16 @@ class SetupSession:
         self.runner.measurer = None
 
     def measurer(self) -> Measurer:
+        if self.before_measuring is not None:
+            self.before_measuring(self)  # e.g. refuse a resume that would mix code, testers or hosts
         if not self._up:
             self.env.up()
             self._up = True
         if self._applied_tester != self.tester:
             self.env.set_tester(self.tester)
             self._applied_tester = self.tester
+            if self.after_tester_set is not None:
+                self.after_tester_set(self)  # e.g. the NAT44 port rule with the CE's own conntrack timeout
         if self._applied_cores != self.cores:
             self.dut_cpus = self.env.set_cores(self.cores)
             self._applied_cores = self.cores
@@ -219,8 +234,14 @@ class Recorder:
     """Builds the campaign's records and appends each new one to the store once (keys already stored are
     skipped). new_trials: trials measured (not replayed) and stored by this run."""
 
-    def __init__(self, campaign: Campaign, store: ResultStore, keys: set[str], progress: Progress) -> None:
-        self.campaign, self.store, self.keys, self.progress = campaign, store, keys, progress
+    def __init__(self, campaign: Campaign, store: ResultStore, stored: list[Record],
+                 progress: Progress, guard: Callable[[Record], None] | None = None) -> None:
+        self.campaign, self.store, self.progress = campaign, store, progress
+        self.guard = guard  # called with each newly measured record before it is stored
+        self.keys = {r.key for r in stored}
+        # The context of every trial and idle run, stored or new: what a summary of them takes.
+        self.contexts: dict[str, Context] = {r.key: r.context for r in stored
+                                             if isinstance(r, TrialEntry | IdleRun)}
         self.new_trials = 0
 
     def context(self, session: SetupSession) -> Context:
@@ -229,16 +250,26 @@ class Recorder:
         tester = {"tool": "xlatperf", "version": env.tester_version(), "options": _tester(session.tester)}
         return Context(CampaignRef(c.name, c.file, c.sha256), session.spec.record(), session.cores,
                        session.dut_cpus, dut, implementation_label(dut), tester, host_info(),
-                       flows(session.tester), session.sessions is not None)
+                       flows(session.tester), session.sessions is not None, suite_build())
+
+    def context_of(self, keys: list[str], session: SetupSession) -> Context:
+        """The context of the last of these records in the store (a summary or idle mean written on resume
+        takes the context of what it summarizes, not of an environment that never came up), else now's."""
+        found = [self.contexts[key] for key in keys if key in self.contexts]
+        return found[-1] if found else self.context(session)
 
     def append(self, record: Record) -> None:
         if record.key not in self.keys:
+            if self.guard is not None and isinstance(record, TrialEntry | IdleRun):
+                self.guard(record)
             self.store.append(record)
             self.keys.add(record.key)
+            if isinstance(record, TrialEntry | IdleRun):
+                self.contexts[record.key] = record.context
 
     def trial(self, record: TrialRecord, config: ConfigKey, session: SetupSession) -> None:
         settings = self.campaign.settings(config.search)
-        position = TrialPosition(record.search_id, config.search, config.method, config.method != FAST,
+        position = TrialPosition(record.search_id, config.search, config.method, config.method == RFC8219,
                                  _repetition(record.search_id), record.step, record.phase, record.lower_qps,
                                  record.upper_qps, asdict(settings))
         self.append(TrialEntry(key=trial_key(record.search_id, record.step), context=self.context(session),
@@ -256,7 +287,8 @@ class Recorder:
     def outcome(self, outcome: SearchOutcome, config: ConfigKey, session: SetupSession) -> None:
         key = search_key(outcome.search_id)
         if key not in self.keys:
-            self.append(SearchEntry(key=key, context=self.context(session), outcome=outcome.to_dict(),
+            context = self.context_of(_trial_keys([outcome]), session)
+            self.append(SearchEntry(key=key, context=context, outcome=outcome.to_dict(),
                                     settings_name=config.search,
                                     settings=asdict(self.campaign.settings(config.search)),
                                     describe=outcome.describe()))
@@ -271,7 +303,8 @@ class Recorder:
     def summary(self, repeated: RepeatedSearch, config: ConfigKey, session: SetupSession) -> SummaryEntry:
         data = repeated.to_dict()
         entry = SummaryEntry(
-            key=config.summary_key, context=self.context(session), method=repeated.method,
+            key=config.summary_key, context=self.context_of(_trial_keys(repeated.outcomes), session),
+            method=repeated.method,
             rfc8219_exact=repeated.rfc8219_exact, status=repeated.status,
             stats=None if data["summary"] is None else Stats.from_json(data["summary"], config.summary_key),
             tester_limit_qps=repeated.tester_limit_qps, throughputs_qps=data["throughputs_qps"],
@@ -306,6 +339,8 @@ class CampaignRun:
     results: list[ConfigResult] = field(default_factory=list)
     recorder: Recorder | None = None
     completed: dict[str, SearchOutcome] = field(default_factory=dict)  # searches a resumed store finished
+    allow_mixed: bool = False  # let a resume add records of another suite commit, tester build or host
+    stored_provenance: set[Provenance] = field(default_factory=set)
 
     @property
     def new_trials(self) -> int:
@@ -322,7 +357,8 @@ class CampaignRun:
                          "was moved aside")
         stored = list(store.records())
         self._check_campaign(stored)
-        self.recorder = Recorder(c, store, {r.key for r in stored}, progress)
+        self.stored_provenance = {provenance(r.context) for r in stored}
+        self.recorder = Recorder(c, store, stored, progress, guard=self._check_record)
         trials = [r for r in stored if isinstance(r, TrialEntry)]
         envs = {s.name: make_environment(s, c.tester) for s in c.setups}
         plan = planned_searches(c, {name: env.max_cores() for name, env in envs.items()})
@@ -337,7 +373,8 @@ class CampaignRun:
         idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
         try:
             for setup in c.setups:
-                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester), idle_stored)
+                self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing,
+                                             self._check_ports), idle_stored)
         finally:
             progress.bar.close()
         self._print_tables()
@@ -345,7 +382,6 @@ class CampaignRun:
 
     # -- one setup --------------------------------------------------------------------------------
     def _run_setup(self, session: SetupSession, idle_stored: dict[str, Record]) -> None:
-        previous_medians: dict[tuple[str, str], float] = {}
         try:
             for cores in capped_cores(self.campaign.cores, session.env.max_cores()):
                 session.select_cores(cores)
@@ -354,14 +390,13 @@ class CampaignRun:
                     for name, _ in self.campaign.searches:
                         for method in self.campaign.methods:
                             config = ConfigKey(session.spec.name, cores, name, method, sessions)
-                            self._run_config(session, config, previous_medians)
+                            self._run_config(session, config)
                     if self.campaign.idle.runs:
                         IdleCapture(self._recorder(), self.results, session, idle_stored).run()
         finally:
             session.close()
 
-    def _run_config(self, session: SetupSession, config: ConfigKey,
-                    previous_medians: dict[tuple[str, str], float]) -> None:
+    def _run_config(self, session: SetupSession, config: ConfigKey) -> None:
         recorder = self._recorder()
         writer = ConfigWriter(recorder, config, session)
         session.runner.on_trial = writer.trial
@@ -369,20 +404,16 @@ class CampaignRun:
                                  f"{config.search} {config.method}")
         try:
             repeated = repeat_search(session.runner, self.campaign.settings(config.search), config.method,
-                                     config.prefix, first_guess_qps=previous_medians.get((config.search,
-                                                                                          config.method)),
-                                     on_outcome=writer.outcome, completed=self.completed)
+                                     config.prefix, on_outcome=writer.outcome, completed=self.completed)
         except (ComponentFailure, TesterError) as err:
             recorder.failure(err, config, session)
             raise
         summary = recorder.summary(repeated, config, session)
         recorder.progress.search_finished()
         self.results.append(ConfigResult(config, repeated, summary))
-        if repeated.summary is not None and repeated.status in (OK, UPPER_NOT_FAILED):
-            previous_medians[(config.search, config.method)] = repeated.summary.median
         recorder.progress.say(f"{config.setup}, {config.cores} DUT core(s){sessions_text(config.sessions)}, "
                               f"search {config.search!r}: "
-                              f"{repeated.describe()} [{summary.context.implementation}]")
+                              f"{repeated.describe()} [{summary.context.tag}]")
 
     def _recorder(self) -> Recorder:
         assert self.recorder is not None, "run() makes the recorder"
@@ -399,6 +430,33 @@ class CampaignRun:
                     "store; "
                     "use --store NEW.jsonl or restore the original file")
 
+    def _check_mixing(self, session: SetupSession) -> None:
+        """Before a trial is really measured: refuse (unless allow_mixed) when the store holds records of
+        another suite commit or host than this run would add. The tester's build is known only from its
+        first trial's JSON: _check_record checks it before that trial is stored."""
+        self._refuse_mixing(provenance(self._recorder().context(session)))
+
+    def _check_ports(self, session: SetupSession) -> None:
+        """Once the chain is up with these tester options: the NAT44 port rule with the conntrack timeout
+        the MAP-T CE's NAT44 namespace really has (the campaign file's check could only assume one)."""
+        refusal = session.env.nat44_port_refusal(trial_cycles(self.campaign))
+        if refusal:
+            raise PortSetTooSmall(f"setup {session.spec.name!r}: {refusal}")
+
+    def _check_record(self, record: Record) -> None:
+        """Before a newly measured record is stored: the same check, tester build included."""
+        self._refuse_mixing(provenance(record.context))
+
+    def _refuse_mixing(self, current: Provenance) -> None:
+        if self.allow_mixed:
+            return
+        others = sorted((p for p in self.stored_provenance if _differs(p, current)), key=str)
+        if others:
+            raise MixedResume(
+                f"{self.campaign.store} holds records measured by {others[0].text()}; this run would add "
+                f"records of {current.text()}: a resume never mixes them in one median. Use --store "
+                "NEW.jsonl, or --allow-mixed to accept it (the report marks the mixed cells)")
+
     def _report_capped(self, envs: dict[str, Environment]) -> None:
         for setup in self.campaign.setups:
             available = envs[setup.name].max_cores()
@@ -406,6 +464,7 @@ class CampaignRun:
             if dropped:
                 self._recorder().progress.say(f"{setup.name}: core counts {dropped} skipped, its DUTs have "
                                               f"only {available} core(s)")
+            envs[setup.name].refuse_cores(capped_cores(self.campaign.cores, available))
 
     def _print_tables(self) -> None:
         """The report's throughput table of each setup, search settings and method, with trials and time."""
@@ -435,18 +494,30 @@ class IdleCapture:
             self.recorder.progress.say(f"{setup}, {cores} core(s): no idle capture, the {c.idle.method} "
                                        "search gave no median rate")
             return
-        runs = [self._one_run(run, rate) for run in range(1, c.idle.runs + 1)]
+        done = {run: self._one_run(run, rate) for run in range(1, c.idle.runs + 1)}
+        excluded = [{"run": run, "why": why} for run, (_, _, why) in done.items() if why is not None]
+        runs = [(samples, hosts) for samples, hosts, why in done.values() if why is None]
         hosts = per_host_means([host_samples for _, host_samples in runs])
+        keys = [idle_run_key(setup, cores, run, self.session.sessions) for run in range(1, c.idle.runs + 1)]
         mean = IdleMean(key=idle_mean_key(setup, cores, self.session.sessions),
-                        context=self.recorder.context(self.session),
+                        context=self.recorder.context_of(keys, self.session),
                         rate_qps=rate, runs=len(runs), interval_s=c.idle.interval_s,
-                        per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts)
+                        per_second=mean_per_second([samples for samples, _ in runs]), hosts=hosts,
+                        excluded=excluded, rate_of=self._rate_of())
         self.recorder.append(mean)
-        self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} runs at "
-                                   f"{rate:.0f} queries/s")
-        verdict = host_bottleneck(mean)
-        if verdict is not None:
-            self.recorder.progress.say(host_bottleneck_text(verdict))
+        left_out = "".join(f"; run {e['run']} left out ({e['why']})" for e in excluded)
+        source = mean.rate_of
+        shown = rate_text(rate, source.lower_bound, source.partial) if source else f"{rate:,.0f}"
+        self.recorder.progress.say(f"{setup}, {cores} core(s): idle capture done, {len(runs)} of "
+                                   f"{len(done)} runs averaged at {shown} queries/s{left_out}")
+        # The report's verdict, from the store as the report reads it (one rule: analysis.bottleneck), of
+        # this capture's own join key (analysis.joinkey).
+        key = (setup, cores, mean.context.sessions, source.search if source else "",
+               source.method if source else "")
+        found = [e for e in evidence_from(list(self.recorder.store.records()))
+                 if (e.setup, e.cores, e.sessions, e.search, e.method) == key and e.topology != "loopback"]
+        if found and not self.session.env.simulated:
+            self.recorder.progress.say(verdict(found[-1]).text())
 
     def _rate(self) -> float | None:
         # A search that never failed still gives a rate the chain carried; the paper's idle capture needs
@@ -457,8 +528,9 @@ class IdleCapture:
             return None
         return float(round(source.repeated.summary.median))
 
-    def _one_run(self, run: int, rate: float) -> tuple[list[dict[str, Any]], HostSamples]:
-        """One idle run's CPU samples and per-host samples: from the store, or measured now and stored."""
+    def _one_run(self, run: int, rate: float) -> tuple[list[dict[str, Any]], HostSamples, str | None]:
+        """One idle run's CPU samples, per-host samples and why it stays out of the mean (None: it counts):
+        from the store, or measured now and stored."""
         c, session, runner = self.campaign, self.session, self.session.runner
         duration, rest = c.idle_timing()
         key = idle_run_key(session.spec.name, session.cores, run, session.sessions)
@@ -466,7 +538,7 @@ class IdleCapture:
         stored = self.stored.get(key)
         if isinstance(stored, IdleRun):
             runner.owe_rest(rest)
-            return stored.samples, stored.hosts
+            return stored.samples, stored.hosts, idle_run_exclusion(stored.result)
         self.recorder.progress.status(f"{session.spec.name} cores={session.cores} idle capture "
                                       f"{run}/{c.idle.runs}")
         measurer = runner.ensure_measurer()
@@ -478,14 +550,16 @@ class IdleCapture:
             interval_s=c.idle.interval_s, rate_source=self._rate_source(),
             result={**result.to_dict(with_raw=False), "rest_before_s": rest_taken}, samples=samples,
             raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None,
-            hosts=hosts))
+            hosts=hosts, rate_of=self._rate_of()))
         self.recorder.progress.advance(duration + rest_taken)
-        return samples, hosts
+        return samples, hosts, idle_run_exclusion(result.to_dict(with_raw=False))
 
     def _measure(self, measurer: Measurer, duration: float, rate: float
                  ) -> tuple[TrialResult, list[dict[str, Any]], HostSamples]:
         """The trial with this machine's CPU sampled, and each host's where the environment has hosts of
-        its own (a real testbed's DUTs: started before, collected after)."""
+        its own (a real testbed's DUTs: started before, collected after). This machine's samples are cut to
+        the tester's send schedule, as the hosts' are: the sampler also spans the tester's start-up, its
+        drain and the counter reads around the trial, which are not the load being measured."""
         env = self.session.env
         sampler = CpuSampler(self.campaign.idle.interval_s)
         if not env.simulated:
@@ -500,7 +574,19 @@ class IdleCapture:
             if not env.simulated:
                 hosts = env.collect_host_idle(result)
         assert result is not None
+        window = trial_window(result.raw, result.duration_s)
+        if window is not None:
+            samples = samples_within(samples, window, "t_wall", self.campaign.idle.interval_s)
         return result, samples, hosts
+
+    def _rate_of(self) -> RateOf:
+        """The search whose median the runs offer, and whether that median is a lower bound or over fewer
+        repetitions than were run (analysis marks the idle and latency rate so)."""
+        assert self.source is not None and self.source.repeated.summary is not None
+        name, settings = self.campaign.idle_search()
+        repeated = self.source.repeated
+        return RateOf(search=name, method=repeated.method, lower_bound=repeated.status == UPPER_NOT_FAILED,
+                      partial=repeated.summary.n < settings.repetitions)
 
     def _rate_source(self) -> str:
         assert self.source is not None
@@ -527,6 +613,18 @@ def _tester(tester: TesterOptions) -> dict[str, Any]:
 def sessions_text(sessions: int | None) -> str:
     """", S tester sessions" in a sessions sweep, else nothing: how messages name a sweep's point."""
     return "" if sessions is None else f", {sessions} tester sessions"
+
+
+def _differs(stored: Provenance, current: Provenance) -> bool:
+    """Another suite commit, host or tester build. A tester build unknown on either side matches any: not
+    yet known before a run's first trial, and never known in a record of a trial voided before its tester
+    reported (a trial-failed record)."""
+    return (stored.suite, stored.host) != (current.suite, current.host) or \
+        (None not in (current.tester, stored.tester) and stored.tester != current.tester)
+
+
+def _trial_keys(outcomes: tuple[SearchOutcome, ...] | list[SearchOutcome]) -> list[str]:
+    return [trial_key(t.search_id, t.step) for o in outcomes for t in o.trials]
 
 
 def _repetition(search_id: str) -> int:

@@ -25,8 +25,9 @@ from .envs import (
     LoopbackEnvironment,
     emulation_config,
 )
+from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
 from .records import campaign_sha256
-from .search import METHODS, RFC8219, SearchSettings
+from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
@@ -50,7 +51,7 @@ class IdleSpec:
     runs: full-length trials per configuration (paper: 100; 0 = no capture).
     duration_s, rest_s: of each run, s (default: the search's duration_s and rest_s).
     interval_s: CPU sampling period, s.
-    method: whose median rate the runs use ("rfc8219-binary" or "fast").
+    method: whose median rate the runs use ("rfc8219-binary" or "mlrsearch").
     search: name of the search settings whose median is used (default: the first).
     """
 
@@ -142,8 +143,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     name = _str(head, "name", "[campaign]")
     methods = tuple(_list(head, "methods", "[campaign]", [RFC8219]))
     for method in methods:
-        if method not in METHODS:
-            raise CampaignFileError(f"[campaign] methods: unknown method {method!r}; use {list(METHODS)}")
+        _method(method, "[campaign] methods")
     if not methods:
         raise CampaignFileError("[campaign] methods is empty")
     cores = tuple(_list(head, "cores", "[campaign]", list(DEFAULT_CORES)))
@@ -158,7 +158,8 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
             spelled = format_cpu_list(_cpus(f"[tester] {key}", getattr(tester, key)))
             tester = replace(tester, **{key: spelled})
     idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
-    if idle.method not in METHODS or idle.method not in methods:
+    _method(idle.method, "[idle] method")
+    if idle.method not in methods:
         raise CampaignFileError(f"[idle] method {idle.method!r} is not one of the campaign's methods "
                                 f"{list(methods)}")
     if idle.search is not None and idle.search not in {n for n, _ in searches}:
@@ -176,13 +177,48 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
             for options in testers:
                 _check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
+    campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
+                        campaign_sha256(data), sessions)
     for setup in setups:
-        _check_flows(setup, most, tester.first_port)
+        _check_flows(setup, most, tester.first_port, trial_cycles(campaign))
     if any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
             "factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY) for setup in setups):
         _check_local_sockets(most, bool(sessions))
-    return Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                    campaign_sha256(data), sessions)
+    return campaign
+
+
+def trial_cycles(campaign: Campaign) -> list[Cycle]:
+    """Every kind of trial the campaign runs, with the rest after it (the NAT44 port rule takes the
+    shortest: scripts.nat44)."""
+    cycles = []
+    for name, settings in campaign.searches:
+        cycles.append(Cycle(settings.duration_s, settings.rest_s, f"search {name!r}"))
+        if MLRSEARCH in campaign.methods:
+            cycles += [Cycle(duration, settings.rest_after(duration), f"search {name!r}, MLRsearch's {what}")
+                       for duration, what in mlrsearch_trials(settings)]
+    if campaign.idle.runs:
+        cycles.append(Cycle(*campaign.idle_timing(), "the idle runs"))
+    return cycles
+
+
+def mlrsearch_trials(settings: SearchSettings) -> list[tuple[float, str]]:
+    """Each goal's shortest trials (its initial ones, when it has preceding targets; the library's other
+    preceding-target trials lie between them and the final ones) and its final trials, s, with what they
+    are."""
+    out = []
+    for goal in settings.mlr_goals():
+        if goal.preceding_targets:
+            out.append((goal.initial_trial_duration_s, f"goal {goal.name!r} initial trials"))
+        out.append((goal.final_trial_duration_s, f"goal {goal.name!r} final trials"))
+    return out
+
+
+def _method(method: object, where: str) -> str:
+    """A method the suite runs (search.check_method: a retired one says why and what to write instead)."""
+    try:
+        return check_method(method, where)
+    except ValueError as err:
+        raise CampaignFileError(str(err)) from None
 
 
 def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:
@@ -347,15 +383,14 @@ def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOption
                 else f"set [tester] threads x ports_per_thread >= {needed}"))
 
 
-def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
-    """Fail now when the tester would use more flows than an emulated chain carries (a MAP-T port set), or
-    so many on ephemeral ports that a MAP-T CE's NAT44 runs out of ports between trials."""
-    if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
+def _check_flows(setup: SetupSpec, most: int, first_port: int | None, cycles: list[Cycle]) -> None:
+    """Fail now when the tester would use more flows than a chain carries (a MAP-T port set), or so many on
+    ephemeral ports that a MAP-T CE's NAT44 runs out of ports while conntrack keeps earlier trials'
+    mappings (scripts.nat44): emulated chains and testbed inventories alike."""
+    chain = _chain_topology(setup)
+    if chain is None:
         return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
-    from ..setups.paper import topology
-
-    config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
-    chain = topology(config.topology, config.effective_nat64_prefix, config.ces)
+    name = chain.name
     limit = chain.max_flows()
     where = f"setup {setup.name!r}"
     if chain.tester_ces and first_port is not None:
@@ -363,13 +398,29 @@ def _check_flows(setup: SetupSpec, most: int, first_port: int | None) -> None:
                                 "tester to its CE's port set itself; remove first_port")
     if limit is not None and most > limit:
         raise CampaignFileError(f"{where}: {most} tester sessions (threads x ports_per_thread) do not fit "
-                                f"the {config.topology} chain's {limit} flows ({_port_set_text(chain)}): "
+                                f"the {name} chain's {limit} flows ({_port_set_text(chain)}): "
                                 f"use sessions <= {limit}")
-    if limit is not None and not chain.tester_ces and first_port is None and 2 * most > limit:
-        raise CampaignFileError(
-            f"{where}: {most} tester sessions on ephemeral ports are new flows every trial, and the CE's "
-            f"NAT44 keeps the last trial's mappings (conntrack, 30-120 s), so {2 * most} do not fit its "
-            f"{limit}-port set: set [tester] first_port (e.g. 20000) so every trial reuses the same flows")
+    if limit is not None and not chain.tester_ces and first_port is None:
+        timeout = udp_timeout() if setup.kind == "chain" else UdpTimeout(
+            DEFAULT_STREAM_TIMEOUT_S, "net.netfilter.nf_conntrack_udp_timeout_stream's kernel default: the "
+            "testbed CE host's own value is not read when the campaign is loaded")
+        refusal = ephemeral_refusal(most, limit, cycles, timeout)
+        if refusal:
+            raise CampaignFileError(f"{where}: {refusal}")
+
+
+def _chain_topology(setup: SetupSpec) -> Any:
+    """The topology of an emulated chain of the default factory or of a testbed inventory, else None."""
+    if setup.kind == "testbed":
+        from ..setups.testbed.inventory import load_inventory
+
+        return load_inventory(str(setup.params["inventory"])).topology()
+    if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
+        return None
+    from ..setups.paper import topology
+
+    config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
+    return topology(config.topology, config.effective_nat64_prefix, config.ces)
 
 
 def _port_set_text(chain: Any) -> str:

@@ -25,8 +25,9 @@ from .campaign import (
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
+from .methodbench import print_suite, simulated_suite
 from .records import implementation_label, steal_note
-from .search import FAST, METHODS, RFC8219, SearchSettings, verdict
+from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TesterOptions
 
 
@@ -37,16 +38,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("file", type=Path, help="campaign TOML file (see campaigns/demo.toml)")
     run.add_argument("--store", type=Path, help="results store (default: the file's [campaign] store)")
     run.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
+    run.add_argument("--allow-mixed", action="store_true",
+                     help="let a resume add records of another suite commit, tester build or host (the "
+                          "report marks the mixed cells)")
     run.set_defaults(func=_campaign_run)
     plan = actions.add_parser("plan", help="print what a campaign would run and roughly how long")
     plan.add_argument("file", type=Path)
+    plan.add_argument("--dut-cores", type=int, metavar="N",
+                      help="plan as if every setup's DUTs had N cores (e.g. 16 for a real testbed; default: "
+                           "what they have here)")
     plan.set_defaults(func=_campaign_plan)
 
     search = subparsers.add_parser("search", help="one throughput search (repeated), every trial stored")
     _dut_args(search)
     _search_args(search)
-    search.add_argument("--method", choices=[*METHODS, "both"], default=RFC8219,
-                        help="RFC 8219 binary search, the fast search, or both (default: %(default)s)")
+    search.add_argument("--method", type=_method, default=RFC8219,
+                        metavar="{" + ",".join([*METHODS, "both"]) + "}",
+                        help="RFC 8219 binary search, MLRsearch (RFC 9971), or both (default: %(default)s)")
     search.add_argument("--store", type=Path,
                         help="results store (default: results/search-UTCSTAMP.jsonl)")
     search.add_argument("--no-progress", action="store_true")
@@ -59,10 +67,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     trial.add_argument("--loss-ratio", type=float, default=1e-4, help="pass criterion (default: 1e-4)")
     trial.set_defaults(func=_trial)
 
-    bench = subparsers.add_parser("search-bench", help="RFC 8219 vs fast search side by side (prints only)")
+    bench = subparsers.add_parser("search-bench",
+                                  help="RFC 8219 vs MLRsearch (RFC 9971) side by side (prints only)")
     _dut_args(bench, default_kind="fake")
     _search_args(bench)
     bench.add_argument("--seeds", type=int, default=3, help="simulated runs with different noise seeds")
+    bench.add_argument("--suite", action="store_true",
+                       help="fake only: RFC 8219 and MLRsearch on the simulated DUT set (noise "
+                            "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
+                            "Markdown table")
+    bench.add_argument("--campaign", type=Path, metavar="FILE",
+                       help="--suite: MLRsearch with the first [search] of this campaign file (its goals) "
+                            "instead of the search options above")
+    bench.add_argument("--rfc-campaign", type=Path, metavar="FILE",
+                       help="--suite: the RFC 8219 search with the first [search] of this campaign file "
+                            "(also the known answers' trial duration) instead of the search options above")
+    bench.add_argument("--seed", type=int, default=1,
+                       help="--suite: first noise seed of the simulated DUTs (default: %(default)s)")
     bench.set_defaults(func=_bench)
 
 
@@ -77,6 +98,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _method(text: str) -> str:
+    """--method: a method the suite runs, or "both"; a retired one is refused with its reason."""
+    if text == "both":
+        return text
+    try:
+        return check_method(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _cpu_text(text: str) -> str:
     """A CPU list for the tester, checked now in its grammar and passed on as written."""
     cpu_list_arg(text)
@@ -86,7 +117,9 @@ def _cpu_text(text: str) -> str:
 def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) -> None:
     g = parser.add_argument_group("what to measure")
     g.add_argument("--dut", choices=KINDS, default=default_kind, required=default_kind is None,
-                   help="fake (simulated DUT), loopback (tester vs Knot on 127.0.0.1) or chain (emulated)")
+                   help="fake (simulated DUT), loopback (tester vs Knot on 127.0.0.1), chain (emulated) or "
+                        "testbed (real hosts over SSH: --inventory)")
+    g.add_argument("--inventory", help="testbed: the TOML inventory of its four hosts (docs/testbed.md)")
     g.add_argument("--topology", default="baseline", help="chain: baseline | 464xlat | mapt")
     g.add_argument("--chain-option", action="append", default=[], metavar="KEY=VALUE",
                    help="chain: option for the setups factory (repeatable), e.g. prefix=xb1")
@@ -126,8 +159,11 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--duration", type=_positive, default=60.0, help="full trial, s (default: 60)")
     g.add_argument("--rest", type=float, default=10.0, help="rest after a full trial, s (default: 10)")
     g.add_argument("--repetitions", type=int, default=10, help="searches to run (default: 10)")
-    g.add_argument("--short-duration", type=_positive, default=5.0, help="fast search: short trial, s")
-    g.add_argument("--short-rest", type=float, default=2.0, help="fast search: rest after a short trial, s")
+    g.add_argument("--short-duration", type=_positive, default=5.0,
+                   help="MLRsearch: initial trial duration of its preceding targets and the 'short' goal's "
+                        "trial, s (default: %(default)s)")
+    g.add_argument("--short-rest", type=float, default=2.0,
+                   help="rest after a trial shorter than --duration, s (default: %(default)s)")
 
 
 def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,6 +176,10 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
         if args.knot_cpus:
             table["knot_cpus"] = args.knot_cpus  # checked with the campaign file's rule
         return table
+    if args.dut == "testbed":
+        if not args.inventory:
+            raise ValueError("--dut testbed needs --inventory PATH (the testbed's TOML inventory)")
+        return {"name": "testbed", "kind": "testbed", "inventory": args.inventory}
     options = {}
     for item in args.chain_option:
         key, sep, value = item.partition("=")
@@ -226,7 +266,7 @@ def run_campaign(run: CampaignRun) -> int:
     """Run (or resume) a campaign; Ctrl-C and errors end it cleanly with a word on how to resume."""
     with _sigterm_as_interrupt():
         try:
-            run.run()
+            results = run.run()
         except KeyboardInterrupt:
             print(f"\ninterrupted: {run.new_trials} new trial(s) stored in {run.campaign.store}, the "
                   "environment was torn down; run the same command again to resume", file=sys.stderr)
@@ -236,6 +276,11 @@ def run_campaign(run: CampaignRun) -> int:
                   f"{run.campaign.store}; fix the cause and run the same command again to resume)",
                   file=sys.stderr)
             return 1
+    if not results:
+        print(f"xlatbench {run.campaign.name}: measured nothing: no core count of "
+              f"{list(run.campaign.cores)} could run on any setup (see the skipped core counts above)",
+              file=sys.stderr)
+        return 1
     print(f"results: {run.campaign.store} ({run.new_trials} new trials)", file=sys.stderr)
     return 0
 
@@ -243,13 +288,15 @@ def run_campaign(run: CampaignRun) -> int:
 # -- commands ------------------------------------------------------------------------------------
 def _campaign_run(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file, args.store)
-    return run_campaign(CampaignRun(campaign, progress=not args.no_progress))
+    return run_campaign(CampaignRun(campaign, progress=not args.no_progress, allow_mixed=args.allow_mixed))
 
 
 def _campaign_plan(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.file)
     envs = {s.name: make_environment(s, campaign.tester) for s in campaign.setups}
-    plan = planned_searches(campaign, {name: env.max_cores() for name, env in envs.items()})
+    if args.dut_cores is not None and args.dut_cores < 1:
+        raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
+    plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
     total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
     for key in plan:
@@ -265,7 +312,11 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         total += idle
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
               f"~{_hours(idle)}")
-    print(f"total: ~{_hours(total)} (simulated setups take no real time)")
+    searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
+    print(f"searches: ~{_hours(searches)} of trials; total: ~{_hours(total)} (simulated setups take no real "
+          "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
+          "per-trial noise)"
+          + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
 
 
@@ -276,12 +327,13 @@ def _hours(seconds: float) -> str:
 def _one_config_campaign(args: argparse.Namespace, methods: list[str], store: Path) -> CampaignRun:
     data = {"campaign": {"name": f"{args.command}", "methods": methods, "cores": [args.cores]},
             "search": {"name": "cli", **_search_table(args)},
+            "idle": {"runs": 0, "method": methods[0]},  # no idle capture; its method must be one searched
             "tester": _tester_table(args), "setup": [_setup_table(args)]}
     return CampaignRun(parse_campaign(data, "<command line>", store), progress=not args.no_progress)
 
 
 def _search(args: argparse.Namespace) -> int:
-    methods = [RFC8219, FAST] if args.method == "both" else [args.method]
+    methods = [RFC8219, MLRSEARCH] if args.method == "both" else [args.method]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     store = args.store or Path(f"results/search-{stamp}.jsonl")
     return run_campaign(_one_config_campaign(args, methods, store))
@@ -314,6 +366,16 @@ def _trial(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     settings = SearchSettings(**_search_table(args))
+    if args.suite:
+        if args.dut != "fake":
+            raise ValueError("--suite runs on simulated DUTs only: use --dut fake")
+        rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
+        mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else settings
+        rows = simulated_suite(args.capacity, rfc, args.seed, args.buffer, args.background_loss, mlr)
+        print_suite(rows, rfc, sys.stdout, mlr if mlr is not rfc else None)
+        return 0
+    if args.campaign or args.rfc_campaign or args.seed != 1:
+        raise ValueError("--campaign, --rfc-campaign and --seed go with --suite")
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
             print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ class CpuSampler:
     """Samples every `interval_s` seconds in a background thread between start() and stop().
 
     interval_s: sampling period, s (dstat's default: 1).
-    samples: [{"t_s": end of interval since start, s; "cpus": {cpu: {column: %}}}].
+    samples: [{"t_s": end of interval since start, s; "t_wall": the same end on this host's clock, s since
+    the epoch (what `samples_within` cuts a trial's window with); "cpus": {cpu: {column: %}}}].
     """
 
     interval_s: float = 1.0
@@ -84,15 +86,43 @@ class CpuSampler:
         self.stop()
 
     def _loop(self) -> None:
-        origin = time.monotonic()
+        origin, origin_wall = time.monotonic(), time.time()
         previous = read_jiffies(self.path)
         tick = 1
         while not self._stop.wait(max(0.0, origin + tick * self.interval_s - time.monotonic())):
             current = read_jiffies(self.path)
-            self.samples.append({"t_s": round(time.monotonic() - origin, 3),
+            since = time.monotonic() - origin
+            self.samples.append({"t_s": round(since, 3), "t_wall": round(origin_wall + since, 3),
                                  "cpus": usage_between(previous, current)})
             previous = current
             tick += 1
+
+
+def trial_window(raw: dict[str, Any] | None, duration_s: float,
+                 clock_offset_s: float = 0.0) -> tuple[float, float] | None:
+    """(start, end) of a trial's send schedule in s since the epoch on the sampling host's clock: the
+    tester's start_utc (when query 0 was due, on the tester host's clock) minus that clock's offset from the
+    sampling host's, plus the trial's duration. None when the tester's JSON has no start."""
+    start = ((raw or {}).get("header") or {}).get("start_utc")
+    if not isinstance(start, str):
+        return None
+    begin = dt.datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() - clock_offset_s
+    return begin, begin + duration_s
+
+
+def samples_within(samples: list[dict[str, Any]], window: tuple[float, float], clock_key: str,
+                   interval_s: float) -> list[dict[str, Any]]:
+    """The samples whose interval's middle lies in the window (their end times under `clock_key`, s since
+    the epoch), t_s re-counted from the window's start: the idle of the trial, not of the tester's start-up,
+    its drain or the counter reads around it."""
+    kept, previous = [], None
+    for sample in samples:
+        end = float(sample[clock_key])
+        middle = end - (end - previous) / 2 if previous is not None else end - interval_s / 2
+        previous = end
+        if window[0] <= middle <= window[1]:
+            kept.append({**sample, "t_s": round(end - window[0], 3)})
+    return kept
 
 
 def mean_per_second(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

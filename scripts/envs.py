@@ -21,6 +21,7 @@ from .clock import Clock, RealClock
 from .fakes import FakeDut
 from .hostinfo import usable_cpus
 from .measurers import ChainMeasurer, LoopbackMeasurer
+from .nat44 import Cycle, chain_refusal
 from .trial import Measurer, TrialResult
 from .xlatperf import TesterOptions, flows
 
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from ..setups.chain import Chain
     from ..setups.placement import DutPlan
 
-KINDS = ("fake", "loopback", "chain")  # what a command line's --dut may name
-SETUP_KINDS = (*KINDS, "testbed")  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
+KINDS = ("fake", "loopback", "chain", "testbed")  # what a command line's --dut may name
+SETUP_KINDS = KINDS  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
 
 
 class Environment:
@@ -49,6 +50,10 @@ class Environment:
     def max_cores(self) -> int:
         return 1
 
+    def refuse_cores(self, counts: list[int]) -> None:
+        """Raise (one line) when one of these core counts (each <= max_cores) cannot be set up; called
+        before anything is brought up, so a campaign fails before its first up/down."""
+
     def dut_cpus(self, count: int) -> list[int]:
         return list(range(count))
 
@@ -65,6 +70,11 @@ class Environment:
         return {}
 
     def tester_version(self) -> str | None:
+        return None
+
+    def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
+        """Once up: why the tester's flows on ephemeral ports do not fit a MAP-T CE's port set with the
+        conntrack timeout its NAT44 really has (scripts.nat44), or None."""
         return None
 
     def start_host_idle(self) -> None:
@@ -373,3 +383,6 @@ class ChainEnvironment(Environment):
 
     def tester_version(self) -> str | None:
         return self._measurer.last_tester_version if self._measurer else None
+
+    def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
+        return chain_refusal(self._chain, flows(self.tester), self.tester.first_port, cycles)

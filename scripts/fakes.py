@@ -1,5 +1,8 @@
 """Fake DUTs of known capacity: the searches are tested against an answer fixed in advance.
 
+FakeDut below; QueueDut (a deep queue: overload answers below capacity) and GradualDut (loss growing
+gradually above a knee) at the end.
+
 The model: a DUT forwards at most `capacity` queries/s; a queue of `buffer` queries absorbs an excess for a
 while, so a short trial slightly above capacity may still pass (as real socket buffers do); with `noise` the
 capacity of each trial is drawn around the nominal one (real DUTs vary by some % between trials); above
@@ -87,3 +90,100 @@ def _poisson(rng: random.Random, mean: float) -> int:
         k += 1
         product *= rng.random()
     return k
+
+
+@dataclass
+class QueueDut:
+    """A Measurer whose overload answers BELOW its capacity: a deep FIFO in front of a server of
+    `capacity_qps`. Above capacity the backlog grows by (rate - capacity) per second; once a query would
+    wait longer than the tester's `timeout_s` it is late, i.e. lost (so is everything after it), and a
+    full queue drops. A trial passes with no loss exactly when the backlog at its end stays within
+    min(queue, capacity x timeout): the known zero-loss rate at duration D is
+    capacity + min(queue_queries, capacity x timeout_s) / D (`zero_loss_qps`). Far above it, the answered
+    rate (valid / duration) falls well below the capacity: a search that trusts it as "at least the
+    capacity" is misled.
+
+    noise: standard deviation of each trial's capacity, fraction; seed: its generator's seed.
+    """
+
+    capacity_qps: float
+    queue_queries: float = 20000.0
+    timeout_s: float = 0.25
+    noise: float = 0.0
+    seed: int = 1
+    clock: Clock = field(default_factory=RealClock)
+    sleep: bool = False
+    trials: int = field(default=0, init=False)
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.capacity_qps <= 0 or self.queue_queries < 0 or self.timeout_s <= 0 or self.noise < 0:
+            raise ValueError("queue DUT: capacity and timeout must be positive, queue and noise not negative")
+        self._rng = random.Random(self.seed)
+
+    def zero_loss_qps(self, duration_s: float, capacity_qps: float | None = None) -> float:
+        """Highest rate a trial of duration_s passes with no loss, queries/s (noise-free unless given)."""
+        c = self.capacity_qps if capacity_qps is None else capacity_qps
+        return c + min(self.queue_queries, c * self.timeout_s) / duration_s
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        if duration_s <= 0 or rate_qps <= 0:
+            raise ValueError(f"a trial needs a positive duration and rate, got {duration_s} s, "
+                             f"{rate_qps} queries/s")
+        self.trials += 1
+        if self.sleep:
+            self.clock.sleep(duration_s)
+        capacity = self.capacity_qps * (1.0 + (self._rng.gauss(0.0, self.noise) if self.noise else 0.0))
+        capacity = max(capacity, 1.0)
+        scheduled = round(rate_qps * duration_s)
+        excess = rate_qps - capacity
+        in_time = min(self.queue_queries, capacity * self.timeout_s)  # backlog still answered in time
+        if excess <= 0 or excess * duration_s <= in_time:
+            valid = scheduled
+        elif self.queue_queries <= capacity * self.timeout_s:
+            valid = min(scheduled, round(capacity * duration_s + self.queue_queries))  # drops, no late ones
+        else:
+            # Queries sent before the backlog passed capacity x timeout are answered in time; later ones
+            # wait too long (or are dropped by the full queue).
+            valid = min(scheduled, round(rate_qps * in_time / excess))
+        loss = 1.0 - valid / scheduled if scheduled else 1.0
+        return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)
+
+
+@dataclass
+class GradualDut:
+    """A Measurer whose loss sets in gradually (as on the emulated chain): below `knee_qps` nothing is
+    lost; above it each query is lost with probability slope x (rate - knee) / knee (a Poisson count), so
+    1 % more rate above the knee loses slope / 100 more. The rate whose expected loss equals a loss ratio
+    L is knee x (1 + L / slope) (`rate_at_loss`): the answer a search with criterion L should find, within
+    the chance of a trial near it losing a few queries more or less."""
+
+    knee_qps: float
+    slope: float = 0.1
+    seed: int = 1
+    clock: Clock = field(default_factory=RealClock)
+    sleep: bool = False
+    trials: int = field(default=0, init=False)
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.knee_qps <= 0 or self.slope <= 0:
+            raise ValueError("gradual DUT: knee and slope must be positive")
+        self._rng = random.Random(self.seed)
+
+    def rate_at_loss(self, loss_ratio: float) -> float:
+        """The rate whose expected loss is loss_ratio, queries/s."""
+        return self.knee_qps * (1.0 + loss_ratio / self.slope)
+
+    def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
+        if duration_s <= 0 or rate_qps <= 0:
+            raise ValueError(f"a trial needs a positive duration and rate, got {duration_s} s, "
+                             f"{rate_qps} queries/s")
+        self.trials += 1
+        if self.sleep:
+            self.clock.sleep(duration_s)
+        scheduled = round(rate_qps * duration_s)
+        p = min(1.0, max(0.0, self.slope * (rate_qps - self.knee_qps) / self.knee_qps))
+        valid = scheduled - min(scheduled, _poisson(self._rng, scheduled * p))
+        loss = 1.0 - valid / scheduled if scheduled else 1.0
+        return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import socket
+import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,3 +42,31 @@ def cpu_model() -> str:
 def usable_cpus() -> list[int]:
     """CPUs this process may run on (what an emulated DUT can be given)."""
     return sorted(os.sched_getaffinity(0))
+
+
+# The repository the suite runs from (scripts/ is one level below it).
+SUITE_ROOT = Path(__file__).resolve().parents[1]
+
+
+@cache
+def suite_build() -> dict[str, Any]:
+    """Which code of the suite wrote a record: `git describe --always --dirty --tags` of its checkout, whether
+    tracked files differ from that commit and, if so, sha256 of that difference (two runs with different
+    uncommitted edits are different code). Outside a git checkout: the package version, dirty unknown."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(SUITE_ROOT), *args], capture_output=True, text=True,
+                                  timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    describe = git("describe", "--always", "--dirty", "--tags")
+    if describe is None:
+        return {"describe": f"xlatbench {__version__} (not a git checkout)", "dirty": None,
+                "diff_sha256": None}
+    describe = describe.strip()
+    dirty = describe.endswith("-dirty")
+    diff = git("diff", "HEAD", "--binary") if dirty else None
+    return {"describe": describe, "dirty": dirty,
+            "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff is not None else None}

@@ -144,7 +144,8 @@ class DnsperfMeasurer:
         return TrialResult(rate_qps=rate_qps, duration_s=duration_s, sent=run.sent, valid=run.completed,
                            loss_ratio=1.0 - run.completed / run.sent if run.sent else 1.0,
                            tester_limited=short is not None, reasons=(short,) if short else (),
-                           achieved_rate_qps=run.sent / duration_s, host_steal_pct=steal)
+                           achieved_rate_qps=run.sent / duration_s, host_steal_pct=steal,
+                           tester_shortfall=max(0, round(rate_qps * duration_s) - run.sent))
 
     def describe(self) -> dict[str, Any]:
         data = asdict(self.options)

@@ -6,9 +6,13 @@ the implementation label) and a body by type: "trial" (one trial of a search), "
 outcome), "summary" (a repeated search at one core count), "idle-run" (one full-length trial at the median
 rate with per-second CPU samples) and "idle-mean" (the per-second mean of the idle runs).
 
-Version 2 added the "implementation" label to the envelope, version 3 (this module) "sessions", the tester's
-distinct flows. Older records still read: a version-1 label is made from its "dut" description, and a record
-without "sessions" had the tester options' own flow count (threads x ports_per_thread).
+Version 2 added the "implementation" label to the envelope, version 3 "sessions", the tester's distinct
+flows, version 4 (this module) "rate_of" on the idle records (which search's median they offered, and
+whether that is a lower bound or a median over fewer repetitions), "tester_shortfall" in trial results and
+"suite" (the suite's git describe, dirty flag and uncommitted difference) in the envelope. Older records
+still read: a version-1 label is made from its "dut" description, a record without "sessions" had the tester
+options' own flow count (threads x ports_per_thread), an idle record without "rate_of" names its search in
+"rate_source", and a record without "suite" has an unrecorded one.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
-SCHEMA = "xlatbench.results/3"
-OLD_SCHEMAS = ("xlatbench.results/1", "xlatbench.results/2")
+SCHEMA = "xlatbench.results/4"
+OLD_SCHEMAS = ("xlatbench.results/1", "xlatbench.results/2", "xlatbench.results/3")
 UNLABELLED_SCHEMA = "xlatbench.results/1"  # written before the envelope carried "implementation"
 
 RFC8219_LABEL = "RFC 8219 binary search"
-FAST_LABEL = "fast search (not RFC 8219 exact)"
+FAST_LABEL = "fast search (retired, not RFC 8219 exact)"  # read from old stores only
+MLRSEARCH_LABEL = "MLRsearch (RFC 9971), first goal's conditional throughput (not RFC 8219 exact)"
 
 
 # A trial during which the hypervisor took at least this share of one of this host's CPUs (%) gets a note:
@@ -43,12 +48,28 @@ def steal_note(steal: dict[str, float] | None) -> str | None:
     return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu} during the trial"
 
 
+def idle_run_exclusion(result: dict[str, Any]) -> str | None:
+    """Why an idle run's CPU samples must stay out of the idle mean, else None: the tester could not offer
+    the rate (the DUTs saw less load than the mean would claim), or the hypervisor took STEAL_NOTE_PCT or
+    more of a CPU (the idle it shows is partly another guest's). `result` is a trial's stored dict."""
+    if result.get("tester_limited"):
+        return "tester-limited: the tester could not offer the rate"
+    steal = result.get("host_steal_pct") or {}
+    if steal:
+        cpu, pct = max(steal.items(), key=lambda item: item[1])
+        if pct >= STEAL_NOTE_PCT:
+            return f"CPU steal: the hypervisor took {pct:.1f} % of CPU {cpu}"
+    return None
+
+
 class RecordError(ValueError):
     """A record lacks a field or has one of the wrong type; the message names the record's key."""
 
 
-def method_label(rfc8219_exact: bool) -> str:
-    """How every table and summary names a search method."""
+def method_label(rfc8219_exact: bool, method: str | None = None) -> str:
+    """How every table and summary names a search method (method: its name, when the caller has it)."""
+    if method == "mlrsearch":
+        return MLRSEARCH_LABEL
     return RFC8219_LABEL if rfc8219_exact else FAST_LABEL
 
 
@@ -67,6 +88,30 @@ def implementation_label(dut: dict[str, Any]) -> str:
         name = f"{server.get('implementation')} {server.get('version')}"
         return f"{dut.get('implementation', '?')}, server {name}"
     return f"{dut.get('implementation', dut.get('topology', '?'))} {dut.get('version', '')}".strip()
+
+
+def implementation_tag(dut: dict[str, Any], label: str) -> str:
+    """A short name of what produced a number, for titles and tables ("tayga 0.9.2-8 + 2 patches"): per
+    translator its implementation, the first word of its version and how many patches it carries, once when
+    every DUT runs the same; `label` (the full one-line label) where there are no translators."""
+    translators = dut.get("translators")
+    if not isinstance(translators, dict) or not translators:
+        return label
+    tags = {host: _short_version(v) for host, v in translators.items() if isinstance(v, dict)}
+    distinct = set(tags.values())
+    if len(distinct) == 1:
+        return distinct.pop()
+    return ", ".join(f"{host} {tag}" for host, tag in tags.items())
+
+
+def _short_version(translator: dict[str, Any]) -> str:
+    version = str(translator.get("version", "?"))
+    words = version.split()
+    text = f"{translator.get('implementation', '?')} {words[0] if words else '?'}"
+    if "patches:" in version:
+        count = len(version.split("patches:", 1)[1].split())
+        text += f" + {count} patch{'es' if count != 1 else ''}"
+    return text
 
 
 def search_error_qps(error_qps: float | None, error_ratio: float | None, rate_qps: float) -> float:
@@ -182,6 +227,8 @@ class Context:
     implementation: one line naming the DUT implementation (made from dut when stored). tester: tool,
     version, options. host: the machine that ran the tester. sessions: the tester's distinct flows (source
     address x source port), count; swept: True when the campaign swept them ([campaign] sessions).
+    suite: the suite's code that wrote it (scripts.hostinfo.suite_build: git describe, dirty, sha256 of the
+    uncommitted difference); {} in records written before version 4.
     """
 
     campaign: CampaignRef
@@ -194,6 +241,7 @@ class Context:
     host: dict[str, Any]
     sessions: int = 0
     swept: bool = False
+    suite: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sessions <= 0:  # not given: the tester options' own flow count
@@ -203,11 +251,17 @@ class Context:
     def setup_name(self) -> str:
         return str(self.setup["name"])
 
+    @property
+    def tag(self) -> str:
+        """The short implementation name titles and tables use (implementation_tag); the full label is in
+        `implementation`."""
+        return implementation_tag(self.dut, self.implementation)
+
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign.to_json(), "setup": self.setup, "cores": self.cores,
                 "dut_cpus": self.dut_cpus, "dut": self.dut, "implementation": self.implementation,
                 "tester": self.tester, "host": self.host,
-                "sessions": {"count": self.sessions, "swept": self.swept}}
+                "sessions": {"count": self.sessions, "swept": self.swept}, "suite": self.suite}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], key: str) -> Context:
@@ -221,7 +275,30 @@ class Context:
                    _need(data, "cores", int, key), _need(data, "dut_cpus", OPTIONAL_DICT, key), dut,
                    label,
                    _need(data, "tester", dict, key), _need(data, "host", dict, key),
-                   _need(sessions, "count", int, key), _need(sessions, "swept", bool, key))
+                   _need(sessions, "count", int, key), _need(sessions, "swept", bool, key),
+                   _need(data, "suite", dict, key) if "suite" in data else {})
+
+
+class Provenance(NamedTuple):
+    """What measured a record: the suite's code, the tester's build and the host. A resume that would add
+    records of another provenance to a store is refused (unless allowed), and a cell whose trials have
+    several is marked."""
+
+    suite: str | None
+    tester: str | None
+    host: str | None
+
+    def text(self) -> str:
+        return (f"suite {self.suite or 'unrecorded'}, tester {self.tester or 'unrecorded'}, "
+                f"host {self.host or 'unrecorded'}")
+
+
+def provenance(context: Context) -> Provenance:
+    """The one rule of what counts as the same code, tester and host."""
+    suite = context.suite.get("describe")
+    if suite and context.suite.get("dirty") and context.suite.get("diff_sha256"):
+        suite = f"{suite} (uncommitted difference {str(context.suite['diff_sha256'])[:12]})"
+    return Provenance(suite, context.tester.get("version"), context.host.get("hostname"))
 
 
 def options_flows(options: dict[str, Any]) -> int:
@@ -421,7 +498,7 @@ class FlatRecord(Record):
     ADDED: ClassVar[frozenset[str]] = frozenset()
 
     def body_json(self) -> dict[str, Any]:
-        return {name: getattr(self, attribute) for attribute, name, _ in self.FIELDS}
+        return {name: _plain(getattr(self, attribute)) for attribute, name, _ in self.FIELDS}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FlatRecord:
@@ -429,6 +506,37 @@ class FlatRecord(Record):
         return cls(**head, **{attribute: None if name in cls.ADDED and name not in data
                               else _need(data, name, kind, head["key"])
                               for attribute, name, kind in cls.FIELDS})
+
+
+def _plain(value: Any) -> Any:
+    return value.to_json() if hasattr(value, "to_json") else value
+
+
+@dataclass(frozen=True)
+class RateOf:
+    """What an idle capture's rate is: the median of the [[search]] table `search` run with `method`;
+    lower_bound: that search never failed (the throughput is at least the rate); partial: the median is
+    over fewer repetitions than were run (the others gave no number)."""
+
+    search: str
+    method: str
+    lower_bound: bool
+    partial: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"search": self.search, "method": self.method, "lower_bound": self.lower_bound,
+                "partial": self.partial}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], key: str) -> RateOf:
+        return cls(_need(data, "search", str, key), _need(data, "method", str, key),
+                   _need(data, "lower_bound", bool, key), _need(data, "partial", bool, key))
+
+
+def _rate_of(record: Any) -> None:
+    """Read a stored rate_of (a dict) into a RateOf, in place of the frozen record's field."""
+    if isinstance(record.rate_of, dict):
+        object.__setattr__(record, "rate_of", RateOf.from_json(record.rate_of, record.key))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -444,8 +552,9 @@ class IdleRun(FlatRecord):
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
         ("run", "run", int), ("rate_qps", "rate_qps", NUMBER), ("interval_s", "interval_s", NUMBER),
         ("rate_source", "rate_source", str), ("result", "trial", dict), ("samples", "samples", list),
-        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))), ("hosts", "hosts", OPTIONAL_DICT))
-    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts"})
+        ("raw", "raw", OPTIONAL_DICT), ("note", "note", (str, type(None))), ("hosts", "hosts", OPTIONAL_DICT),
+        ("rate_of", "rate_of", OPTIONAL_DICT + (RateOf,)))
+    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts", "rate_of"})
     run: int
     rate_qps: float
     interval_s: float
@@ -455,24 +564,37 @@ class IdleRun(FlatRecord):
     raw: dict[str, Any] | None
     note: str | None
     hosts: dict[str, list[dict[str, Any]]] | None = None
+    rate_of: RateOf | None = None
+
+    def __post_init__(self) -> None:
+        _rate_of(self)
 
 
 @dataclass(frozen=True, kw_only=True)
 class IdleMean(FlatRecord):
     """The per-second mean of `runs` idle runs at rate_qps (queries/s), sampled every interval_s (s):
     per_second = [{"second": i, "runs": k, "cpus": {cpu: {column: mean %}}}]; hosts: on a real testbed,
-    the same per DUT host ({host: per_second}), else None."""
+    the same per DUT host ({host: per_second}), else None. runs counts the runs averaged; excluded: the
+    runs left out and why ([{"run": n, "why": ...}], `idle_run_exclusion`), None in records written
+    before it existed."""
 
     TYPE: ClassVar[str] = "idle-mean"
     FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
         ("rate_qps", "rate_qps", NUMBER), ("runs", "runs", int), ("interval_s", "interval_s", NUMBER),
-        ("per_second", "per_second", list), ("hosts", "hosts", OPTIONAL_DICT))
-    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts"})
+        ("per_second", "per_second", list), ("hosts", "hosts", OPTIONAL_DICT),
+        ("excluded", "excluded", (list, type(None))),
+        ("rate_of", "rate_of", OPTIONAL_DICT + (RateOf,)))
+    ADDED: ClassVar[frozenset[str]] = frozenset({"hosts", "excluded", "rate_of"})
     rate_qps: float
     runs: int
     interval_s: float
     per_second: list[dict[str, Any]]
     hosts: dict[str, list[dict[str, Any]]] | None = None
+    excluded: list[dict[str, Any]] | None = None
+    rate_of: RateOf | None = None
+
+    def __post_init__(self) -> None:
+        _rate_of(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,18 +9,21 @@ with every result (the record's `dut.preflight`). The idle capture samples /proc
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..setups.cpulist import parse_cpu_list
 from ..setups.placement import OWN_HOSTS
+from ..setups.testbed.chain import HostLost
 from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
 from ..setups.testbed.remote_idle import IdleSampler
+from .cpuload import samples_within
+from .cpuload import trial_window as cpuload_window
 from .envs import Environment
 from .measurers import ChainMeasurer
+from .nat44 import Cycle, chain_refusal
 from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions
+from .xlatperf import TesterOptions, flows
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 
@@ -109,6 +112,11 @@ class TestbedEnvironment(Environment):
                     f"or drop {count} from the campaign's cores")
         return {dut: usable_cpus(inv, found, dut)[:count] for dut in DUTS}
 
+    def refuse_cores(self, counts: list[int]) -> None:
+        """Every core count checked against the preflight before the testbed is brought up."""
+        for count in counts:
+            self.per_dut_cpus(count)
+
     def dut_cpus(self, count: int) -> list[int]:
         return self.per_dut_cpus(count)[DUTS[0]]
 
@@ -131,6 +139,9 @@ class TestbedEnvironment(Environment):
     def tester_version(self) -> str | None:
         return self._measurer.last_tester_version if self._measurer else None
 
+    def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
+        return chain_refusal(self._chain, flows(self.tester), self.tester.first_port, cycles)
+
     def start_host_idle(self) -> None:
         assert self._chain is not None, "environment not up"
         self._chain.start_idle()
@@ -144,26 +155,19 @@ class TestbedEnvironment(Environment):
         window = trial_window(result, float(client.get("offset_s", 0.0))) if result is not None else None
         if window is None:
             return found
-        return {host: inside(samples, window) for host, samples in found.items()}
+        kept = {host: inside(samples, window) for host, samples in found.items()}
+        for host, samples in kept.items():
+            if not samples:
+                raise HostLost(f"{host} ({self._inv().hosts[host].ssh}): no CPU idle sample inside the "
+                               "trial: the trial is void, not stored; run the same command again to resume")
+        return kept
 
 
 def trial_window(result: TrialResult, client_offset_s: float) -> tuple[float, float] | None:
-    """(start, end) of a trial on the controller's clock, s since the epoch: the tester's start_utc (the
-    client host's clock) minus that clock's offset, plus the trial's duration. None without a start."""
-    start = ((result.raw or {}).get("header") or {}).get("start_utc")
-    if not isinstance(start, str):
-        return None
-    begin = dt.datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() - client_offset_s
-    return begin, begin + result.duration_s
+    """(start, end) of a trial on the controller's clock (cpuload.trial_window with the client's offset)."""
+    return cpuload_window(result.raw, result.duration_s, client_offset_s)
 
 
 def inside(samples: list[dict[str, Any]], window: tuple[float, float]) -> list[dict[str, Any]]:
-    """The samples whose interval's middle lies in the window, t_s re-counted from the window's start."""
-    kept, previous = [], None
-    for sample in samples:
-        end = float(sample["t_controller"])
-        middle = end - (end - previous) / 2 if previous is not None else end - SAMPLE_INTERVAL_S / 2
-        previous = end
-        if window[0] <= middle <= window[1]:
-            kept.append({**sample, "t_s": round(end - window[0], 3)})
-    return kept
+    """A DUT host's samples inside the trial's window (their ends on the controller's clock)."""
+    return samples_within(samples, window, "t_controller", SAMPLE_INTERVAL_S)

@@ -6,6 +6,7 @@ tester's JSON document into a `TrialResult` for every measurer that runs the rea
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +32,8 @@ class TrialResult:
     host_steal_pct: per CPU of the host running the suite ("0", "1", ...), % of the trial's time the
         hypervisor gave that CPU to another guest (/proc/stat steal), or None when not measured (fake DUTs,
         older stores). In emulation that host is the whole testbed; on a real testbed it is the controller.
+    tester_shortfall: queries the tester's own shortfall can account for (tester_shortfall()), count; None
+        when unknown (then a tester-limited trial is taken as the tester's, as before).
     """
 
     rate_qps: float
@@ -44,6 +47,7 @@ class TrialResult:
     raw: dict[str, Any] | None = field(default=None, compare=False)
     dut_stats: dict[str, Any] | None = field(default=None, compare=False)
     host_steal_pct: dict[str, float] | None = field(default=None, compare=False)
+    tester_shortfall: int | None = field(default=None, compare=False)
 
     @property
     def lost(self) -> int:
@@ -75,6 +79,8 @@ class TrialResult:
             raw=data.get("raw"),
             dut_stats=data.get("dut_stats"),
             host_steal_pct=data.get("host_steal_pct"),
+            tester_shortfall=data["tester_shortfall"] if data.get("tester_shortfall") is not None
+            else tester_shortfall(data["raw"], float(data["rate_qps"])) if data.get("raw") else None,
         )
 
 
@@ -106,6 +112,7 @@ def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float
                                 "is the tester up to date?") from None
     limited, reasons = tester_judgement(doc)
     loss = 1.0 - valid / sent if sent > 0 else 1.0
+    shortfall = tester_shortfall(doc, rate_qps)
     return TrialResult(
         rate_qps=rate_qps,
         duration_s=duration_s,
@@ -116,7 +123,22 @@ def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float
         reasons=reasons,
         achieved_rate_qps=achieved,
         raw=doc,
+        tester_shortfall=shortfall,
     )
+
+
+def tester_shortfall(doc: dict[str, Any], rate_qps: float) -> int | None:
+    """Queries whose loss the tester's own shortfall can account for, from xlatperf's JSON: those it never
+    sent (totals.unsent), dropped on its way out (tester_egress_drops) or at its own full receive buffers
+    (tester_buffer_drops), and those due during its longest send stall (rate x send.max_lag_s: sent late, in
+    a burst the DUT may rightly drop). None when the document lacks the totals (an older tester)."""
+    totals = doc.get("totals") if isinstance(doc, dict) else None
+    if not isinstance(totals, dict) or "unsent" not in totals:
+        return None
+    send = doc.get("send") if isinstance(doc.get("send"), dict) else {}
+    late = math.ceil(rate_qps * max(0.0, float(send.get("max_lag_s") or 0.0)))
+    return (int(totals.get("unsent") or 0) + int(totals.get("tester_egress_drops") or 0)
+            + int(totals.get("tester_buffer_drops") or 0) + late)
 
 
 def tester_judgement(doc: dict[str, Any]) -> tuple[bool, tuple[str, ...]]:

@@ -16,8 +16,15 @@ from typing import Any
 from ..paths import tester_binary
 from ..procs import TESTER_JSON_PREFIX
 
-# Beyond the trial itself the tester needs time to start, wait for late answers and write its JSON.
+# Beyond its own bound (xlatperf_bound_s) the tester needs time to start (sockets, rings, threads) and to
+# write its JSON; a tester still running after both is broken, and the harness ends it.
 STARTUP_ALLOWANCE_S = 30.0
+
+# xlatperf's defaults for its send bound (dnsperf/src/config.hpp): its senders stop at window +
+# max(--send-tolerance x window, --send-tolerance-abs) + --max-lag, whatever is left to send.
+SEND_TOLERANCE = 1e-5
+SEND_TOLERANCE_ABS_S = 2e-3
+MAX_LAG_S = 0.02
 
 # xlatperf keeps at most this many queries in flight per socket, half the 16-bit DNS transaction IDs
 # (kMaxOutstandingPerSocket, dnsperf/src/config.hpp).
@@ -126,18 +133,49 @@ def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: 
     return [*argv, *options.extra_args, "--json", str(json_path), "--quiet"]
 
 
+def _extra_value(extra_args: tuple[str, ...], flag: str, default: float) -> float:
+    """The last number given to `flag` in extra_args (`--flag V` or `--flag=V`), else default (a value that
+    is no number is left to the tester, which refuses it with its own one-line error)."""
+    value = default
+    for i, arg in enumerate(extra_args):
+        if arg == flag and i + 1 < len(extra_args):
+            text = extra_args[i + 1]
+        elif arg.startswith(flag + "="):
+            text = arg.split("=", 1)[1]
+        else:
+            continue
+        with contextlib.suppress(ValueError):
+            value = float(text)
+    return value
+
+
+def xlatperf_bound_s(duration_s: float, options: TesterOptions) -> float:
+    """The latest a trial of xlatperf ends on its own, from its schedule's start, s: its senders stop at the
+    send bound (window + send tolerance + --max-lag, from extra_args or the tester's defaults), its receivers
+    wait one timeout after the last query and its final read of what is pending takes at most one more."""
+    tolerance = max(_extra_value(options.extra_args, "--send-tolerance", SEND_TOLERANCE) * duration_s,
+                    _extra_value(options.extra_args, "--send-tolerance-abs", SEND_TOLERANCE_ABS_S))
+    max_lag = _extra_value(options.extra_args, "--max-lag", MAX_LAG_S)
+    return duration_s + tolerance + max_lag + 2 * options.timeout_s
+
+
 def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float, duration_s: float,
               options: TesterOptions) -> dict[str, Any]:
-    """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`) and return its JSON."""
+    """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`) and return its JSON.
+
+    A tester that cannot keep up stops its senders at its own bound and reports a tester-limited trial, which
+    is a result like any other; only a tester that outlives that bound by STARTUP_ALLOWANCE_S is ended here,
+    a TesterError (the tester is broken, the trial void)."""
     # The controller's pid in the name: `setup down` removes those of a killed run (procs.sweep_stale_json).
     fd, json_name = tempfile.mkstemp(prefix=f"{TESTER_JSON_PREFIX}{os.getpid()}-", suffix=".json")
     os.close(fd)
     json_path = Path(json_name)
     argv = [*wrap, *xlatperf_argv(binary, server, rate_qps, duration_s, options, json_path)]
+    limit_s = xlatperf_bound_s(duration_s, options) + STARTUP_ALLOWANCE_S
     try:
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            _, stderr = process.communicate(timeout=duration_s + options.timeout_s + STARTUP_ALLOWANCE_S)
+            _, stderr = process.communicate(timeout=limit_s)
         except BaseException:  # timeout, Ctrl-C: never leave a tester running
             process.kill()
             process.wait()
@@ -154,8 +192,10 @@ def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float,
         except (OSError, json.JSONDecodeError) as err:
             raise TesterError(f"xlatperf wrote no readable JSON to {json_path}: {err}") from None
     except subprocess.TimeoutExpired:
-        raise TesterError(f"xlatperf did not finish a {duration_s} s trial within "
-                          f"{duration_s + STARTUP_ALLOWANCE_S:.0f} s") from None
+        bound = xlatperf_bound_s(duration_s, options)
+        raise TesterError(f"xlatperf did not finish a {duration_s:g} s trial within {limit_s:.0f} s (its own "
+                          f"bound {bound:.3f} s + {STARTUP_ALLOWANCE_S:g} s to start and write its result): "
+                          "the tester is broken, the trial void") from None
     except FileNotFoundError as err:
         raise TesterError(f"cannot run the tester: {err}; build it with `make build`") from None
     finally:

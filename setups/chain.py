@@ -21,6 +21,24 @@ class Chain(Protocol):
     def component_pids(self) -> dict[str, int]: ...
     def gone(self, pids: dict[str, int]) -> list[str]: ...
     def counters(self) -> dict[str, dict[str, int]]: ...
+    # Optional (both worlds have it): nat44_udp_timeout() -> (seconds, where) | None, how long conntrack
+    # keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace (None: no CE NAT44, or unreadable).
+
+
+# Read in the NAT44's namespace: the stream (replied) and the plain UDP conntrack timeouts, s.
+READ_UDP_TIMEOUTS = ("cat /proc/sys/net/netfilter/nf_conntrack_udp_timeout_stream "
+                     "/proc/sys/net/netfilter/nf_conntrack_udp_timeout")
+
+
+def longest_udp_timeout(output: str) -> float | None:
+    """The longer of the timeouts READ_UDP_TIMEOUTS printed (a DNS flow is replied), s; None if none."""
+    values = []
+    for word in output.split():
+        try:
+            values.append(float(word))
+        except ValueError:
+            continue
+    return max(values) if values else None
 
 
 def ce_tester_args(ces: tuple[MapCe, ...]) -> list[str]:

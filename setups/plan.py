@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backends import Backend, RenderContext, linux
+from .backends.bpf import BpfBackend
 from .backends.jool import JoolBackend
 from .backends.tayga import TaygaBackend
 from .steps import Cmd, Comment, Daemon, Step
 from .topology import TRANSLATOR_ROLES, Host, Topology, Translator
 
-BACKENDS = ("jool", "tayga")
+BACKENDS = ("jool", "tayga", "bpf")
 ROLES = ("clat", "plat", "ce", "br")
 
 
@@ -46,7 +47,21 @@ class BackendChoice:
         name = self.by_role[TRANSLATOR_ROLES[type(role)]]
         if name == "jool":
             return JoolBackend()
+        if name == "bpf":
+            return BpfBackend()
         return TaygaBackend(self.tayga_variant)
+
+    def machine_steps(self, topology: Topology, ctx: RenderContext) -> list[Step]:
+        """Steps the chosen backends need once per machine, outside every namespace (e.g. a bpffs)."""
+        steps: list[Step] = []
+        seen: set[str] = set()
+        for role in topology.translators().values():
+            backend = self.backend(role)
+            prepare = getattr(backend, "machine_steps", None)
+            if prepare is not None and backend.name not in seen:
+                seen.add(backend.name)
+                steps += prepare(ctx)
+        return steps
 
 
 def _check_backend(name: str) -> None:

@@ -3,7 +3,8 @@
 First it measures the searches' upper bound: a loopback trial (tester against Knot, no DUT) is raised,
 doubling, until one fails; that failing rate replaces the campaign file's max_rate_qps, so no search is
 capped by a ceiling the machine could pass. Then it runs the demo campaign (the tester's self-test and the
-baseline, 464XLAT and MAP-T chains emulated in namespaces, both searches, idle capture with latency), writes
+baseline, 464XLAT and MAP-T chains emulated in namespaces, the RFC 8219 search (and MLRsearch when the file
+lists it), idle capture with latency), writes
 the report (report.html, report.md, tables.csv, figures) and prints the tables, the verdicts and where the
 report is. The store is resumable: a demo that was interrupted continues where it stopped when run again;
 `--fresh` starts over (and measures the upper bound again).
@@ -25,6 +26,7 @@ from .paths import REPO_ROOT, tester_binary
 from .scripts.campaign import CampaignRun
 from .scripts.campaignfile import load_campaign, make_environment
 from .scripts.cli import run_campaign
+from .scripts.search.runner import PASS, TESTER_LIMITED, verdict
 from .scripts.trial import TrialResult
 
 DEFAULT_CAMPAIGN = REPO_ROOT / "campaigns" / "demo.toml"
@@ -48,13 +50,14 @@ class Probe:
     passed_qps: float | None = None
     failed_qps: float | None = None
     trials: list[TrialResult] = field(default_factory=list)
+    loss_ratio: float = 1e-4
 
     def describe(self) -> str:
         if self.failed_qps is None:
             return f"no trial failed up to {self.passed_qps or 0:,.0f} queries/s"
         last = self.trials[-1] if self.trials else None
-        why = ("not recorded" if last is None else "tester could not offer it" if last.tester_limited
-               else f"loss {100 * last.loss_ratio:.3f} %")
+        why = ("not recorded" if last is None else "tester could not offer it"
+               if verdict(last, self.loss_ratio) == TESTER_LIMITED else f"loss {100 * last.loss_ratio:.3f} %")
         passed = f"{self.passed_qps:,.0f}" if self.passed_qps else "none"
         return f"{self.failed_qps:,.0f} queries/s failed ({why}); highest passing rate {passed} queries/s"
 
@@ -64,16 +67,17 @@ def raise_until_failure(measure: Callable[[float, float], TrialResult], loss_rat
                         duration_s: float = PROBE_DURATION_S, rest_s: float = PROBE_REST_S,
                         max_steps: int = PROBE_MAX_STEPS, say: Callable[[str], None] = print) -> Probe:
     """Trials at start_qps, start_qps x factor, ... until one fails (DUT loss or tester limit)."""
-    probe, rate = Probe(), start_qps
+    probe, rate = Probe(loss_ratio=loss_ratio), start_qps
     for _ in range(max_steps):
         for _attempt in range(1 + TESTER_RETRIES):  # a sender preempted once says little on a shared machine
             result = measure(duration_s, rate)
             probe.trials.append(result)
-            ok = result.passed(loss_ratio)
+            judged = verdict(result, loss_ratio)  # the suite's one trial verdict (DUT loss first)
+            ok = judged == PASS
             say(f"  upper-bound probe: {rate:,.0f} queries/s for {duration_s:g} s: "
                 f"{'passed' if ok else 'failed'} (loss {100 * result.loss_ratio:.3f} %"
-                f"{', tester-limited' if result.tester_limited else ''})")
-            if not result.tester_limited:
+                f"{', tester-limited' if judged == TESTER_LIMITED else ''})")
+            if judged != TESTER_LIMITED:
                 break
             time.sleep(rest_s)
         if not ok:

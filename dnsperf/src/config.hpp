@@ -106,10 +106,22 @@ struct Plan {
     std::uint32_t ring_slots = 0;          // outstanding-query slots per socket (power of two)
     std::int64_t timeout_ns = 0;
     double effective_send_tolerance_s = 0; // max(send_tolerance × window, send_tolerance_s)
+    // Senders stop here, from the schedule's start, whatever is left: window + tolerance + --max-lag. A
+    // query not sent by then is later than both limits, so the verdict is tester-limited already and
+    // anything sent after it would only load the server.
+    double send_bound_s = 0;
+    std::size_t series_rows = 0;           // per-second rows each pair preallocates (send bound + timeout + 3)
+    std::uint64_t prealloc_bytes = 0;      // what the trial allocates before the first query (estimate, bytes)
 };
 
 // Queries one socket may have waiting for a reply: half the 16-bit ID space, so
 // an ID comes back on a socket no sooner than two timeouts after its last use.
 constexpr double kMaxOutstandingPerSocket = 32768;
+
+// The send-lag histogram's range (lags beyond it count in its last bucket): 100 s.
+constexpr std::uint64_t kMaxLagRecordedNs = 100'000'000'000;
+
+// A trial refuses to preallocate more than this (rings, series, histograms, buffers).
+constexpr std::uint64_t kMaxPreallocBytes = std::uint64_t{1} << 30;
 
 }  // namespace xlatperf

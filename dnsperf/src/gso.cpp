@@ -1,11 +1,12 @@
 #include "gso.hpp"
 
+#include "egress.hpp"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 
-#include <ifaddrs.h>
 #include <linux/ethtool.h>
 #include <linux/sockios.h>
 #include <net/if.h>
@@ -24,27 +25,6 @@ struct Fd {
         if (fd >= 0) close(fd);
     }
 };
-
-bool is_wildcard(const SockAddr& address) {
-    if (address.family() == AF_INET) {
-        return reinterpret_cast<const sockaddr_in*>(address.get())->sin_addr.s_addr == htonl(INADDR_ANY);
-    }
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address.get());
-    return IN6_IS_ADDR_UNSPECIFIED(&v6->sin6_addr);
-}
-
-bool same_address(const sockaddr* a, const sockaddr* b) {
-    if (a == nullptr || b == nullptr || a->sa_family != b->sa_family) return false;
-    if (a->sa_family == AF_INET) {
-        return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
-               reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
-    }
-    if (a->sa_family == AF_INET6) {
-        return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
-                           &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
-    }
-    return false;
-}
 
 // ethtool's SIOCETHTOOL on `device` with `data` (a command struct); false on error.
 bool ethtool(int fd, const std::string& device, void* data) {
@@ -79,23 +59,15 @@ int feature_index(int fd, const std::string& device, const std::string& name) {
 
 Egress egress_of(const SockAddr& server, const SockAddr& source) {
     Egress out;
-    const Fd probe{socket(server.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0)};
-    if (probe.fd < 0) return out;
-    if (source.length > 0 && !is_wildcard(source) && bind(probe.fd, source.get(), source.length) != 0) return out;
-    if (connect(probe.fd, server.get(), server.length) != 0) return out;
-    sockaddr_storage local{};
-    socklen_t length = sizeof local;
-    if (getsockname(probe.fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return out;
-    ifaddrs* list = nullptr;
-    if (getifaddrs(&list) != 0) return out;
-    const std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> owner(list, freeifaddrs);
-    for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
-        if (same_address(entry->ifa_addr, reinterpret_cast<const sockaddr*>(&local))) {
-            out.device = entry->ifa_name;
-            out.loopback = (entry->ifa_flags & IFF_LOOPBACK) != 0;
-            break;
-        }
-    }
+    const int index = route_device(server, source);
+    if (index <= 0) return out;
+    char name[IF_NAMESIZE] = {};
+    if (if_indextoname(static_cast<unsigned>(index), name) == nullptr) return out;
+    out.device = name;
+    const Fd fd{socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
+    ifreq request{};
+    std::memcpy(request.ifr_name, name, sizeof request.ifr_name);
+    out.loopback = fd.fd >= 0 && ioctl(fd.fd, SIOCGIFFLAGS, &request) == 0 && (request.ifr_flags & IFF_LOOPBACK) != 0;
     return out;
 }
 

@@ -33,7 +33,10 @@ struct GsoChoice {
 GsoChoice choose_gso(const std::string& mode, const SockAddr& server, const std::vector<SockAddr>& sources);
 
 // The device a datagram from `source` (port 0, the wildcard allowed) to `server`
-// leaves by, found through a connected probe socket; name "" when unknown.
+// leaves by: the output interface of the kernel's route for it (netlink
+// RTM_GETROUTE, as `ip route get SERVER from SOURCE`), not the device that owns
+// the source address (a source on lo may be routed out through a veth); name ""
+// when unknown.
 struct Egress {
     std::string device;
     bool loopback = false;

@@ -1,5 +1,7 @@
 #include "net.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
@@ -94,6 +96,21 @@ std::string to_string(const SockAddr& address) {
     return endpoint.address().is_v6() ? "[" + host + "]:" + port : host + ":" + port;
 }
 
+bool make_room_for_sockets(std::uint64_t sockets) {
+    constexpr std::uint64_t kSpare = 16;  // stdio, the JSON file, netlink and probe sockets, libraries
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return true;
+    const std::uint64_t needed = sockets + kSpare;
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return true;
+    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+        return false;
+    }
+    limit.rlim_cur = needed;
+    return setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
 UdpSocket::UdpSocket(boost::asio::io_context& io, const SockAddr& local, std::uint16_t port,
                      std::uint64_t rcvbuf, std::uint64_t sndbuf)
     : socket_(io) {
@@ -101,7 +118,14 @@ UdpSocket::UdpSocket(boost::asio::io_context& io, const SockAddr& local, std::ui
     endpoint.port(port);
     boost::system::error_code error;
     socket_.open(endpoint.protocol(), error);
-    if (!error) socket_.bind(endpoint, error);
+    if (error) {
+        const bool fds = error.value() == EMFILE || error.value() == ENFILE;
+        throw StartError("cannot open a UDP socket: " + error.message() +
+                         (fds ? " (too many open files: the tester needs one socket per port, --threads x "
+                                "--ports-per-thread; raise the limit, ulimit -n, or use fewer)"
+                              : ""));
+    }
+    socket_.bind(endpoint, error);
     if (!error) socket_.non_blocking(true, error);
     if (error) {
         throw StartError("cannot bind a UDP socket to " + to_string(to_sockaddr(endpoint)) + ": " +

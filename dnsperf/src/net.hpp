@@ -33,6 +33,10 @@ struct UdpErrorCounters {
 
 UdpErrorCounters read_udp_error_counters();
 
+// Raises this process's open-file limit (RLIMIT_NOFILE soft, up to the hard
+// limit) so that `sockets` more descriptors fit; false when the hard limit is too low.
+bool make_room_for_sockets(std::uint64_t sockets);
+
 class UdpSocket {
 public:
     // Binds `local` with `port` (0: ephemeral), non-blocking, with kernel receive

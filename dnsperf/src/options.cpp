@@ -11,7 +11,9 @@
 #include "cpulist.hpp"
 #include "net.hpp"
 #include "query.hpp"
+#include "histogram.hpp"
 #include "sources.hpp"
+#include "trial.hpp"
 #include "version.hpp"
 
 namespace xlatperf {
@@ -130,7 +132,7 @@ void add_verdict_and_output_options(CLI::App& app, Config& config) {
         ->type_name("S")->group(verdict);
 
     const char* output = "Output";
-    app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE")
+    app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE (a regular file or a new name in an existing directory; - for stdout)")
         ->type_name("FILE")->group(output);
     app.add_option("--run-id", config.run_id, "identifier recorded in the results (empty: a random one)")
         ->type_name("ID")->group(output);
@@ -296,6 +298,7 @@ void plan_timing(const Config& c, Plan& plan) {
     check(std::isfinite(c.max_lag_s) && c.max_lag_s >= 0 && c.max_lag_s <= kMaxWindowS,
           "--max-lag must be 0.." + format_number(kMaxWindowS) + " s (0: no check)");
     plan.effective_send_tolerance_s = std::max(c.send_tolerance * plan.scheduled_window_s, c.send_tolerance_s);
+    plan.send_bound_s = plan.scheduled_window_s + plan.effective_send_tolerance_s + c.max_lag_s;
     // The last query may leave up to one tick late; a tolerance below that fails every trial.
     check(c.send_tick_s <= plan.effective_send_tolerance_s,
           "--send-tick " + format_number(c.send_tick_s) + " s is larger than the send tolerance " +
@@ -303,6 +306,44 @@ void plan_timing(const Config& c, Plan& plan) {
     check(c.max_lag_s == 0 || c.max_lag_s >= c.send_tick_s,
           "--max-lag " + format_number(c.max_lag_s) + " s is smaller than --send-tick " +
               format_number(c.send_tick_s) + " s, which every batch may wait; raise --max-lag (0: no check)");
+}
+
+// A socket's transaction IDs wrap after 65 536 queries; the case of the domain's
+// letters (0x20 epochs) then tells a reply to an earlier use of an ID from the
+// answer to the current one. A domain without letters cannot, so a run whose
+// sockets wrap is refused.
+void plan_epochs(const Config& c, const Plan& plan) {
+    const std::uint64_t sockets = std::uint64_t{c.threads} * c.ports_per_thread;
+    const std::uint64_t per_socket = (plan.total_queries + sockets - 1) / sockets;
+    const bool letters = std::any_of(c.domain.begin(), c.domain.end(),
+                                     [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)) != 0; });
+    check(letters || per_socket <= 65536,
+          "--domain " + c.domain + " has no letters, so the case of the name cannot tell a reply to a reused "
+              "transaction ID from the current one, and each socket sends up to " + std::to_string(per_socket) +
+              " queries (IDs wrap after 65536); use a domain with letters or more sockets (--threads x "
+              "--ports-per-thread)");
+}
+
+// What the trial allocates before the first query, and a refusal with the arithmetic above kMaxPreallocBytes.
+void plan_memory(const Config& c, Plan& plan) {
+    plan.series_rows = static_cast<std::size_t>(
+                           std::ceil(std::max(plan.scheduled_window_s, plan.send_bound_s) + 1 + c.timeout_s)) + 2;
+    const std::uint64_t sockets = std::uint64_t{c.threads} * c.ports_per_thread;
+    const std::uint64_t series = std::uint64_t{c.threads} * plan.series_rows * (sizeof(std::uint64_t) + sizeof(SeriesRow));
+    const std::uint64_t histograms =
+        std::uint64_t{c.threads} * 8 *
+        (LatencyHistogram::index(2 * static_cast<std::uint64_t>(plan.timeout_ns)) + 1 + LatencyHistogram::index(kMaxLagRecordedNs) + 1);
+    const std::uint64_t rings = sockets * plan.ring_slots * 3 * sizeof(std::uint64_t);
+    const std::uint64_t buffers = std::uint64_t{c.threads} * c.batch * (4096 + 512);
+    plan.prealloc_bytes = series + histograms + rings + buffers;
+    const auto mib = [](std::uint64_t bytes) { return format_number(std::round(static_cast<double>(bytes) / (1 << 20))) + " MiB"; };
+    check(plan.prealloc_bytes <= kMaxPreallocBytes,
+          "the trial would preallocate " + mib(plan.prealloc_bytes) + ", more than " + mib(kMaxPreallocBytes) +
+              ": per-second series " + std::to_string(c.threads) + " threads x " + std::to_string(plan.series_rows) +
+              " s x " + std::to_string(sizeof(std::uint64_t) + sizeof(SeriesRow)) + " B = " + mib(series) +
+              ", rings " + std::to_string(sockets) + " sockets x " + std::to_string(plan.ring_slots) + " slots x 24 B = " +
+              mib(rings) + ", histograms and buffers " + mib(histograms + buffers) +
+              "; use fewer threads or a shorter trial");
 }
 
 }  // namespace
@@ -315,6 +356,8 @@ Plan make_plan(const Config& c, std::vector<std::string> argv) {
     plan_load(c, plan);
     plan_sockets(c, plan);
     plan_timing(c, plan);
+    plan_memory(c, plan);
+    plan_epochs(c, plan);
     try {
         plan.subnet = parse_subnet(c.subnet);
         plan.qtype = parse_qtype(c.qtype);

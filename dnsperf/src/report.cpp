@@ -9,6 +9,9 @@
 #include <ostream>
 #include <random>
 #include <sstream>
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -172,6 +175,7 @@ json totals_json(const Totals& t) {
         {"tester_buffer_drops", t.buffer_drops()},
         {"checksum_errors", t.checksum_errors},
         {"tester_egress_drops", t.egress_drops},
+        {"namespace_sndbuf_errors", t.namespace_sndbuf_errors},
     };
 }
 
@@ -210,7 +214,7 @@ json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, cons
         {"first_send_delay_s", nullable_seconds(t.first_send_ns)},
         {"max_lag_s", seconds(t.max_lag_ns)},
         {"lag", {{"unit", "s"},
-                 {"of", "each sendmmsg call: how late its first query went out"},
+                 {"of", "each send call: the larger of its first query's delay at the call's start and its last query's at the call's end"},
                  {"count", trial.send_lag.count()},
                  {"p50", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.5)))},
                  {"p99", seconds(static_cast<std::int64_t>(trial.send_lag.percentile(0.99)))},
@@ -218,6 +222,9 @@ json send_json(const Plan& plan, const TrialResult& trial, const Totals& t, cons
                  {"max", seconds(static_cast<std::int64_t>(trial.send_lag.max()))}}},
         {"max_burst", t.max_burst},
         {"max_queries_in_100us", t.max_in_100us},
+        {"stop", {{"reason", send_stop_name(t.stop)},
+                  {"at_s", nullable_seconds(t.stopped_ns)},
+                  {"bound_s", plan.send_bound_s}}},
         {"gso", gso_json(plan, trial, t)},
         {"would_block", t.would_block},
         {"max_retry_stall_s", seconds(t.max_retry_stall_ns)},
@@ -287,10 +294,14 @@ json threads_json(const TrialResult& trial) {
             {"unexpected", r.unexpected},
             {"duplicate", r.duplicate},
             {"tester_socket_drops", r.socket_drops},
+            {"final_drain", r.final_drain},
+            {"final_drain_cut", r.final_drain_cut},
             {"first_send_s", nullable_seconds(s.first_send_ns)},
             {"last_send_s", nullable_seconds(s.last_send_ns)},
             {"max_lag_s", seconds(s.max_lag_ns)},
             {"max_lag_at_s", nullable_seconds(s.max_lag_at_ns)},
+            {"stop_reason", send_stop_name(s.stop)},
+            {"stopped_at_s", nullable_seconds(s.stopped_ns)},
             {"max_burst", s.max_burst},
             {"max_queries_in_100us", s.max_in_100us},
             {"would_block", s.would_block},
@@ -340,6 +351,19 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
     doc["loss_ratio"] = t.loss_ratio();
     doc["send"] = send_json(plan, trial, t, send);
     doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+    json devices = json::array();
+    for (const EgressDevice& d : trial.egress) {
+        devices.push_back({{"name", d.name},
+                           {"qdisc", d.qdisc.empty() ? json(nullptr) : json(d.qdisc)},
+                           {"qdisc_drops", d.qdisc_drops},
+                           {"tx_dropped", d.tx_dropped},
+                           {"read", d.read}});
+    }
+    doc["egress"] = {{"devices", devices},
+                     {"counted_from", t.egress_from_devices ? "devices" : "namespace-sndbuf-errors"}};
+    doc["receive"] = {{"final_drain", t.final_drain},
+                      {"final_drain_s", seconds(t.final_drain_ns)},
+                      {"final_drain_cut", t.final_drain_cut}};
     doc["latency"] = latency_json(trial);
     doc["cpu"] = cpu_json(trial, t);
     doc["threads"] = threads_json(trial);
@@ -360,6 +384,11 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     s << "  sent        " << t.sent << " of " << t.scheduled << " queries in " << fixed(send.window_s, 6)
       << " s = " << fixed(send.achieved_rate_qps, 1) << " queries/s (schedule: "
       << fixed(send.scheduled_window_s, 6) << " s, max lag " << duration_text(seconds(t.max_lag_ns)) << ")\n";
+    if (t.stop != SendStop::schedule_sent) {
+        s << "  stopped     the senders stopped " << fixed(seconds(t.stopped_ns), 3) << " s after the start: "
+          << send_stop_name(t.stop) << " (send bound " << fixed(plan.send_bound_s, 3)
+          << " s = window + send tolerance + --max-lag)\n";
+    }
     s << "  valid       " << t.valid << " queries; loss " << percent(t.loss_ratio()) << " (1 - valid/sent)\n";
     s << "  other       late " << t.late << ", error RCODE " << t.rcode_errors();
     for (unsigned r = 1; r < 16; ++r) {
@@ -392,6 +421,94 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     s << "  verdict     " << verdict.status() << "\n";
     for (const auto& reason : verdict.reasons) s << "              - " << reason << "\n";
     out << s.str() << std::flush;
+}
+
+namespace {
+
+const char* file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    return "not a regular file";
+}
+
+std::string parent_directory(const std::string& path) {
+    const auto slash = path.find_last_of('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+void check_json_path(const std::string& path) {
+    if (path.empty() || path == "-") return;
+    const std::string fix = "; give a regular file, a new name in an existing directory, or - for stdout";
+    if (path.back() == '/') throw StartError("--json " + path + " names a directory" + fix);
+    struct stat info {};
+    if (lstat(path.c_str(), &info) == 0) {
+        if (!S_ISREG(info.st_mode)) {
+            throw StartError("--json " + path + " is " + file_kind(info.st_mode) +
+                             ", not a regular file" + fix);
+        }
+        return;
+    }
+    if (errno != ENOENT) throw StartError("--json " + path + ": " + std::strerror(errno) + fix);
+    const std::string directory = parent_directory(path);
+    struct stat dir {};
+    if (stat(directory.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) {
+        throw StartError("--json " + path + ": directory " + directory + " does not exist" + fix);
+    }
+}
+
+JsonOutput::JsonOutput(std::string path) : path_(std::move(path)) {
+    if (path_.empty() || to_stdout()) return;
+    check_json_path(path_);
+    temp_ = path_ + ".tmp-" + std::to_string(getpid());
+    fd_ = open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd_ < 0) {
+        const int error = errno;
+        temp_.clear();
+        throw StartError("cannot write --json " + path_ + " (temporary file beside it): " + std::strerror(error) +
+                         "; choose a writable directory");
+    }
+}
+
+JsonOutput::~JsonOutput() {
+    if (fd_ >= 0) close(fd_);
+    if (!temp_.empty()) unlink(temp_.c_str());
+}
+
+void JsonOutput::commit(const nlohmann::json& doc) {
+    const std::string text = doc.dump(2) + "\n";
+    if (path_.empty()) return;
+    if (to_stdout()) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        if (std::fflush(stdout) != 0) throw std::runtime_error(std::string("writing --json - failed: ") + std::strerror(errno));
+        return;
+    }
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = write(fd_, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw std::runtime_error("writing --json " + path_ + " failed: " + std::strerror(errno));
+        done += static_cast<std::size_t>(n);
+    }
+    const int closed = close(fd_);
+    fd_ = -1;
+    if (closed != 0) throw std::runtime_error("writing --json " + path_ + " failed: " + std::strerror(errno));
+    // The path may have changed during the trial: never rename over anything but a regular file.
+    try {
+        check_json_path(path_);
+    } catch (const StartError& e) {
+        throw std::runtime_error(e.what());
+    }
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
+        throw std::runtime_error("writing --json " + path_ + " failed: " + std::strerror(errno));
+    }
+    temp_.clear();
 }
 
 }  // namespace xlatperf

@@ -29,4 +29,29 @@ nlohmann::json to_json(const Plan& plan, const TrialResult& trial, const RunInfo
 
 void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial);
 
+// Where --json goes. "-" is stdout. A path must be a regular file or a new name in
+// an existing directory: anything else (a device such as /dev/null, a directory, a
+// symbolic link, a FIFO, a missing directory) is refused before the trial with a
+// StartError, because the result is written to a temporary file beside the path and
+// renamed over it once complete (a failed or killed run leaves an earlier file
+// untouched), and a rename would replace whatever the path names. The temporary
+// file is removed unless commit() renamed it.
+class JsonOutput {
+public:
+    explicit JsonOutput(std::string path);  // empty: no JSON
+    ~JsonOutput();
+    JsonOutput(const JsonOutput&) = delete;
+    JsonOutput& operator=(const JsonOutput&) = delete;
+    bool to_stdout() const { return path_ == "-"; }
+    void commit(const nlohmann::json& doc);  // throws std::runtime_error when the write fails
+
+private:
+    std::string path_;
+    std::string temp_;
+    int fd_ = -1;
+};
+
+// Throws StartError unless `path` may take the --json result (see JsonOutput).
+void check_json_path(const std::string& path);
+
 }  // namespace xlatperf

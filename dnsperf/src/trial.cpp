@@ -34,7 +34,6 @@ namespace {
 
 constexpr std::size_t kReplyBufferSize = 4096;       // larger datagrams are cut and counted malformed
 constexpr std::int64_t kReceiverPollNs = 50'000'000; // a receiver re-checks its sender this often
-constexpr std::uint64_t kMaxLagRecordedNs = 100'000'000'000;  // lags histogram range: 100 s
 constexpr std::int64_t kStartLeadNs = 20'000'000;    // threads start this long before query 0
 constexpr unsigned kDrainCalls = 64;                 // most recvmmsg calls per socket between end-time checks
 
@@ -119,11 +118,12 @@ struct Shared {
     const Schedule schedule;
     const QueryTemplate query;
     std::atomic<bool> halt{false};   // senders stop early (signal, a failed start, a thread that threw)
+    std::atomic<bool> signalled{false};  // of them: a signal
     std::atomic<std::size_t> ready{0};  // threads started and waiting for `go`
     std::atomic<bool> go{false};        // start_ns is set: the threads may run
     std::int64_t start_ns = 0;        // monotonic time of query 0
     std::int64_t start_real_ns = 0;   // the same instant on CLOCK_REALTIME
-    std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start)
+    std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start): the send bound
     bool gso = false;                 // senders start with UDP_SEGMENT sends
     std::size_t series_rows = 0;
 };
@@ -178,12 +178,10 @@ public:
                 ++stats_.wakeups;
                 now = monotonic_ns();
             }
-            if (now - shared_.start_ns > shared_.give_up_ns) {
-                stats_.gave_up = true;
-                break;
-            }
+            if (past_bound(now)) break;
             // Send everything due now, spread evenly over the sockets, before sleeping
-            // again; queries that fell due meanwhile (a stall) go in another round.
+            // again; queries that fell due meanwhile (a stall) go in another round. A
+            // sender far behind never sleeps: the bound is checked every round.
             last_batch_ns = now;
             std::uint64_t burst = 0;
             for (;;) {
@@ -196,13 +194,27 @@ public:
                 burst += due;
                 if (due < most || shared_.halt.load(std::memory_order_relaxed)) break;
                 now = monotonic_ns();
+                if (past_bound(now)) break;
             }
             stats_.max_burst = std::max(stats_.max_burst, burst);
+            if (stats_.gave_up) break;
         }
         stats_.unsent += total - std::min(total, j);
+        stats_.stopped_ns = monotonic_ns() - shared_.start_ns;
+        if (j < total && !stats_.gave_up) {
+            stats_.stop = shared_.signalled.load(std::memory_order_relaxed) ? SendStop::signal : SendStop::failure;
+        }
     }
 
 private:
+    // True (and the sender marked as stopped at the bound) once `now` is past the send bound.
+    bool past_bound(std::int64_t now) {
+        if (now - shared_.start_ns <= shared_.give_up_ns) return false;
+        stats_.gave_up = true;
+        stats_.stop = SendStop::bound;
+        return true;
+    }
+
     // Queries j .. j+due-1 (due <= batch x sockets), in order, as equal shares of
     // the sockets (one sendmmsg each) starting at `socket`; the sockets that get
     // one more rotate, so that over a trial every port carries its share.
@@ -257,7 +269,10 @@ private:
             ++stats_.syscalls;
             if (result > 0) {
                 const auto n = static_cast<std::size_t>(result);
-                record_sent(n, before, sent_real, deadline_of(j + done) - shared_.start_ns);
+                // The end of the call bounds when its last query left: time spent inside the call is lag too.
+                const std::int64_t after = monotonic_ns() - shared_.start_ns;
+                record_sent(n, before, after, sent_real, deadline_of(j + done) - shared_.start_ns,
+                            deadline_of(j + done + n - 1) - shared_.start_ns);
                 if (blocked_since >= 0) {
                     stats_.max_retry_stall_ns = std::max(stats_.max_retry_stall_ns, before - blocked_since);
                     blocked_since = -1;
@@ -270,8 +285,7 @@ private:
             if (error == EAGAIN || error == EWOULDBLOCK || error == ENOBUFS) {
                 ++stats_.would_block;
                 if (blocked_since < 0) blocked_since = before;
-                if (monotonic_ns() - shared_.start_ns > shared_.give_up_ns ||
-                    shared_.halt.load(std::memory_order_relaxed)) {
+                if (past_bound(monotonic_ns()) || shared_.halt.load(std::memory_order_relaxed)) {
                     break;
                 }
                 pollfd wait{fd, POLLOUT, 0};
@@ -314,11 +328,15 @@ private:
         return sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(left), MSG_DONTWAIT);
     }
 
-    // n queries went out in one sendmmsg that started at before_ns; the first of
-    // them was due at due_ns (both from the start). Each call's lag is judged, so a
-    // stall inside a burst shows even when the burst catches up.
-    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t sent_real_ns, std::int64_t due_ns) {
-        const std::int64_t lag = before_ns - due_ns;
+    // n queries went out in one send call that started at before_ns and returned at
+    // after_ns; the first of them was due at first_due_ns, the last at last_due_ns
+    // (all from the start). The call's lag is the larger of its first query's delay at
+    // the call's start and its last query's at the call's end, so time spent inside
+    // the call (a preempted or stalled send) counts too. Each call's lag is judged, so
+    // a stall inside a burst shows even when the burst catches up.
+    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t after_ns, std::int64_t sent_real_ns,
+                     std::int64_t first_due_ns, std::int64_t last_due_ns) {
+        const std::int64_t lag = std::max(before_ns - first_due_ns, after_ns - last_due_ns);
         pair_.send_lag.record(static_cast<std::uint64_t>(std::max<std::int64_t>(lag, 0)));
         if (lag > stats_.max_lag_ns) {
             stats_.max_lag_ns = lag;
@@ -328,7 +346,7 @@ private:
         window_.add(before_ns, n);
         stats_.max_in_100us = std::max(stats_.max_in_100us, window_.total());
         if (stats_.first_send_ns < 0) stats_.first_send_ns = before_ns;
-        stats_.last_send_ns = before_ns;
+        stats_.last_send_ns = after_ns;
         pair_.sent_per_second[second_of(shared_, sent_real_ns)] += n;
         bump(pair_.live_sent, n);
     }
@@ -397,13 +415,35 @@ public:
             }
             ++stats_.wakeups;
         }
-        // Replies that arrived in the last tick: one more non-blocking read.
-        for (std::size_t s = 0; s < pair_.sockets.size(); ++s) drain(s);
+        final_drain(end_ns);
         for (auto& socket : pair_.sockets) stats_.socket_drops += socket.drops();
     }
 
 private:
     static constexpr std::size_t kControlSize = CMSG_SPACE(sizeof(timespec));
+
+    // After the end time: reads every socket until none has anything pending, so that
+    // a receiver behind at its end (preempted, or a burst of replies) still reads the
+    // replies that arrived in time (their kernel timestamps judge them). It stops at
+    // one timeout past the end time at the latest; replies still waiting then stay
+    // unanswered and the trial is tester-limited (final_drain_cut).
+    void final_drain(std::int64_t end_ns) {
+        const std::int64_t started = monotonic_ns();
+        const std::int64_t deadline = std::max(end_ns, started) + shared_.plan.timeout_ns;
+        const std::uint64_t received_before = stats_.received;
+        for (;;) {
+            std::size_t got = 0;
+            for (std::size_t s = 0; s < pair_.sockets.size(); ++s) got += drain(s);
+            if (got == 0) break;
+            if (monotonic_ns() >= deadline) {
+                // Something may still wait: one more look says whether anything does.
+                stats_.final_drain_cut = poll(pollfds_.data(), pollfds_.size(), 0) > 0;
+                break;
+            }
+        }
+        stats_.final_drain = stats_.received - received_before;
+        stats_.final_drain_ns = monotonic_ns() - started;
+    }
 
     // Reads the datagrams waiting on `socket`, at most kDrainCalls recvmmsg calls
     // (so that a flood cannot keep the receiver from its end time); returns how many.
@@ -635,7 +675,10 @@ void wait_with_progress(Shared& shared, const std::vector<std::unique_ptr<Pair>>
     std::uint64_t last_sent = 0, last_valid = 0, last_replies = 0;
     unsigned second = 1;
     for (;;) {
-        if (stop.load(std::memory_order_relaxed)) shared.halt.store(true, std::memory_order_relaxed);
+        if (stop.load(std::memory_order_relaxed)) {
+            shared.signalled.store(true, std::memory_order_relaxed);
+            shared.halt.store(true, std::memory_order_relaxed);
+        }
         const bool all_done = std::all_of(pairs.begin(), pairs.end(), [](const auto& p) {
             return p->receiver_done.load(std::memory_order_acquire);
         });
@@ -684,14 +727,23 @@ double seconds_between(const timeval& a, const timeval& b) {
 
 }  // namespace
 
+const char* send_stop_name(SendStop stop) {
+    switch (stop) {
+    case SendStop::schedule_sent: return "schedule-sent";
+    case SendStop::bound: return "send-bound";
+    case SendStop::signal: return "signal";
+    case SendStop::failure: return "thread-failure";
+    }
+    return "unknown";
+}
+
 TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomic<bool>& stop) {
     const Config& config = plan.config;
     Shared shared{plan, Schedule(config.rate_qps, config.threads, plan.total_queries),
                   QueryTemplate(config.domain, plan.qtype)};
-    const double window_s = shared.schedule.window_s();
-    // A sender that cannot keep up stops at twice the schedule (at least one second more).
-    shared.give_up_ns = std::llround((window_s + std::max(1.0, window_s)) * 1e9);
-    shared.series_rows = static_cast<std::size_t>(std::ceil(2 * window_s + 1 + config.timeout_s)) + 2;
+    // A sender that cannot keep up stops at the send bound (window + tolerance + --max-lag).
+    shared.give_up_ns = std::llround(plan.send_bound_s * 1e9);
+    shared.series_rows = plan.series_rows;
 
     const auto max_latency_ns = static_cast<std::uint64_t>(2 * plan.timeout_ns);
     TrialResult result;
@@ -700,6 +752,15 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     result.gso = choose_gso(config.gso, plan.server, sources);
     shared.gso = result.gso.use;
     boost::asio::io_context io;
+    // Sockets beyond the open-file limit fail at open: raise it first, or say plainly that it is too low.
+    const std::uint64_t socket_count = std::uint64_t{config.threads} * config.ports_per_thread;
+    if (!make_room_for_sockets(socket_count)) {
+        rlimit limit{};
+        getrlimit(RLIMIT_NOFILE, &limit);
+        throw StartError("too many open files: the tester needs " + std::to_string(socket_count) +
+                         " sockets (--threads x --ports-per-thread) plus a few more descriptors, but the open-file "
+                         "limit is " + std::to_string(limit.rlim_max) + " (ulimit -n); raise it or use fewer");
+    }
     std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, io, max_latency_ns);
     const UdpSocket& first = pairs.front()->sockets.front();
     result.rcvbuf_granted = first.rcvbuf_granted();
@@ -731,12 +792,18 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     rusage usage_before{};
     getrusage(RUSAGE_SELF, &usage_before);
     const UdpErrorCounters udp_before = read_udp_error_counters();
+    const std::vector<int> egress = egress_devices(plan.server, sources);
+    std::vector<DeviceDrops> egress_before;
+    for (const int device : egress) egress_before.push_back(read_device_drops(device));
     release_threads(shared, threads.size());
     result.start_realtime_ns = shared.start_real_ns;
     wait_with_progress(shared, pairs, progress, stop);
     for (auto& t : threads) t.join();
     const std::int64_t end_ns = monotonic_ns();
     const UdpErrorCounters udp_after = read_udp_error_counters();
+    for (std::size_t d = 0; d < egress.size(); ++d) {
+        result.egress.push_back(egress_delta(egress_before[d], read_device_drops(egress[d])));
+    }
     result.udp_counters_read = udp_before.read && udp_after.read;
     if (result.udp_counters_read) {
         result.udp_checksum_errors = udp_after.checksum_errors - std::min(udp_after.checksum_errors, udp_before.checksum_errors);

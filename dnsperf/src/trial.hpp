@@ -12,10 +12,16 @@
 #include <vector>
 
 #include "config.hpp"
+#include "egress.hpp"
 #include "gso.hpp"
 #include "histogram.hpp"
 
 namespace xlatperf {
+
+// Why a sender stopped: it sent its whole schedule; it reached the send bound
+// (window + tolerance + --max-lag) with queries left; a signal; another thread failed.
+enum class SendStop { schedule_sent, bound, signal, failure };
+const char* send_stop_name(SendStop stop);
 
 struct SenderStats {
     std::uint64_t sent = 0;              // queries the kernel accepted
@@ -38,7 +44,9 @@ struct SenderStats {
     std::uint64_t wakeups = 0;           // times the sender slept and woke
     double cpu_s = 0;                    // user + system CPU time of the thread
     int last_cpu = -1;
-    bool gave_up = false;                // stopped at the give-up deadline
+    bool gave_up = false;                // stopped at the send bound (Plan::send_bound_s)
+    SendStop stop = SendStop::schedule_sent;  // why the sender stopped
+    std::int64_t stopped_ns = -1;        // when, CLOCK_MONOTONIC relative to the schedule start
 };
 
 struct ReceiverStats {
@@ -55,6 +63,9 @@ struct ReceiverStats {
     std::uint64_t wrong_question = 0;
     std::uint64_t duplicate = 0;
     std::uint64_t socket_drops = 0;      // datagrams the kernel dropped at our sockets
+    std::uint64_t final_drain = 0;       // datagrams read after the end time (until nothing was pending)
+    std::int64_t final_drain_ns = 0;     // how long that took
+    bool final_drain_cut = false;        // datagrams still waited when the final read reached its deadline
     std::uint64_t syscalls = 0;          // recvmmsg calls
     std::uint64_t wakeups = 0;           // epoll_wait returns
     double cpu_s = 0;
@@ -101,8 +112,11 @@ struct TrialResult {
     // namespace count too): checksum errors are the DUT's, not the tester's.
     std::uint64_t udp_checksum_errors = 0;
     std::uint64_t udp_rcvbuf_errors = 0;
-    std::uint64_t udp_sndbuf_errors = 0;  // queries the kernel accepted, then dropped at the egress
+    std::uint64_t udp_sndbuf_errors = 0;  // any socket's datagrams dropped on the way out (not attributed)
     bool udp_counters_read = false;
+    // The devices the tester's sources route to the server by, and what each one's
+    // root qdisc and driver dropped during the trial: the tester's own egress drops.
+    std::vector<EgressDevice> egress;
     GsoChoice gso;                        // whether the senders start with UDP_SEGMENT, and why
 };
 

@@ -23,7 +23,17 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
     Totals t;
     t.scheduled = plan.total_queries;
     t.checksum_errors = trial.udp_checksum_errors;
-    t.egress_drops = trial.udp_sndbuf_errors;
+    t.namespace_sndbuf_errors = trial.udp_sndbuf_errors;
+    // The tester's own egress drops are its devices' (a qdisc or driver drop that the
+    // socket never hears of counts too; another process's drops on other devices do
+    // not). Only when a device could not be read does the namespace-wide counter stand in.
+    t.egress_from_devices = !trial.egress.empty() &&
+                            std::all_of(trial.egress.begin(), trial.egress.end(), [](const EgressDevice& d) { return d.read; });
+    if (t.egress_from_devices) {
+        for (const EgressDevice& d : trial.egress) t.egress_drops += d.qdisc_drops + d.tx_dropped;
+    } else {
+        t.egress_drops = trial.udp_sndbuf_errors;
+    }
     for (const PairResult& p : trial.pairs) {
         const SenderStats& s = p.send;
         const ReceiverStats& r = p.receive;
@@ -42,6 +52,18 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.max_burst = std::max(t.max_burst, s.max_burst);
         t.max_in_100us = std::max(t.max_in_100us, s.max_in_100us);
         t.gso_calls += s.gso_calls;
+        t.stopped_ns = std::max(t.stopped_ns, s.stopped_ns);
+        // The most telling reason wins: the bound, then a signal, then a failed thread.
+        const auto rank = [](SendStop stop) {
+            switch (stop) {
+            case SendStop::bound: return 3;
+            case SendStop::signal: return 2;
+            case SendStop::failure: return 1;
+            case SendStop::schedule_sent: return 0;
+            }
+            return 0;
+        };
+        if (rank(s.stop) > rank(t.stop)) t.stop = s.stop;
         t.received += r.received;
         t.valid += r.valid;
         t.late += r.late;
@@ -55,6 +77,9 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.wrong_question += r.wrong_question;
         t.duplicate += r.duplicate;
         t.socket_drops += r.socket_drops;
+        t.final_drain += r.final_drain;
+        t.final_drain_ns = std::max(t.final_drain_ns, r.final_drain_ns);
+        t.final_drain_cut = t.final_drain_cut || r.final_drain_cut;
     }
     return t;
 }
@@ -87,9 +112,11 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
             }
             why += ")";
         }
-        const bool gave_up = std::any_of(trial.pairs.begin(), trial.pairs.end(),
-                                         [](const PairResult& p) { return p.send.gave_up; });
-        if (gave_up) why += "; a sender gave up at twice the scheduled window";
+        if (t.stop == SendStop::bound) {
+            why += "; the senders stopped " + fixed(seconds(t.stopped_ns), 3) + " s after the start, at the send bound of " +
+                   fixed(plan.send_bound_s, 3) + " s (window + send tolerance + --max-lag): every later query "
+                   "would have been late";
+        }
         limit(why);
     }
     if (t.sent > 0 && send.excess_s > plan.effective_send_tolerance_s) {
@@ -109,17 +136,34 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
               "the longest stall was " + duration_text(seconds(t.max_retry_stall_ns)) +
               ": raise --sndbuf or lower the rate");
     }
-    if (t.egress_drops > 0) {
+    if (t.egress_drops > 0 && t.egress_from_devices) {
+        std::string where;
+        for (const EgressDevice& d : trial.egress) {
+            if (d.qdisc_drops + d.tx_dropped == 0) continue;
+            where += (where.empty() ? "" : ", ") + d.name + ": " + std::to_string(d.qdisc_drops) + " by its " +
+                     (d.qdisc.empty() ? std::string("root") : d.qdisc) + " qdisc, " + std::to_string(d.tx_dropped) +
+                     " tx_dropped";
+        }
         limit("the tester's egress dropped " + std::to_string(t.egress_drops) +
-              " UDP datagrams after sendmmsg accepted them (SndbufErrors of its network namespace: a full qdisc "
-              "or device queue), so they count as sent but never left" +
-              std::string(t.gso_calls > 0 ? " (with GSO a dropped datagram may be a whole batch of queries)" : "") +
+              " packets after the send calls accepted them (" + where +
+              "), so they count as sent but never left" +
+              std::string(t.gso_calls > 0 ? " (a GSO batch the qdisc took whole counts once)" : "") +
               ": lower the rate or give the tester's interface a longer queue");
+    } else if (t.egress_drops > 0) {
+        limit("the tester's egress dropped " + std::to_string(t.egress_drops) +
+              " UDP datagrams after sendmmsg accepted them (SndbufErrors of its network namespace, since its egress "
+              "devices could not be read: any socket of the namespace counts there), so they count as sent but never "
+              "left: lower the rate or give the tester's interface a longer queue");
     }
     if (t.ring_overruns > 0) {
         limit(std::to_string(t.ring_overruns) +
               " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
               "per socket)");
+    }
+    if (t.final_drain_cut) {
+        limit("a receiver still had replies waiting one timeout (" + duration_text(plan.config.timeout_s) +
+              ") after its end time, when its final read stopped; they count as unanswered: give the receivers "
+              "more CPU");
     }
     if (t.buffer_drops() > 0) {
         limit(std::to_string(t.buffer_drops()) +

@@ -31,9 +31,14 @@ struct Totals {
     std::uint64_t unknown_id = 0;
     std::uint64_t wrong_question = 0;
     std::uint64_t duplicate = 0;
+    std::uint64_t final_drain = 0;     // datagrams the receivers read after their end time
+    std::int64_t final_drain_ns = 0;   // the longest final read of a receiver
+    bool final_drain_cut = false;      // a receiver still had datagrams waiting at its final read's deadline
     std::uint64_t socket_drops = 0;    // SO_MEMINFO drops at our sockets: full buffer or bad checksum
     std::uint64_t checksum_errors = 0; // the namespace's UDP checksum errors during the trial (the DUT's fault)
-    std::uint64_t egress_drops = 0;    // the namespace's UDP SndbufErrors during the trial (the tester's egress)
+    std::uint64_t egress_drops = 0;    // drops at the tester's egress devices (root qdisc + tx_dropped), else SndbufErrors
+    bool egress_from_devices = false;  // egress_drops came from the devices (false: namespace-wide SndbufErrors)
+    std::uint64_t namespace_sndbuf_errors = 0;  // the namespace's UDP SndbufErrors: any socket, not attributed
     std::uint64_t buffer_drops() const; // socket drops not explained by checksum errors: the tester's fault
     std::uint64_t answered() const;    // matched replies: valid, late, rcode, nodata, truncated
     std::uint64_t unanswered() const;  // sent - answered
@@ -46,6 +51,8 @@ struct Totals {
     std::uint64_t max_burst = 0;
     std::uint64_t max_in_100us = 0;    // the largest of the senders' (a lower bound of all threads together)
     std::uint64_t gso_calls = 0;       // UDP_SEGMENT sends (each one batch of queries)
+    SendStop stop = SendStop::schedule_sent;  // send-bound if any sender stopped there, else signal, failure
+    std::int64_t stopped_ns = -1;      // when the last sender stopped, from the start
     std::array<std::uint64_t, 256> errno_counts{};
 };
 

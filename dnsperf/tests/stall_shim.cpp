@@ -3,7 +3,13 @@
 // stalls for XLATPERF_SHIM_MS milliseconds, either sleeping inside the call as a
 // preempted sender would (XLATPERF_SHIM_MODE=sleep) or by failing with EAGAIN
 // for that long, as a full socket send buffer does (XLATPERF_SHIM_MODE=eagain).
+// With XLATPERF_SHIM_STALL_AT_QUERY=Q instead, the call that carries the Q-th
+// message (counting from 1 over all calls) sleeps XLATPERF_SHIM_MS inside.
 // With XLATPERF_SHIM_FAIL_THREAD=N, the N-th pthread_create fails with EAGAIN.
+// With XLATPERF_SHIM_RECV_AFTER_MS=T, the first recvmmsg call T ms or more after
+// the first one that returned data sleeps XLATPERF_SHIM_RECV_MS ms before reading
+// (a receiver preempted near its end time), and with XLATPERF_SHIM_RECV_EACH_MS=E
+// every later call sleeps E ms (a receiver too slow to read what is pending).
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -45,6 +51,12 @@ extern "C" int sendmmsg(int fd, mmsghdr* messages, unsigned count, int flags) {
         errno = EAGAIN;
         return -1;
     }
+    static const long stall_at_query = env_number("XLATPERF_SHIM_STALL_AT_QUERY", -1);
+    static std::atomic<long> g_messages{0};
+    const long before = g_messages.fetch_add(static_cast<long>(count));
+    if (stall_at_query > before && stall_at_query <= before + static_cast<long>(count)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+    }
     if (static_cast<long>(count) == batch && ++g_full_calls == stall_call) {
         if (eagain) {
             g_eagain_until_ms.store(now_ms() + stall_ms);
@@ -63,4 +75,26 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
     static std::atomic<long> created{0};
     if (++created == fail_at) return EAGAIN;
     return real(thread, attr, start, arg);
+}
+
+extern "C" int recvmmsg(int fd, mmsghdr* messages, unsigned count, int flags, timespec* timeout) {
+    using RecvmmsgFn = int (*)(int, mmsghdr*, unsigned, int, timespec*);
+    static const auto real = reinterpret_cast<RecvmmsgFn>(dlsym(RTLD_NEXT, "recvmmsg"));
+    static const long after_ms = env_number("XLATPERF_SHIM_RECV_AFTER_MS", -1);
+    static const long stall_ms = env_number("XLATPERF_SHIM_RECV_MS", 0);
+    static const long each_ms = env_number("XLATPERF_SHIM_RECV_EACH_MS", 0);
+    static std::atomic<long> first_data_ms{-1};
+    static std::atomic<bool> stalled{false};
+    if (after_ms >= 0 && first_data_ms.load() >= 0) {
+        if (stalled.load()) {
+            if (each_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(each_ms));
+        } else if (now_ms() - first_data_ms.load() >= after_ms) {
+            stalled.store(true);
+            std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+        }
+    }
+    const int result = real(fd, messages, count, flags, timeout);
+    long unset = -1;
+    if (result > 0) first_data_ms.compare_exchange_strong(unset, now_ms());
+    return result;
 }

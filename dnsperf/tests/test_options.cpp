@@ -45,6 +45,7 @@ TEST_CASE("a plain run derives its plan from the defaults") {
     CHECK(plan.qtype == 28);
     CHECK(plan.timeout_ns == 250'000'000);
     CHECK(plan.effective_send_tolerance_s == Approx(0.002));
+    CHECK(plan.send_bound_s == Approx(10 + 0.002 + 0.02));  // window + tolerance + --max-lag
     CHECK(plan.sender_cpus.empty());
     // Ring: a power of two holding twice the queries outstanding per socket, plus batches.
     CHECK((plan.ring_slots & (plan.ring_slots - 1)) == 0);
@@ -62,6 +63,7 @@ TEST_CASE("the plan follows rate, queries, tolerance and ring sizing") {
     CHECK(plan.per_socket_rate_qps == Approx(25'000));
     CHECK(plan.ring_slots == 16384);  // 2 x 6250 + 128 -> 16384
     CHECK(plan.effective_send_tolerance_s == Approx(0.01));  // 1e-5 x 1000 s beats 2 ms
+    CHECK(plan.send_bound_s == Approx(1000 + 0.01 + 0.02));
 
     c.queries = 12345;
     plan = make_plan(c);
@@ -205,5 +207,35 @@ TEST_CASE("huge or inconsistent loads are refused at parse time, not by the allo
     c.max_lag_s = 0.0005;
     CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--max-lag 0.0005 s is smaller than --send-tick"));
     c.max_lag_s = 0;  // off
+    CHECK_NOTHROW(make_plan(c));
+}
+
+TEST_CASE("a trial that would preallocate more than 1 GiB is refused with the arithmetic") {
+    Config c;
+    c.server = "127.0.0.1";
+    c.threads = 1024;
+    c.ports_per_thread = 1;
+    c.rate_qps = 1'000'000;
+    c.duration_s = 86400;  // one day: 1024 pairs x ~86 400 per-second rows
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("would preallocate") &&
+                                        Catch::Contains("per-second series 1024 threads x 86405 s x 48 B"));
+    c.duration_s = 60;
+    const Plan plan = make_plan(c);
+    CHECK(plan.series_rows == 64);  // ceil(60.022 + 1 + 0.25) + 2
+    CHECK(plan.prealloc_bytes < kMaxPreallocBytes);
+}
+
+TEST_CASE("a domain without letters is refused only when a socket's IDs wrap") {
+    Config c;
+    c.server = "127.0.0.1";
+    c.domain = "64.36";
+    c.ports_per_thread = 1;
+    c.rate_qps = 10'000;
+    c.duration_s = 6.5;  // 65 000 queries on one socket: no wrap
+    CHECK_NOTHROW(make_plan(c));
+    c.duration_s = 7;    // 70 000
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--domain 64.36 has no letters") &&
+                                        Catch::Contains("each socket sends up to 70000 queries"));
+    c.ports_per_thread = 2;  // 35 000 each
     CHECK_NOTHROW(make_plan(c));
 }

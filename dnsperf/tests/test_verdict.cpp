@@ -19,6 +19,7 @@ Plan plan_of_1000() {
     plan.total_queries = 1000;
     plan.scheduled_window_s = 1.0;
     plan.effective_send_tolerance_s = 0.002;
+    plan.send_bound_s = 1.022;
     return plan;
 }
 
@@ -93,18 +94,20 @@ TEST_CASE("an interrupted trial is tester-limited") {
     CHECK(mentions(v, "interrupted by a signal"));
 }
 
-TEST_CASE("unsent queries are tester-limited, with their errno counts and the give-up") {
+TEST_CASE("unsent queries are tester-limited, with their errno counts and the send bound") {
     const Plan plan = plan_of_1000();
     TrialResult trial = clean_trial();
     trial.pairs[0].send.sent = 470;
     trial.pairs[0].send.send_errors = 30;
     trial.pairs[0].send.errno_counts[EPERM] = 30;
     trial.pairs[1].send.gave_up = true;
+    trial.pairs[1].send.stop = SendStop::bound;
+    trial.pairs[1].send.stopped_ns = 1'025'000'000;
     const Verdict v = verdict_of(plan, trial);
     CHECK(v.tester_limited);
     CHECK(mentions(v, "30 of 1000 scheduled queries were not sent"));
     CHECK(mentions(v, "EPERM x30"));
-    CHECK(mentions(v, "a sender gave up"));
+    CHECK(mentions(v, "the senders stopped 1.025 s after the start, at the send bound of 1.022 s"));
 }
 
 TEST_CASE("a send window longer than the tolerance is tester-limited") {
@@ -150,6 +153,22 @@ TEST_CASE("drops at the tester's receive buffers are tester-limited") {
     const Verdict v = verdict_of(plan, trial);
     CHECK(v.tester_limited);
     CHECK(mentions(v, "12 datagrams were dropped at the tester's own receive sockets"));
+}
+
+TEST_CASE("a final read cut at its deadline is tester-limited; a long one that finished is not") {
+    Plan plan = plan_of_1000();
+    plan.config.timeout_s = 0.25;
+    TrialResult trial = clean_trial();
+    trial.pairs[1].receive.final_drain = 9000;
+    trial.pairs[1].receive.final_drain_ns = 20'000'000;
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+    trial.pairs[1].receive.final_drain_cut = true;
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "still had replies waiting one timeout (250.000 ms) after its end time"));
+    const Totals t = sum(plan, trial);
+    CHECK(t.final_drain == 9000);
+    CHECK(t.final_drain_cut);
 }
 
 TEST_CASE("several reasons are all given") {
@@ -198,4 +217,36 @@ TEST_CASE("queries dropped at the tester's own egress are tester-limited, not th
     const Verdict v = verdict_of(plan, trial);
     CHECK(v.tester_limited);
     CHECK(mentions(v, "the tester's egress dropped 17 UDP datagrams"));
+}
+
+TEST_CASE("egress drops are the tester's own devices': qdisc drops and tx_dropped, not the namespace's") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.udp_sndbuf_errors = 100;  // another process's drops on another device
+    EgressDevice veth;
+    veth.name = "veth0";
+    veth.qdisc = "tbf";
+    veth.read = true;
+    trial.egress = {veth};
+    Totals t = sum(plan, trial);
+    CHECK(t.egress_from_devices);
+    CHECK(t.egress_drops == 0);
+    CHECK(t.namespace_sndbuf_errors == 100);
+    CHECK_FALSE(verdict_of(plan, trial).tester_limited);
+
+    trial.egress[0].qdisc_drops = 5;
+    trial.egress[0].tx_dropped = 2;
+    t = sum(plan, trial);
+    CHECK(t.egress_drops == 7);
+    const Verdict v = verdict_of(plan, trial);
+    CHECK(v.tester_limited);
+    CHECK(mentions(v, "the tester's egress dropped 7 packets"));
+    CHECK(mentions(v, "veth0: 5 by its tbf qdisc, 2 tx_dropped"));
+
+    // A device that could not be read: the namespace-wide counter stands in, and says so.
+    trial.egress[0].read = false;
+    t = sum(plan, trial);
+    CHECK_FALSE(t.egress_from_devices);
+    CHECK(t.egress_drops == 100);
+    CHECK(mentions(verdict_of(plan, trial), "since its egress devices could not be read"));
 }

@@ -18,7 +18,7 @@ BELOW_LOWER = "below-lower-bound"
 class SearchOutcome:
     """Result of one search.
 
-    method: "rfc8219-binary" or "fast".
+    method: "rfc8219-binary" or "mlrsearch" ("fast" in stores of the retired fast search).
     status: "ok"; "tester-limited" (no number: the tester could not offer tester_limit_qps and the DUT did
         not fail below it);
         "upper-bound-not-failed" (every trial passed: throughput >= throughput_qps, raise max_rate_qps);
@@ -31,6 +31,8 @@ class SearchOutcome:
     elapsed_s: time on the search's clock from its first rest to its last trial's end, s (for replayed
         trials: their recorded wall time and rest).
     rfc8219_exact: True only for the RFC 8219 binary search.
+    goals: mlrsearch only: per RFC 9971 goal, its conditional throughput and relevant bounds
+        (mlrsearch.goal_result); () for the other methods.
     """
 
     search_id: str
@@ -43,6 +45,7 @@ class SearchOutcome:
     trials: tuple[TrialRecord, ...]
     elapsed_s: float
     rfc8219_exact: bool
+    goals: tuple[dict[str, Any], ...] = ()
 
     @property
     def trial_time_s(self) -> float:
@@ -50,7 +53,7 @@ class SearchOutcome:
         return sum(t.result.duration_s + t.rest_before_s for t in self.trials)
 
     def describe(self) -> str:
-        exact = method_label(self.rfc8219_exact)
+        exact = method_label(self.rfc8219_exact, self.method)
         if self.status == TESTER_LIMITED:
             reasons = "; ".join(self.trials[-1].result.reasons) if self.trials else ""
             return (f"tester limit reached at {self.tester_limit_qps:.0f} queries/s ({exact})"
@@ -68,7 +71,7 @@ class SearchOutcome:
         """A stored outcome (to_dict's keys) with its stored trials."""
         return cls(data["search_id"], data["method"], data["status"], data["throughput_qps"],
                    data["lower_qps"], data["upper_qps"], data["tester_limit_qps"], trials, data["elapsed_s"],
-                   data["rfc8219_exact"])
+                   data["rfc8219_exact"], tuple(data.get("goals", ())))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,7 +80,11 @@ class SearchOutcome:
             "tester_limit_qps": self.tester_limit_qps, "trials": len(self.trials),
             "elapsed_s": self.elapsed_s, "trial_time_s": self.trial_time_s,
             "rfc8219_exact": self.rfc8219_exact,
+            **({"goals": list(self.goals)} if self.goals else {}),
         }
+
+    def with_goals(self, goals: tuple[dict[str, Any], ...]) -> SearchOutcome:
+        return replace(self, goals=goals)
 
 
 class Search:

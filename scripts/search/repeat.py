@@ -8,21 +8,26 @@ from typing import Any
 
 from ..records import method_label
 from ..stats import Summary, summarize
-from .fast import fast_search
+from .mlrsearch import mlrsearch_search
 from .outcome import OK, UPPER_NOT_FAILED, SearchOutcome
 from .rfc8219 import rfc8219_search
 from .runner import TESTER_LIMITED, TrialRunner
-from .settings import FAST, RFC8219, SearchSettings
+from .settings import MLRSEARCH, RFC8219, SearchSettings, check_method
+
+# The remaining repetitions are not run once this many, from the first, all ended at the tester limit.
+TESTER_STOP = 2
 
 
 @dataclass(frozen=True)
 class RepeatedSearch:
     """R repetitions of one search method.
 
-    outcomes: one per repetition run (fewer than R when a tester limit stopped them).
-    summary: of the throughputs of the outcomes with a number, queries/s (None when none has one).
-    status: "ok", "tester-limited" (no number), "upper-bound-not-failed" (a lower bound only) or
-        "below-lower-bound".
+    outcomes: one per repetition run (fewer than R when the first TESTER_STOP all reached the tester limit).
+    summary: of the throughputs of the outcomes with a number, queries/s (None when none has one): a
+        tester-limited repetition does not void the others, the median is over those with a number (the
+        report marks a median over fewer than R).
+    status: "ok", "tester-limited" (no repetition gave a number), "upper-bound-not-failed" (a lower bound
+        only) or "below-lower-bound".
     """
 
     method: str
@@ -40,6 +45,10 @@ class RepeatedSearch:
         return min(limits) if limits else None
 
     @property
+    def tester_limited_repetitions(self) -> int:
+        return sum(o.status == TESTER_LIMITED for o in self.outcomes)
+
+    @property
     def elapsed_s(self) -> float:
         return sum(o.elapsed_s for o in self.outcomes)
 
@@ -48,7 +57,7 @@ class RepeatedSearch:
         return sum(len(o.trials) for o in self.outcomes)
 
     def describe(self, unit: str = "queries/s") -> str:
-        label = method_label(self.rfc8219_exact)
+        label = method_label(self.rfc8219_exact, self.method)
         if self.status == TESTER_LIMITED:
             last = self.outcomes[-1].trials[-1].result.reasons if self.outcomes[-1].trials else ()
             why = f" ({'; '.join(last)})" if last else ""
@@ -62,6 +71,10 @@ class RepeatedSearch:
             text += f", p1 {s.p1:.0f}, p99 {s.p99:.0f}, dispersion {100 * s.dispersion:.2f} %"
         if self.status == UPPER_NOT_FAILED:
             text += " (some searches never failed: a lower bound, raise max_rate_qps)"
+        limited = self.tester_limited_repetitions
+        if limited:
+            text += (f" ({limited} of {len(self.outcomes)} searches reached the tester limit at "
+                     f"{self.tester_limit_qps:.0f} {unit} without a number: the median is over the others)")
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,18 +89,17 @@ def search_id(prefix: str, method: str, repetition: int) -> str:
 
 
 def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id_prefix: str,
-                  first_guess_qps: float | None = None,
                   on_outcome: Callable[[SearchOutcome], None] | None = None,
                   completed: Mapping[str, SearchOutcome] | None = None) -> RepeatedSearch:
-    """Run `settings.repetitions` searches; stop early at a tester limit (no repetition can give a number).
+    """Run `settings.repetitions` searches. A repetition that reached the tester limit does not stop the
+    others (a tester preempted on a shared machine says nothing of the next search); only when the first
+    TESTER_STOP repetitions all ended at the tester limit without a number do the rest stay unrun.
 
-    The fast search starts each repetition from the earlier repetitions' results (the first at
-    first_guess_qps, e.g. the previous core count's median): that is where most of its speed comes from.
+    Every repetition is independent of the others (each method searches afresh).
     completed: outcomes of repetitions an earlier run finished (a resumed campaign), by search id: taken as
     they are, so a store resumes even when a search's algorithm changed since those trials were measured.
     """
-    if method not in (RFC8219, FAST):
-        raise ValueError(f"unknown search method {method!r}; use {RFC8219!r} or {FAST!r}")
+    check_method(method, "search method")
     outcomes: list[SearchOutcome] = []
     for repetition in range(1, settings.repetitions + 1):
         sid = search_id(id_prefix, method, repetition)
@@ -96,12 +108,12 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
         elif method == RFC8219:
             outcome = rfc8219_search(runner, settings, sid)
         else:
-            earlier = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
-            outcome = fast_search(runner, settings, sid, guess_qps=first_guess_qps, earlier_qps=earlier)
+            assert method == MLRSEARCH
+            outcome = mlrsearch_search(runner, settings, sid)
         outcomes.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
-        if outcome.status == TESTER_LIMITED:
+        if len(outcomes) >= TESTER_STOP and all(o.status == TESTER_LIMITED for o in outcomes):
             break
     return summarize_outcomes(method, outcomes)
 
@@ -109,7 +121,7 @@ def repeat_search(runner: TrialRunner, settings: SearchSettings, method: str, id
 def summarize_outcomes(method: str, outcomes: list[SearchOutcome]) -> RepeatedSearch:
     statuses = {o.status for o in outcomes}
     numbers = [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
-    if TESTER_LIMITED in statuses:
+    if TESTER_LIMITED in statuses and not numbers:
         return RepeatedSearch(method, tuple(outcomes), None, TESTER_LIMITED)
     summary = summarize(numbers) if numbers else None
     if summary is None:

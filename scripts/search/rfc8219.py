@@ -14,7 +14,9 @@ def midpoint(lower: float, upper: float) -> float:
 def rfc8219_search(runner: TrialRunner, settings: SearchSettings, search_id: str) -> SearchOutcome:
     """Binary search of RFC 8219 section 7.3 / the paper: halve [min, max] until upper - lower <= error.
 
-    Every step is a full-length trial; the result is the highest rate that passed.
+    Every step is a full-length trial; the result is the highest rate that passed. When nothing passed
+    and min_rate_qps > 0, min_rate_qps itself is measured (the bracket never tries it) before the search
+    says "below the lower bound".
     """
     s = Search(runner, settings, search_id, RFC8219)
     lower, upper = settings.min_rate_qps, settings.max_rate_qps
@@ -32,6 +34,16 @@ def rfc8219_search(runner: TrialRunner, settings: SearchSettings, search_id: str
             lower, passed_any = rate, True
         else:
             upper, failed_any = rate, True
+    untested = not passed_any and lower == settings.min_rate_qps > 0
+    if untested and (tester_limit is None or upper < tester_limit):
+        # Nothing above the lower bound passed: measure the bound itself before saying "below" it.
+        record = s.trial("binary", settings.duration_s, lower, lower, upper)
+        if record.verdict == TESTER_LIMITED:
+            upper = tester_limit = lower
+        elif record.verdict == PASS:
+            passed_any = True
+        else:
+            upper = lower
     return _final(s, lower, upper, passed_any, failed_any, tester_limit)
 
 

@@ -17,11 +17,23 @@ PASS, FAIL, TESTER_LIMITED = "pass", "fail", "tester-limited"
 
 
 def verdict(result: TrialResult, loss_ratio: float) -> str:
-    """The one verdict of a trial: "tester-limited" (the tester could not offer the rate; says nothing of
-    the DUT), else "pass" when the DUT lost at most loss_ratio of the queries, else "fail"."""
-    if result.tester_limited:
+    """The one verdict of a trial: "fail" when the DUT lost more than loss_ratio of the queries beyond what
+    the tester's own shortfall can account for (dut_loss_beyond_tester), even if the tester also fell
+    behind; else "tester-limited" when the tester could not offer the rate (says nothing of the DUT); else
+    "pass" when the DUT lost at most loss_ratio of the queries, else "fail"."""
+    if result.tester_limited and not dut_loss_beyond_tester(result, loss_ratio):
         return TESTER_LIMITED
     return PASS if result.passed(loss_ratio) else FAIL
+
+
+def dut_loss_beyond_tester(result: TrialResult, loss_ratio: float) -> bool:
+    """True when the queries lost exceed what the tester's shortfall (unsent, egress and buffer drops, late
+    sends: TrialResult.tester_shortfall) accounts for by more than loss_ratio of those sent: that loss is
+    the DUT's, whatever else held the tester back (in emulation an overloaded DUT is what starves it).
+    False when the shortfall is unknown."""
+    if result.tester_shortfall is None or result.sent <= 0:
+        return False
+    return result.lost - result.tester_shortfall > loss_ratio * result.sent
 
 
 @dataclass(frozen=True)
@@ -30,7 +42,8 @@ class TrialRecord:
 
     search_id: the search (and repetition) it belongs to.
     step: index of the trial within that search, from 0.
-    phase: "binary" (RFC 8219 step), "short" (fast search bracketing), "full" (fast search, full length).
+    phase: "binary" (RFC 8219 step), "mlrsearch" (an MLRsearch trial); "short" and "full" in stores of the
+        retired fast search (its bracketing and full-length trials).
     lower_qps, upper_qps: the bracket before this trial, queries/s.
     verdict: "pass", "fail" (DUT loss above loss_ratio) or "tester-limited".
     rest_before_s: rest taken before this trial, s.

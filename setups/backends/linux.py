@@ -9,6 +9,10 @@ import subprocess
 from ..steps import Cmd, Step
 from ..topology import Forwarding, Interface, Item, Nat44, Route
 
+# A PLAT's IPv6 clients get addresses from this pool before the NAT44 (our choice: shared address
+# space of RFC 6598, never on the wire); every translator backend's PLAT uses it with `plat_snat`.
+PLAT_DYNAMIC_POOL = "100.64.0.0/24"
+
 
 def render_item(item: Item) -> list[Step]:
     """Steps for one non-translator item, spelled as in the paper."""
@@ -52,6 +56,18 @@ def render_item(item: Item) -> list[Step]:
             )
         ]
     raise TypeError(f"linux backend cannot render {type(item).__name__}")
+
+
+def plat_snat(table: str, out_interface: str, source: str, to_address: str) -> list[Step]:
+    """The PLAT's stateful NAT44 in the kernel (nftables): `source` leaving `out_interface` gets
+    `to_address`, ports kept when free (what `jool pool4 add ADDR --udp 0-65535` puts on the wire)."""
+    return [
+        Cmd(("nft", "add", "table", "ip", table)),
+        Cmd(("nft", "add", "chain", "ip", table, "postrouting",
+             "{ type nat hook postrouting priority srcnat; }")),
+        Cmd(("nft", "add", "rule", "ip", table, "postrouting", "oifname", out_interface,
+             "ip", "saddr", source, "counter", "snat", "to", to_address)),
+    ]
 
 
 def describe() -> dict[str, object]:

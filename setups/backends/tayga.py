@@ -24,15 +24,14 @@ from pathlib import Path
 from ...paths import build_dir
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import RenderContext
+from . import RenderContext, linux
+from .linux import PLAT_DYNAMIC_POOL
 
-TUN = "nat64"
+# The TUN device: a name of the suite's own (Debian's tayga service uses "nat64"; a DUT may have one).
+TUN = "xlatbench64"
 # tayga's own addresses (sources of the ICMP errors it sends); outside every prefix of the testbeds.
 # 192.0.0.0/29 is the IPv4 service continuity prefix of RFC 7335.
 LOCAL_ADDRESSES = {"dut1": ("192.0.0.1", "2001:db8:ff::1"), "dut2": ("192.0.0.2", "2001:db8:ff::2")}
-# The PLAT's IPv6 clients get addresses from this pool before the NAT44 (our choice: shared
-# address space of RFC 6598, never on the wire).
-PLAT_DYNAMIC_POOL = "100.64.0.0/24"
 STOCK_BINARY = "/usr/sbin/tayga"
 VARIANTS = ("patched", "stock")
 
@@ -133,41 +132,9 @@ class TaygaBackend:
             raise TypeError(f"tayga backend cannot render {type(role).__name__}")
         return conf_extra, routes, nat
 
-    def _plat_nat(self, role: Plat, ctx: RenderContext) -> list[Step]:
-        table = f"{ctx.prefix}_plat"
-        return [
-            Cmd(("nft", "add", "table", "ip", table)),
-            Cmd(
-                (
-                    "nft",
-                    "add",
-                    "chain",
-                    "ip",
-                    table,
-                    "postrouting",
-                    "{ type nat hook postrouting priority srcnat; }",
-                )
-            ),
-            Cmd(
-                (
-                    "nft",
-                    "add",
-                    "rule",
-                    "ip",
-                    table,
-                    "postrouting",
-                    "oifname",
-                    role.ipv4_interface,
-                    "ip",
-                    "saddr",
-                    PLAT_DYNAMIC_POOL,
-                    "counter",
-                    "snat",
-                    "to",
-                    role.pool4,
-                )
-            ),
-        ]
+    @staticmethod
+    def _plat_nat(role: Plat, ctx: RenderContext) -> list[Step]:
+        return linux.plat_snat(f"{ctx.prefix}_plat", role.ipv4_interface, PLAT_DYNAMIC_POOL, role.pool4)
 
     def unavailable(self) -> str | None:
         path = Path(self.binary)

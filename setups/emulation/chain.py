@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from ...procs import dead_processes
 from .. import counters as counters_mod
-from ..chain import ce_tester_args
+from ..chain import READ_UDP_TIMEOUTS, ce_tester_args, longest_udp_timeout
 from .cleanup import down
 from .cpusets import set_dut_cpus
 from .emulator import Emulation, EmulationConfig, attach
@@ -107,6 +108,17 @@ class EmulatedChain:
 
     def counters(self) -> dict[str, dict[str, int]]:
         return counters_mod.collect(self.emulation.netns_of)
+
+    def nat44_udp_timeout(self) -> tuple[float, str] | None:
+        """How long conntrack keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace (a namespace
+        has its own values, the kernel's defaults, not the root's), s, and where it was read."""
+        netns = self.emulation.netns_of.get("napt")
+        if netns is None:
+            return None
+        done = subprocess.run(["ip", "netns", "exec", netns, "sh", "-c", READ_UDP_TIMEOUTS],
+                              capture_output=True, text=True, check=False, timeout=30)
+        seconds = longest_udp_timeout(done.stdout)
+        return None if seconds is None else (seconds, f"the UDP conntrack timeout in namespace {netns}")
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -90,10 +90,24 @@ def down(prefix: str) -> dict[str, object]:
         subprocess.run(["nft", "delete", "table", family, name], capture_output=True, check=False)
     removed["root_nft_tables"] = [f"{f} {n}" for f, n in tables]
     removed["root_sysctls_restored"] = rootsysctl.release(prefix)
+    removed["mounts"] = mounts_under(run)
+    for path in reversed(removed["mounts"]):
+        subprocess.run(["umount", "--lazy", path], capture_output=True, check=False)
     if run.exists():
         shutil.rmtree(run, ignore_errors=True)
     removed["down_s"] = round(time.monotonic() - started, 3)
     return removed
+
+
+def mounts_under(run: Path) -> list[str]:
+    """Mount points inside the run directory (a backend's bpffs for pinned programs and maps), outermost
+    first. Unmounting one releases everything pinned in it."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    points = [line.split()[1] for line in lines if len(line.split()) > 1]
+    return sorted({p for p in points if p.startswith(f"{run}/")}, key=len)
 
 
 def _remove_cpuset(path: Path) -> None:
@@ -120,6 +134,7 @@ def leftovers(prefix: str) -> list[str]:
     found += [f"cpuset {p}" for p in cpusets(prefix)]
     found += [f"nft table {f} {n}" for f, n in root_nft_tables(prefix)]
     run = rundir(prefix)
+    found += [f"mount {p}" for p in mounts_under(run)]
     if run.exists():
         found.append(f"run directory {run}")
     for proc in Path("/proc").iterdir():

@@ -28,7 +28,7 @@ def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) 
     parser.add_argument(
         "--backend",
         default=default_backend,
-        help="translator backend: jool or tayga for every role, or per role as "
+        help="translator backend: jool, tayga or bpf for every role, or per role as "
         "clat=...,plat=...,ce=...,br=... (default: %(default)s); "
         "forwarding and NAT44 are always Linux's",
     )

@@ -130,6 +130,7 @@ class Emulation:
                     ),
                 )
             )
+        steps += [(None, s) for s in self.choice.machine_steps(self.topology, self.ctx)]
         for host, host_steps in render(self.topology, self.choice, self.ctx).items():
             steps.append((host, Comment(f"host {host}")))
             steps += [(host, s) for s in host_steps]
@@ -214,14 +215,17 @@ class Emulation:
         return state
 
     def _wait_for_daemons(self, timeout_s: float = 5.0) -> None:
-        """tayga opens its TUN device at start: wait until each TUN carries the daemon (it is 'up')."""
+        """tayga opens its TUN device at start: wait until each TUN carries the daemon (it is 'up').
+        In-kernel translators have no process to wait for."""
+        daemons = [host for host, role in self.topology.translators().items()
+                   if isinstance(self.choice.backend(role), TaygaBackend)]
         deadline = time.monotonic() + timeout_s
-        for host in self.translator_pids():
+        for host in daemons:
             while not self.translator_pids()[host] and time.monotonic() < deadline:
                 time.sleep(0.05)
         time.sleep(0.2)
         for host, pids in self.translator_pids().items():
-            if not pids:
+            if host in daemons and not pids:
                 raise EmulationError(
                     f"{host}: translator process did not stay up: see {rundir(self.prefix)}/{host}-tayga.log"
                 )

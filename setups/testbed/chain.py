@@ -21,19 +21,23 @@ from pathlib import Path
 from string import Template
 from typing import Any, TypeVar
 
+from ...scripts.measurers import ComponentFailure
 from ...zones.knot import TEMPLATE
 from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 from .. import counters as counters_mod
 from ..backends import RenderContext
+from ..chain import READ_UDP_TIMEOUTS, longest_udp_timeout
 from ..plan import BackendChoice, render_host
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Endpoint, Host, Interface, Link, Topology
+from ..transports import StepError
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
 from .preflight import check as preflight_check
-from .remote_idle import IdleSampler
+from .preflight import clock_offset, rx_hash_script
+from .remote_idle import IdleSampler, samples_from
 from .ssh import Shell, SshTransport, step_script
-from .undo import down_script, guarded, pending
+from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
 
 ORDER = ("dut1", "dut2", "server", "client")
 KNOT_UDP_WORKERS = 1
@@ -42,6 +46,11 @@ T = TypeVar("T")
 
 class TestbedError(RuntimeError):
     """The testbed cannot be brought up; the message names the host and what to do."""
+
+
+class HostLost(ComponentFailure):
+    """A host did not answer over SSH, or gave no reading, while a trial needed it: the trial is void (like a
+    dead daemon's: never a result nor DUT loss) and the campaign stops; a resume measures it again."""
 
 
 def machine_of(topology: Topology, host: str) -> str:
@@ -193,34 +202,48 @@ def transport_for(inventory: Inventory) -> SshTransport:
 
 
 def down_all(inventory: Inventory, shell: Shell) -> dict[str, Any]:
-    """Undo on every host what its state file lists; then bring every allowed CPU back online."""
+    """Undo on every host what its state file lists; then bring every allowed CPU back online. Per host:
+    the lines it undid, those that failed, testers it stopped; `unreachable` (and nothing else) for a host
+    SSH could not reach, whose state file stays for a later `down`."""
     plugs = hotplugs(inventory)
 
     def undo(role: str) -> dict[str, Any]:
-        out = shell.capture(role, down_script(inventory.statefile(role)), check=False)
+        try:
+            out = shell.capture(role, down_script(inventory.statefile(role)), check=False)
+        except StepError as err:
+            return {"unreachable": str(err)}
+        if out.returncode == 255:
+            return {"unreachable": (out.stderr.strip().splitlines() or ["ssh failed"])[-1]}
         lines = out.stdout.splitlines()
-        report: dict[str, Any] = {"undone": sum(1 for line in lines if line.startswith("undone")),
-                                  "failed": [line[8:] for line in lines if line.startswith("failed: ")],
-                                  "exit": out.returncode}
+        report: dict[str, Any] = {"undone": [line[8:] for line in lines if line.startswith("undone: ")],
+                                  "failed": [line[8:] for line in lines if line.startswith("failed: ")]}
         stopped = [line.split()[-1] for line in lines if line.startswith("stopped tester ")]
         if stopped:
             report["stopped_testers"] = stopped
-        if out.returncode == 255:
-            report["error"] = out.stderr.strip().splitlines()[-1:] or ["ssh failed"]
         if role in plugs:
-            report["cpus_online"] = plugs[role].online_all(shell)
+            try:
+                report["cpus_online"] = plugs[role].online_all(shell)
+            except StepError as err:
+                report["failed"].append(f"bringing CPUs back online: {err}")
         return report
 
     return each(tuple(reversed(ORDER)), undo)
 
 
 def leftovers(inventory: Inventory, shell: Shell) -> dict[str, str]:
-    """Role -> what its state file still lists (empty dict: nothing left to undo anywhere)."""
+    """Role -> what its state file still lists, or why the host could not be asked (empty dict: nothing
+    left to undo anywhere)."""
     left = {}
     for role in ORDER:
-        text = shell.capture(role, pending(inventory.statefile(role)), check=False).stdout.strip()
-        if text:
-            left[role] = text
+        try:
+            done = shell.capture(role, pending(inventory.statefile(role)), check=False)
+        except StepError as err:
+            left[role] = f"unreachable: {err}"
+            continue
+        if done.returncode == 255:
+            left[role] = "unreachable: " + (done.stderr.strip().splitlines() or ["ssh failed"])[-1]
+        elif done.stdout.strip():
+            left[role] = done.stdout.strip()
     return left
 
 
@@ -246,16 +269,25 @@ class TestbedChain:
     @classmethod
     def up(cls, inventory: Inventory, shell: SshTransport | None = None) -> TestbedChain:
         shell = shell or transport_for(inventory)
-        left = leftovers(inventory, shell)
-        if left:
-            raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
-                               f"run `xlatbench testbed down {inventory.path}` first")
-        found = preflight_check(inventory, shell, machine_interfaces(inventory))
-        if not found["ok"]:
-            raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
+        try:
+            left = leftovers(inventory, shell)
+            lost = [f"{role} ({text})" for role, text in left.items() if text.startswith("unreachable: ")]
+            if lost:
+                raise TestbedError(f"cannot reach {'; '.join(lost)}")
+            if left:
+                raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
+                                   f"run `xlatbench testbed down {inventory.path}` first")
+            steps = plan(inventory)
+            found = preflight_check(inventory, shell, machine_interfaces(inventory), steps)
+            if not found["ok"]:
+                raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
+        except BaseException:
+            shell.close()
+            raise
         chain = cls(inventory, shell, found)
         try:
-            steps = plan(inventory)
+            if inventory.rx_flow_hash == "apply":
+                each(ORDER, chain.apply_rx_flow_hash)
             each(ORDER, lambda role: chain.apply(role, steps[role]))
             shell.capture("server", knot_ready_script(chain.machine))
             chain.knot = knot_placement(inventory, shell)
@@ -265,10 +297,20 @@ class TestbedChain:
             raise
         return chain
 
+    def apply_rx_flow_hash(self, role: str) -> None:
+        """The paper's `ethtool -N IF rx-flow-hash udp4|udp6 sdfn` on each test interface whose NIC leaves
+        the ports out of the hash (journalled: down restores the fields it had); before the plan's steps,
+        while every NIC is still in the host's own namespace."""
+        script = rx_hash_script(self.preflight["hosts"][role]["rx_flow_hash"], self.inventory.statefile(role))
+        if script:
+            self.shell.capture(role, "set -e\n" + script)
+
     def apply(self, role: str, steps: list[Step]) -> None:
         """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
         may be); each step is guarded by its undo record and names itself when it fails."""
-        self.shell.capture(role, "sh -s", stdin=batch_script(steps, self.inventory.statefile(role)))
+        statefile = self.inventory.statefile(role)
+        snapshot = sysctl_snapshot(statefile, moving_nics(steps))
+        self.shell.capture(role, "sh -s", stdin=snapshot + batch_script(steps, statefile))
 
     def __enter__(self) -> TestbedChain:
         return self
@@ -294,6 +336,11 @@ class TestbedChain:
                 "inventory": self.inventory.path, "translators": translators,
                 "nat64_prefix": self.machine.nat64_prefix, "max_flows": self.max_flows,
                 "preflight": self.preflight, "placement": self.placement, "knot": self.knot,
+                "rx_flow_hash": {"mode": self.inventory.rx_flow_hash,
+                                 "before_up": {r: h.get("rx_flow_hash")
+                                               for r, h in self.preflight["hosts"].items()},
+                                 "note": "apply: sdfn set where a NIC left the ports out (undone by down); "
+                                         "None: the device does not say (veth: one queue)"},
                 "notes": list(self.machine.notes),
                 "dut_cpu_times_cover": "user-space translator processes only (tayga); Jool works in the "
                                        "kernel: read the per-host idle samples"}
@@ -312,6 +359,19 @@ class TestbedChain:
 
         self.placement = {"method": "cpu hotplug", **each(DUTS, apply)}
         return self.placement
+
+    def nat44_udp_timeout(self) -> tuple[float, str] | None:
+        """How long conntrack keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace on its host, s,
+        and where it was read (None: no CE NAT44 in this topology, or no reading)."""
+        topology = self.inventory.topology()
+        if not any(host.name == "napt" for host in topology.hosts):
+            return None
+        role, netns = machine_of(topology, "napt"), self.inventory.napt_netns
+        done = self.shell.capture(role, f"ip netns exec {shlex.quote(netns)} sh -c "
+                                        f"{shlex.quote(READ_UDP_TIMEOUTS)}", check=False)
+        seconds = longest_udp_timeout(done.stdout)
+        return None if seconds is None else (seconds, f"the UDP conntrack timeout in namespace {netns} "
+                                                      f"on {role}")
 
     def irq_placement(self, role: str) -> dict[str, Any]:
         """Per test interface of a host: RPS masks of its receive queues and the CPUs its IRQs may use."""
@@ -336,12 +396,31 @@ class TestbedChain:
         tayga = {role: pidfile for role, daemons in self._daemons.items()
                  for name, pidfile in daemons.items() if name.startswith("tayga ")}
         for host, pidfile in tayga.items():
-            out = self.shell.capture(host, f"getconf CLK_TCK; cat /proc/$(cat {shlex.quote(pidfile)})/stat",
-                                     check=False).stdout.splitlines()
-            if len(out) == 2:
-                fields = out[1].rsplit(")", 1)[1].split()
-                times[host] = (int(fields[11]) + int(fields[12])) / int(out[0])
+            out = self.read(host, f"getconf CLK_TCK; cat /proc/$(cat {shlex.quote(pidfile)})/stat",
+                            "the translator's CPU times").splitlines()
+            if len(out) != 2:
+                raise self.lost(host, "no CPU times of its translator (its /proc/PID/stat)")
+            fields = out[1].rsplit(")", 1)[1].split()
+            times[host] = (int(fields[11]) + int(fields[12])) / int(out[0])
         return times
+
+    def lost(self, role: str, what: str) -> HostLost:
+        return HostLost(f"{role} ({self.inventory.hosts[role].ssh}): {what} during the trial: the trial is "
+                        "void, not stored; bring the host back and run the same command again to resume")
+
+    def read(self, role: str, script: str, what: str, check: bool = False) -> str:
+        """stdout of `script` on `role` while a trial needs it; HostLost when SSH fails or times out (with
+        `check`, also when the script fails)."""
+        try:
+            done = self.shell.capture(role, script, check=False)
+        except StepError as err:
+            raise self.lost(role, f"no answer over SSH ({err})") from None
+        if done.returncode == 255:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise self.lost(role, f"SSH failed reading {what} ({last})")
+        if check and done.returncode != 0:
+            raise self.lost(role, f"{what} failed: {(done.stderr or done.stdout).strip()[-200:]}")
+        return done.stdout
 
     @cached_property
     def _daemons(self) -> dict[str, dict[str, str]]:
@@ -357,14 +436,15 @@ class TestbedChain:
 
     def component_pids(self) -> dict[str, int]:
         """Name -> pid on its host of every daemon a trial needs (knotd, user-space translators), read from
-        their pidfiles with one SSH command per host; a pidfile that is missing or empty is left out."""
+        their pidfiles with one SSH command per host; HostLost when a host or a pid file does not answer."""
         pids: dict[str, int] = {}
         for role, daemons in self._daemons.items():
             script = "; ".join(f"echo \"$(cat {shlex.quote(f)} 2>/dev/null)\"" for f in daemons.values())
-            lines = self.shell.capture(role, script, check=False).stdout.splitlines()
-            for name, line in zip(daemons, lines, strict=False):
-                if line.strip().isdigit():
-                    pids[name] = int(line)
+            lines = self.read(role, script, "its daemons' pid files").splitlines()
+            for name, line in zip(daemons, lines + [""] * len(daemons), strict=False):
+                if not line.strip().isdigit():
+                    raise self.lost(role, f"no pid file of {name}")
+                pids[name] = int(line)
         return pids
 
     def gone(self, pids: dict[str, int]) -> list[str]:
@@ -377,17 +457,20 @@ class TestbedChain:
             # alive as procs.alive has it: the process exists and is not a zombie
             script = "; ".join(f"s=$(cut -d')' -f2- /proc/{pid}/stat 2>/dev/null | cut -d' ' -f2); "
                                f"[ -n \"$s\" ] && [ \"$s\" != Z ] || echo {pid}" for pid in mine.values())
-            ended = set(self.shell.capture(role, script, check=False).stdout.split())
+            out = self.read(role, script + "; echo checked", "whether its daemons still run").split()
+            if out[-1:] != ["checked"]:
+                raise self.lost(role, "no answer on whether its daemons still run")
+            ended = set(out[:-1])
             dead += [f"{name} (pid {pid})" for name, pid in mine.items() if str(pid) in ended]
         return dead
 
     def counters(self) -> dict[str, dict[str, int]]:
         def read(role: str) -> dict[str, dict[str, int]]:
-            out = self.shell.capture(role, "ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; "
-                                           "echo '#--'; cat /proc/net/snmp", check=False).stdout
+            out = self.read(role, "ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; "
+                                  "echo '#--'; cat /proc/net/snmp", "its counters")
             parts = out.split("#--\n")
-            if len(parts) != 3:
-                return {}
+            if len(parts) != 3 or not parts[0].strip() or not parts[2].strip():
+                raise self.lost(role, "no counters (ip -s link, /proc/net/snmp)")
             return {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
                     **counters_mod.parse_snmp(parts[2], role)}
 
@@ -397,13 +480,27 @@ class TestbedChain:
         return result
 
     def start_idle(self) -> None:
-        for sampler in samplers(self.inventory).values():
-            sampler.start(self.shell)
+        """Re-measure the DUTs' and the client's clock offsets (a setup runs for hours; the samples and the
+        trial are placed on the controller's clock with them), then start each DUT's sampler."""
+        for role in (*DUTS, "client"):
+            try:
+                clock = clock_offset(self.shell, role)
+            except (StepError, ValueError, OSError) as err:
+                raise self.lost(role, f"no clock reading ({err})") from None
+            self.preflight["hosts"][role]["clock"] = {**clock, "measured": "at the last idle capture"}
+        for dut, sampler in samplers(self.inventory).items():
+            self.read(dut, sampler.start_script(), "starting its CPU idle sampler", check=True)
 
     def collect_idle(self) -> dict[str, list[dict[str, Any]]]:
-        """Per DUT host, the per-core samples since start_idle (clock of the controller in t_controller)."""
-        return {dut: sampler.collect(self.shell, self.preflight["hosts"][dut]["clock"]["offset_s"])
-                for dut, sampler in samplers(self.inventory).items()}
+        """Per DUT host, the per-core samples since start_idle (clock of the controller in t_controller);
+        HostLost when a host does not answer or gave no sample."""
+        found = {}
+        for dut, sampler in samplers(self.inventory).items():
+            text = self.read(dut, sampler.stop_script(), "its CPU idle samples")
+            found[dut] = samples_from(text, self.preflight["hosts"][dut]["clock"]["offset_s"])
+            if not found[dut]:
+                raise self.lost(dut, "no CPU idle samples")
+        return found
 
 
 def testbed_chain(topology: str | None = None, inventory: str = "", **_: Any) -> TestbedChain:

@@ -24,9 +24,9 @@ from .chain import (
     transport_for,
 )
 from .inventory import DUTS, Inventory, load_inventory
-from .preflight import check
+from .preflight import check, summary_lines
 from .remote_run import remote_scripts
-from .undo import stop_testers, undo_line
+from .undo import moving_nics, stop_testers, undo_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,17 +43,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ):
         parser = actions.add_parser(name, help=text)
         parser.add_argument("inventory", metavar="INVENTORY", help="the testbed's TOML inventory")
+        if name == "check":
+            parser.add_argument("--json", action="store_true",
+                                help="the whole preflight as JSON on stdout (the summary then on stderr)")
         parser.set_defaults(func=func)
 
 
 def _check(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     shell = transport_for(inventory)
-    result = check(inventory, shell, machine_interfaces(inventory))
-    print(json.dumps(result, indent=2))
-    for warning in result["warnings"]:
-        print(f"testbed check: warning: {warning}", file=sys.stderr)
-    verdict = "ready" if result["ok"] else "REFUSED: " + "; ".join(result["problems"])
+    try:
+        result = check(inventory, shell, machine_interfaces(inventory), plan(inventory))
+    finally:
+        shell.close()
+    if args.json:
+        print(json.dumps(result, indent=2))
+    for line in summary_lines(result):
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    verdict = "ready" if result["ok"] else f"REFUSED ({len(result['problems'])} problem(s), listed above)"
     print(f"testbed check {inventory.path}: {verdict}", file=sys.stderr)
     return 0 if result["ok"] else 1
 
@@ -61,6 +68,7 @@ def _check(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     chain = TestbedChain.up(inventory)
+    chain.shell.close()  # the hosts stay up; this command's SSH masters end with it
     print(json.dumps(chain.describe(), indent=2, default=str))
     print(f"testbed up: {inventory.topology_name} is up ({len(chain.shell.log)} remote commands); "
           f"take it down with `xlatbench testbed down {inventory.path}`", file=sys.stderr)
@@ -70,10 +78,22 @@ def _up(args: argparse.Namespace) -> int:
 def _down(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     shell = transport_for(inventory)
-    report = down_all(inventory, shell)
+    try:
+        return _report_down(inventory, down_all(inventory, shell), leftovers(inventory, shell))
+    finally:
+        shell.close()
+
+
+def _report_down(inventory: Inventory, report: dict, left: dict[str, str]) -> int:
     print(json.dumps(report, indent=2))
-    left = leftovers(inventory, shell)
-    failed = [f"{role}: {line}" for role, r in report.items() for line in r["failed"]]
+    for role, done in report.items():
+        if "unreachable" in done:
+            print(f"testbed down: {role}: NOT REACHED ({done['unreachable']}): its state file stays; run "
+                  "`xlatbench testbed down` again once it answers", file=sys.stderr)
+        else:
+            print(f"testbed down: {role}: undid {len(done['undone'])} change(s)"
+                  + (f", {len(done['failed'])} failed" if done["failed"] else ""), file=sys.stderr)
+    failed = [f"{role}: {line}" for role, r in report.items() for line in r.get("failed", [])]
     if left or failed:
         print(f"testbed down: not clean: {'; '.join(failed) or ', '.join(left)}", file=sys.stderr)
         return 1
@@ -102,6 +122,10 @@ def teardown_lines(steps: list[Step]) -> list[str]:
             line = undo_line(step)
             if line:
                 lines.append(line)
+    nics = moving_nics(steps)
+    lines.append("# every interface's forwarding sysctls" + (
+        f" and every net.ipv4/ipv6.conf sysctl of {', '.join(nics)}" if nics else "")
+        + " back to the values saved before up (sysctl.saved)")
     return lines
 
 

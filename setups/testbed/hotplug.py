@@ -1,7 +1,9 @@
 """Core counts on a real DUT by CPU hotplug (`<sysfs>/devices/system/cpu/cpuN/online`), as the paper's
 `maxcpus=` without a reboot. CPU 0 and CPUs the inventory does not allow never go offline; before a CPU
 goes offline the host's state file gets the line that brings it back, and `online_all` brings every
-allowed CPU back (at the end of a run and after any failure)."""
+allowed CPU back (at the end of a run and after any failure). After each change the host's `online` files
+are read back: a core count the host does not really have (a CPU outside `offline_cpus` left offline by
+someone else) is refused, never recorded as N cores."""
 
 from __future__ import annotations
 
@@ -73,9 +75,19 @@ class Hotplug:
 
     def apply(self, shell: Shell, keep: list[int]) -> dict[str, object]:
         """Keep exactly `keep` online among the allowed CPUs; returns what the host then has online."""
-        offline = self.plan(keep, self.present(shell))
+        present = self.present(shell)
+        offline = self.plan(keep, present)
         shell.capture(self.host, "set -e\n" + "\n".join(self.commands(offline)))
-        return {"asked": sorted(keep), "offline": offline, "online": self.online(shell)}
+        online = self.online(shell)
+        wanted = sorted(set(keep) & set(present))
+        if [c for c in online if c in present] != wanted:
+            down, up = sorted(set(wanted) - set(online)), sorted(set(online) - set(wanted))
+            what = (f"CPU {down} stayed offline" if down else "") + ("; " if down and up else "") + (
+                f"CPU {up} stayed online" if up else "")
+            raise HotplugError(f"{self.host}: asked for CPUs {wanted} online, the host reads back {online}: "
+                               f"{what}; bring the CPUs outside hosts.{self.host}.offline_cpus online "
+                               "(`echo 1 > /sys/devices/system/cpu/cpuN/online`) or add them to offline_cpus")
+        return {"asked": sorted(keep), "offline": offline, "online": online}
 
     def online_all(self, shell: Shell) -> list[int]:
         if self.allowed:

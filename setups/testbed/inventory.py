@@ -41,7 +41,13 @@ LINKS_OF = {
     "dut2": ("dut1-dut2", "dut2-server"),
     "server": ("dut2-server",),
 }
-TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "tayga", "rundir"}
+# Topologies with both DUTs (client, dut1, dut2, server): the ones the testbed path renders and runs.
+TESTBED_TOPOLOGIES = tuple(t for t in TOPOLOGIES if {"dut1", "dut2"} <= {h.name for h in topology(t).hosts})
+TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "tayga", "rundir",
+            "rx_flow_hash"}
+# What preflight does with a test interface that hashes UDP flows on addresses only: refuse with the command
+# (check), or set the paper's `sdfn` itself, journalled and undone by down (apply).
+RX_FLOW_HASH = ("check", "apply")
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
              "tester", "tayga_binary"}
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
@@ -87,6 +93,7 @@ class Inventory:
     tayga: str = "patched"
     rundir_root: str = "/run/xlatbench-testbed"
     extra: dict[str, Any] = field(default_factory=dict)
+    rx_flow_hash: str = "check"
 
     def rundir(self, role: str) -> str:
         """Where a host keeps this testbed's files (state file, configs, pid files); per role, so that
@@ -128,7 +135,11 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
         raise fail("name", "must be lower-case letters, digits and '-', starting with a letter")
     topo = data.get("topology")
     if topo not in TOPOLOGIES:
-        raise fail("topology", f"set it to one of {', '.join(TOPOLOGIES)}")
+        raise fail("topology", f"set it to one of {', '.join(TESTBED_TOPOLOGIES)}")
+    if topo not in TESTBED_TOPOLOGIES:
+        raise fail("topology", f"{topo} has a single DUT, which the four-host testbed path does not run yet: "
+                   f"use one of {', '.join(TESTBED_TOPOLOGIES)}, or measure {topo} in the emulation "
+                   f"([[setup]] kind = \"chain\", topology = \"{topo}\")")
     options = _string_list(data.get("ssh_options", []), fail("ssh_options", "must be a list of strings"))
     napt = data.get("napt_netns", "napt")
     if not isinstance(napt, str) or not NAME_RE.match(napt):
@@ -145,8 +156,13 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
     rundir_root = data.get("rundir", "/run/xlatbench-testbed")
     if not isinstance(rundir_root, str) or not rundir_root.startswith("/") or " " in rundir_root:
         raise fail("rundir", "must be an absolute path without spaces")
+    rx_flow_hash = data.get("rx_flow_hash", "check")
+    if rx_flow_hash not in RX_FLOW_HASH:
+        raise fail("rx_flow_hash", "choose check (refuse a NIC that hashes UDP on addresses only) or apply "
+                   "(set the paper's sdfn, undone by down)")
     hosts = _hosts(data.get("hosts"), fail)
-    inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, tayga, rundir_root)
+    inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, tayga, rundir_root,
+                          rx_flow_hash=rx_flow_hash)
     _check_whole(inventory, fail)
     return inventory
 

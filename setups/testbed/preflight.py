@@ -4,7 +4,9 @@ One ssh call per host collects kernel, CPUs, each named interface (addresses, dr
 Jool's modules (loaded version, installed version, user-space tools), tayga, knotd, the tester, and the
 host's clock; a second short call measures the clock offset against the controller. `problems` lists
 what refuses a run (a missing interface, one carrying addresses, MAP-T without Jool >= 4.2, a missing
-knotd or tester); `warnings` what a result should mention. The whole dict goes with every result.
+knotd or tester, and every object the plan would create that already exists on the host: namespace,
+link, the translator's tun, nft table, iptables rule, address, route); `warnings` what a result should
+mention. The whole dict goes with every result.
 """
 
 from __future__ import annotations
@@ -18,14 +20,63 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...paths import tester_binary
+from ..backends.tayga import TUN
+from ..steps import Cmd, Step
 from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
+from .undo import append_line, with_record
 
 JOOL_MODULES = ("jool_siit", "jool", "jool_mapt")
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
 RX_OFFLOADS = ("generic-receive-offload", "large-receive-offload")
 CLOCK_WARN_S = 0.1
+FLOW_PROTOS = ("udp4", "udp6")
+# `ethtool -n IF rx-flow-hash udp4` lines -> the letters `ethtool -N` takes (man ethtool).
+HASH_FIELDS = {"L2DA": "m", "VLAN tag": "v", "L3 proto": "t", "IP SA": "s", "IP DA": "d",
+               "L4 bytes 0 & 1 [TCP/UDP src port]": "f", "L4 bytes 2 & 3 [TCP/UDP dst port]": "n"}
+PAPER_HASH = "sdfn"  # the paper set `ethtool -N IF rx-flow-hash udp4 sdfn` (and udp6) on every host
+
+
+def hash_letters(text: str) -> str | None:
+    """The fields a NIC hashes a flow type on, as ethtool letters ("sdfn"); None when it does not say
+    (a software device such as veth: one queue, nothing to spread)."""
+    lines = [line.strip() for line in text.split(";") if line.strip()]
+    letters = "".join(HASH_FIELDS[line] for line in lines if line in HASH_FIELDS)
+    return letters or None
+
+
+def rx_hash_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> tuple[list[str], dict]:
+    """Per test interface and UDP flow type, the NIC's hash fields; with rx_flow_hash = "check", one
+    problem per interface that leaves the ports out (all flows of one address pair land on one queue)."""
+    found: dict[str, dict[str, str | None]] = {}
+    problems = []
+    for iface in inventory.hosts[role].interfaces.values():
+        found[iface] = {proto: hash_letters(facts.get(f"if_{iface}_rxhash_{proto}", ""))
+                        for proto in FLOW_PROTOS}
+        narrow = [p for p, letters in found[iface].items()
+                  if letters is not None and not {"f", "n"} <= set(letters)]
+        if narrow and inventory.rx_flow_hash == "check":
+            commands = " and ".join(f"`ethtool -N {iface} rx-flow-hash {p} {PAPER_HASH}`" for p in narrow)
+            problems.append(f"{role}: {iface} hashes "
+                            + ", ".join(f"{p} on '{found[iface][p]}'" for p in narrow)
+                            + f" (no ports: one queue per address pair): run {commands} as the paper did, "
+                            f"or set rx_flow_hash = \"apply\" in {inventory.path}")
+    return problems, found
+
+
+def rx_hash_script(found: dict[str, dict[str, str | None]], statefile: str) -> str:
+    """Snippet setting `sdfn` on every interface whose NIC hashes a UDP flow type without the ports, each
+    change journalled with the line that restores the fields it had."""
+    lines = []
+    for iface, protos in found.items():
+        for proto, letters in protos.items():
+            if letters is None or {"f", "n"} <= set(letters):
+                continue
+            undo = f"ethtool -N {shlex.quote(iface)} rx-flow-hash {proto} {letters}"
+            step = f"ethtool -N {shlex.quote(iface)} rx-flow-hash {proto} {PAPER_HASH}"
+            lines.append(with_record(append_line(statefile, undo), step, statefile))
+    return "\n".join(lines)
 
 
 def probe_script(host: HostEntry, interfaces: list[str]) -> str:
@@ -42,6 +93,7 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
         'echo "tayga=$(dpkg-query -W -f \'${Version}\' tayga 2>/dev/null || echo absent)"',
         'echo "jool_tools=$( (jool --version 2>/dev/null || echo absent) | head -n 1)"',
         'echo "knotd=$( (knotd --version 2>/dev/null || echo absent) | head -n 1)"',
+        'echo "kdig=$(command -v kdig || echo absent)"',
         f'echo "tester=$( ({q(host.tester)} --version 2>/dev/null || echo absent) | head -n 1)"',
     ]
     if host.tayga_binary:
@@ -56,8 +108,88 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
             f"echo \"if_{iface}_driver=$(ethtool -i {i} 2>/dev/null | sed -n 's/^driver: //p')\"",
             f"echo \"if_{iface}_offload=$(ethtool -k {i} 2>/dev/null | grep -E '^({'|'.join(OFFLOADS)}):'"
             " | tr '\\n' ';')\"",
+            *[f"echo \"if_{iface}_rxhash_{proto}=$(ethtool -n {i} rx-flow-hash {proto} 2>/dev/null "
+              "| tail -n +2 | tr '\\n' ';' || true)\"" for proto in FLOW_PROTOS],
         ]
     return "\n".join(lines)
+
+
+def planned_objects(steps: list[Step]) -> list[tuple[str, str, str]]:
+    """(kind, name, probe) of every object `steps` create in a host's root namespace; the shell `probe`
+    prints something (where it is) when the object already exists, nothing otherwise. What a step makes
+    inside a namespace the plan creates goes unprobed: that namespace's own probe covers it."""
+    q = shlex.quote
+    objects: list[tuple[str, str, str]] = []
+    for step in steps:
+        if not isinstance(step, Cmd) or not step.check:
+            continue
+        a = step.argv
+        if a[:3] == ("ip", "netns", "add"):
+            objects.append(("namespace", a[3], f"ip netns list | cut -d' ' -f1 | grep -xF -- {q(a[3])}"))
+        elif a[:3] == ("ip", "link", "add"):
+            objects.append(("link", a[3], _link_probe(a[3])))
+            if "peer" in a and "netns" not in a:
+                peer = a[a.index("peer") + 2]
+                objects.append(("link", peer, _link_probe(peer)))
+        elif a[-1:] == ("--mktun",):
+            objects.append(("tun", TUN, _link_probe(TUN)))
+        elif a[:3] == ("nft", "add", "table"):
+            objects.append(("nft table", " ".join(a[3:]),
+                            f"nft list table {shlex.join(a[3:])} >/dev/null 2>&1 && echo present"))
+        elif a[0] == "iptables" and "-A" in a:
+            check = ["-C" if arg == "-A" else arg for arg in a]
+            objects.append(("iptables rule", shlex.join(a[1:]),
+                            f"{shlex.join(check)} >/dev/null 2>&1 && echo present"))
+        elif a[:3] in {("ip", "address", "add"), ("ip", "addr", "add")}:
+            address = a[3].split("/")[0]
+            where = "awk '{print \"on \" $2}'"
+            objects.append(("address", a[3], f"ip -o address show to {q(address)} | {where}"))
+        elif a[:3] == ("ip", "route", "add") or a[:4] == ("ip", "-6", "route", "add"):
+            dst = a[4] if a[1] == "-6" else a[3]
+            family = "-6" if a[1] == "-6" or ":" in dst else "-4"
+            objects.append(("route", f"{family} {dst}", f"ip {family} route show exact {q(dst)} | head -n 1"))
+    return objects
+
+
+def _link_probe(name: str) -> str:
+    return f"ip -o link show dev {shlex.quote(name)} >/dev/null 2>&1 && echo present"
+
+
+def collision_script(objects: list[tuple[str, str, str]]) -> str:
+    return "\n".join(f'echo "collision_{n}=$( ({probe}) 2>/dev/null | head -n 1)"'
+                      for n, (_, _, probe) in enumerate(objects))
+
+
+def collision_fix(kind: str, name: str, found: str) -> str:
+    """How a user clears one collision (the suite never takes over or deletes what it did not make)."""
+    if kind == "namespace":
+        return f"delete it (`ip netns del {name}`) if nothing needs it, or set napt_netns to another name"
+    if kind in ("link", "tun"):
+        return f"delete or rename it (`ip link del {name}`) if nothing needs it"
+    if kind == "nft table":
+        return f"delete it (`nft delete table {name}`) if nothing needs it"
+    if kind == "iptables rule":
+        return f"delete it (`iptables {name.replace(' -A ', ' -D ', 1)}`) if nothing needs it"
+    if kind == "address":
+        return f"remove it (`ip address del {name} dev {found.removeprefix('on ')}`) if nothing needs it"
+    family, dst = name.split(" ", 1)
+    if dst == "default" and family == "-4":
+        return ("the plan routes IPv4 by default to the translator: manage this host over IPv6 or a route "
+                "of its own and delete its IPv4 default route (`ip route del default`)")
+    return f"delete it (`ip {family} route del {dst}`) if nothing needs it"
+
+
+def collision_problems(role: str, objects: list[tuple[str, str, str]], facts: dict[str, str]) -> list[str]:
+    """One line per object the plan would create on `role` that is there already."""
+    problems = []
+    for n, (kind, name, _) in enumerate(objects):
+        found = facts.get(f"collision_{n}", "").strip()
+        if found:
+            where = "" if found == "present" or kind == "namespace" else f" ({found})"
+            problems.append(f"{role}: {kind} {name} already exists{where} and the plan creates it: "
+                            f"{collision_fix(kind, name, found)}, or run `xlatbench testbed down` if a "
+                            "previous run left it")
+    return problems
 
 
 def parse_probe(text: str) -> dict[str, str]:
@@ -141,10 +273,19 @@ def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
             warnings.append(f"{role}: {iface} aggregates received packets (" + ", ".join(
                 f"{o}={info['offloads'][o]}" for o in RX_OFFLOADS if o in info["offloads"])
                 + "): translators see fewer, larger packets; say so with the results or turn it off")
+    problems += rx_hash_problems(inventory, role, facts)[0]
     if role in DUTS:
         problems += _backend_problems(inventory, role, facts)
+        if not facts.get("cpus_present", "").strip():
+            root = inventory.hosts[role].sysfs_root
+            problems.append(f"{role}: no CPU list at {root}/devices/system/cpu/present (core counts and "
+                            f"hotplug need it): fix hosts.{role}.sysfs_root in {inventory.path} "
+                            "(or remove it for /sys)")
     if role == "server" and facts.get("knotd", "absent") == "absent":
         problems.append("server: knotd not found: apt-get install knot (Debian package)")
+    if role == "server" and facts.get("kdig", "absent") == "absent":
+        problems.append("server: kdig not found (up waits for Knot to answer with it): "
+                        "apt-get install knot-dnsutils")
     if role == "client":
         problems += _tester_problems(inventory, facts.get("tester", "absent"))
     return problems, warnings
@@ -189,29 +330,62 @@ def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) ->
             found = version or f"no jool_mapt module (jool tools: {facts.get('jool_tools', 'absent')})"
             return [f"{role}: MAP-T needs Jool >= 4.2 (jool_mapt), this host has {found}: install Jool 4.2 "
                     "from source (Debian 12's jool-tools 4.1.9 has no MAP-T), or use backend = \"tayga\""]
-        return []
+        return _jool_tools_problems(role, facts, version)
     module = "jool_siit" if role == "dut1" else "jool"
-    if jool_version(facts, module) is None:
+    version = jool_version(facts, module)
+    if version is None:
         return [f"{role}: Jool module {module} neither loaded nor installed: install Jool "
                 "(jool-dkms + jool-tools), or use backend = \"tayga\""]
+    return _jool_tools_problems(role, facts, version)
+
+
+def _jool_tools_problems(role: str, facts: dict[str, str], module_version: str) -> list[str]:
+    """Jool's user-space tools must be there and of the module's version (major.minor.patch)."""
+    tools = facts.get("jool_tools", "absent")
+    if tools == "absent" or not re.search(r"\d", tools):
+        return [f"{role}: Jool's user-space tools (jool, jool_siit) not found: install jool-tools of the "
+                f"module's version {module_version}"]
+    if re.findall(r"\d+", tools)[:3] != re.findall(r"\d+", module_version)[:3]:
+        return [f"{role}: Jool tools {tools} and module {module_version} differ: install the tools of the "
+                "module's version (they refuse to talk to another)"]
     return []
 
 
-def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]]) -> dict[str, Any]:
-    """Probe every host; `machine_interfaces`: role -> interface names the run will use there."""
+def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]],
+          planned: dict[str, list[Step]] | None = None) -> dict[str, Any]:
+    """Probe every host; `machine_interfaces`: role -> interface names the run will use there; `planned`:
+    role -> the setup steps `up` would run there (each object they create must not exist yet)."""
     result: dict[str, Any] = {"inventory": inventory.path, "topology": inventory.topology_name, "hosts": {},
                               "problems": [], "warnings": []}
-    def probe(role: str) -> tuple[dict[str, str], dict[str, float]]:
+    objects = {role: planned_objects((planned or {}).get(role, [])) for role in inventory.hosts}
+
+    def probe(role: str) -> tuple[dict[str, str], dict[str, float]] | str:
         host = inventory.hosts[role]
-        facts = parse_probe(shell.capture(role, probe_script(host, machine_interfaces[role])).stdout)
-        return facts, clock_offset(shell, role)
+        script = probe_script(host, machine_interfaces[role]) + "\n" + collision_script(objects[role])
+        try:
+            facts = parse_probe(shell.capture(role, script).stdout)
+            return facts, clock_offset(shell, role)
+        except StepError as err:
+            return str(err).split(" failed (exit 255): ")[-1]
 
     with ThreadPoolExecutor(max_workers=len(inventory.hosts)) as pool:
         found = dict(zip(inventory.hosts, pool.map(probe, inventory.hosts), strict=True))
+    failed = {role: why for role, why in found.items() if isinstance(why, str)}
+    if failed and len(failed) == len(found) and len(set(failed.values())) == 1:
+        result["problems"].append(f"every host: ssh failed ({next(iter(failed.values()))}): the same "
+                                  f"for all four, so check ssh_options in {inventory.path}")
+    else:
+        result["problems"] += [f"{role}: cannot reach it over SSH ({why}): check hosts.{role}.ssh and the "
+                               "host" for role, why in failed.items()]
     for role, host in inventory.hosts.items():
-        facts, clock = found[role]
+        probed = found[role]
+        if isinstance(probed, str):
+            result["hosts"][role] = {"ssh": host.ssh, "unreachable": probed}
+            continue
+        facts, clock = probed
         interfaces = {i: interface_report(facts, i) for i in machine_interfaces[role]}
         problems, warnings = host_problems(inventory, role, facts, interfaces)
+        problems += collision_problems(role, objects[role], facts)
         if abs(clock["offset_s"]) > CLOCK_WARN_S:
             warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
         result["hosts"][role] = {
@@ -219,10 +393,40 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
             "cpu_model": facts.get("cpu_model"), "cpus": int(facts.get("cpus") or 0),
             "cpus_online": facts.get("cpus_online"), "cpus_present": facts.get("cpus_present"),
             "interfaces": interfaces, "clock": clock,
+            "rx_flow_hash": rx_hash_problems(inventory, role, facts)[1],
             "jool": {m: jool_version(facts, m) for m in JOOL_MODULES} | {"tools": facts.get("jool_tools")},
-            "tayga": facts.get("tayga"), "knotd": facts.get("knotd"), "tester": facts.get("tester"),
+            "tayga": facts.get("tayga"), "knotd": facts.get("knotd"), "kdig": facts.get("kdig"),
+            "tester": facts.get("tester"),
         }
         result["problems"] += problems
         result["warnings"] += warnings
+    result["controller_tester"] = local_tester_version()
     result["ok"] = not result["problems"]
     return result
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """The preflight for a reader: one line per host (role, kernel, CPUs, translator or daemon and its
+    version, verdict), then each problem and warning; the JSON has the rest."""
+    lines = []
+    for role, host in result["hosts"].items():
+        mine = [p for p in result["problems"] if p.startswith(f"{role}:")]
+        if "unreachable" in host:
+            lines.append(f"{role:<7} UNREACHABLE: not reached over SSH ({host['unreachable']})")
+            continue
+        verdict = f"REFUSED ({len(mine)} problem(s))" if mine else "ok"
+        what = {"client": f"tester {host.get('tester')} (controller: {result.get('controller_tester')})",
+                "server": f"{host.get('knotd')}, kdig {host.get('kdig')}"}
+        translator = (f"tayga {host.get('tayga')}" if host.get("tayga") not in (None, "absent") else "")
+        jool = host.get("jool") or {}
+        if any(jool.get(m) for m in JOOL_MODULES):
+            translator += ("; " if translator else "") + "jool " + ", ".join(
+                f"{m} {jool[m]}" for m in JOOL_MODULES if jool.get(m)) + f" (tools {jool.get('tools')})"
+        detail = what.get(role, translator or "no translator found")
+        clock = host.get("clock") or {}
+        lines.append(f"{role:<7} {verdict}: kernel {host.get('kernel')}, {host.get('cpus')} CPUs "
+                     f"({host.get('cpu_model')}), present {host.get('cpus_present') or '?'}, {detail}, clock "
+                     f"{clock.get('offset_s', 0):+.4f} s")
+    lines += [f"problem: {p}" for p in result["problems"]]
+    lines += [f"warning: {w}" for w in result["warnings"]]
+    return lines

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...scripts.cpuload import COLUMNS, usage_between
 from .ssh import Shell
-from .undo import append_line, with_record
+from .undo import append_line, identity_file, remember_process, stop_own, with_record
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,16 @@ class IdleSampler:
                 f"sleep {self.interval_s}; done")
         data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
         start = (f"mkdir -p {shlex.quote(self.rundir)} && {{ setsid nohup sh -c {shlex.quote(loop)} >{data} "
-                 f"2>/dev/null </dev/null & echo $! >{pid}; }}")
+                 f"2>/dev/null </dev/null & {remember_process('$!', self.pidfile, 'sh')}; }}")
         if not record:
             return start
-        undo = f"pkill -F {self.pidfile}; rm -f {self.pidfile} {self.data}"
+        undo = f"{stop_own(self.pidfile)}; rm -f {pid} {identity_file(self.pidfile)} {data}"
         return with_record(append_line(self.statefile, undo), start, self.statefile)
 
     def stop_script(self) -> str:
         data, pid = shlex.quote(self.data), shlex.quote(self.pidfile)
-        return f"pkill -F {pid} 2>/dev/null; cat {data} 2>/dev/null; rm -f {pid} {data}"
+        ident = shlex.quote(identity_file(self.pidfile))
+        return f"{stop_own(self.pidfile)}; cat {data} 2>/dev/null; rm -f {pid} {ident} {data}"
 
     def start(self, shell: Shell) -> None:
         shell.capture(self.host, self.start_script())

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import uuid
 
+from .undo import identity_file, remember_process
+
 
 def remote_scripts(tester: str, remote_dir: str, command: list[str],
                    trial: str) -> tuple[str, str, str | None]:
@@ -26,9 +28,12 @@ def remote_scripts(tester: str, remote_dir: str, command: list[str],
         at = command.index("--json") + 1
         command[at] = remote_json = f"{base}.json"
     pidfile = shlex.quote(f"{base}.pid")
-    run = f"mkdir -p {shlex.quote(remote_dir)} && echo $$ >{pidfile} && exec {shlex.join(command)}"
-    fetch = f"rm -f {pidfile}" + (f"; cat {shlex.quote(remote_json)} && rm -f {shlex.quote(remote_json)}"
-                                  if remote_json else "")
+    started = remember_process("$$", f"{base}.pid", tester)
+    run = f"mkdir -p {shlex.quote(remote_dir)} && {started} && exec {shlex.join(command)}"
+    ident = shlex.quote(identity_file(f"{base}.pid"))
+    fetch = f"rm -f {pidfile} {ident}"
+    if remote_json:
+        fetch += f"; cat {shlex.quote(remote_json)} && rm -f {shlex.quote(remote_json)}"
     return run, fetch, remote_json
 
 

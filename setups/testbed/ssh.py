@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -18,6 +19,7 @@ from typing import Protocol
 
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 from ..transports import StepError
+from .undo import remember_process
 
 LOG = logging.getLogger("xlatbench.ssh")
 BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
@@ -50,9 +52,10 @@ def step_script(step: Step) -> tuple[str, str | None]:
     if isinstance(step, Daemon):
         pid, log = shlex.quote(step.pidfile), shlex.quote(step.logfile)
         # setsid + nohup: the daemon outlives this connection; the pid file holds its own PID.
+        started = remember_process("$!", step.pidfile, step.argv[0])
         return (f"mkdir -p \"$(dirname {pid})\" && {{ setsid nohup {shlex.join(step.argv)} >{log} 2>&1 "
-                f"</dev/null & echo $! >{pid}; }} && sleep 0.3 && {{ kill -0 \"$(cat {pid})\" 2>/dev/null || "
-                f"{{ echo \"{step.argv[0]} exited at once: $(tail -n 3 {log})\" >&2; exit 1; }}; }}"), None
+                f"</dev/null & {started}; }} && sleep 0.3 && {{ kill -0 \"$(cat {pid})\" 2>/dev/null || "
+                f"{{ echo \"{step.argv[0]} exited at once: $(tail -n 3 {log})\" >&2; false; }}; }}"), None
     return "", None
 
 
@@ -64,6 +67,7 @@ class SshTransport:
         self.destinations = destinations
         self.options = tuple(options)
         self.timeout_s = timeout_s
+        self._own_dir = control_dir is None
         self._control_dir = control_dir or tempfile.mkdtemp(prefix="xlatbench-ssh-")
         self.log: list[Completed] = []
 
@@ -106,10 +110,16 @@ class SshTransport:
         return result
 
     def close(self) -> None:
-        """End the master connections (ControlPersist would end them later anyway)."""
+        """End the master connections and remove their directory (the transport's own): nothing of a
+        command outlives it. Safe to call twice."""
         for host in self.destinations:
-            subprocess.run([*self.argv(host)[:-1], "-O", "exit", self.destinations[host]],
-                           capture_output=True, timeout=10, check=False)
+            try:
+                subprocess.run([*self.argv(host)[:-1], "-O", "exit", self.destinations[host]],
+                               capture_output=True, timeout=10, check=False)
+            except subprocess.TimeoutExpired:
+                continue  # an unreachable host's master: ControlPersist ends it
+        if self._own_dir:
+            shutil.rmtree(self._control_dir, ignore_errors=True)
 
     def log_records(self) -> list[dict[str, object]]:
         return [{"host": c.host, "exit": c.returncode, "duration_s": c.duration_s,

@@ -1,16 +1,23 @@
 """What to undo on a real host, written down on the host itself before each change is made.
 
-Every step that changes a host is sent as `RECORD && STEP`: RECORD appends the shell line that reverses
-the step to the host's state file (for a sysctl or an offload setting it stores the value read just
-before). `down_script` runs the file's lines newest first and deletes it, so a controller killed with
--9 at any point leaves a file that says exactly what is left to undo (`xlatbench testbed down`).
-A step whose reversal is unknown is refused at planning time.
+Every step that changes a host is sent as `PENDING && STEP && COMMIT`: PENDING writes the shell line
+that reverses the step to the host's pending file (`undo.sh.pending`; for a sysctl or an offload setting
+it holds the value read just before), COMMIT appends it to the state file (`undo.sh`) once the step
+succeeded and removes the pending file. A step that fails (e.g. because its object already exists on the
+host) leaves no undo line: its pending file is removed, so a rollback never deletes what the suite did not
+make. `down_script` first runs a pending file left by a controller killed between the step and its
+commit (a step that was under way; `testbed check` has shown its object absent before `up`), then the
+state file's lines newest first, and deletes both, so a `kill -9` at any moment leaves files that say
+exactly what is left to undo (`xlatbench testbed down`). A step whose reversal is unknown is refused at
+planning time.
 """
 
 from __future__ import annotations
 
 import shlex
+from pathlib import PurePosixPath as Path
 
+from ..backends.tayga import TUN
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
@@ -18,13 +25,48 @@ class UndoError(ValueError):
     """A step the suite does not know how to reverse."""
 
 
+def pending_file(statefile: str) -> str:
+    """Where a step's undo line waits while the step runs (see the module docstring)."""
+    return f"{statefile}.pending"
+
+
 def _append(statefile: str, line: str) -> str:
-    return f"printf '%s\\n' {shlex.quote(line)} >> {shlex.quote(statefile)}"
+    """Snippet writing a fixed undo line to the pending file of `statefile`."""
+    return f"printf '%s\\n' {shlex.quote(line)} > {shlex.quote(pending_file(statefile))}"
 
 
 def _append_dynamic(statefile: str, shell_expr: str) -> str:
-    """Append a line built by the remote shell (double-quoted expression with $(...) in it)."""
-    return f"printf '%s\\n' \"{shell_expr}\" >> {shlex.quote(statefile)}"
+    """The same with a line built by the remote shell (double-quoted expression with $(...) in it)."""
+    return f"printf '%s\\n' \"{shell_expr}\" > {shlex.quote(pending_file(statefile))}"
+
+
+def identity_file(pidfile: str) -> str:
+    """Beside a pid file: `COMM STARTTIME` of the process the suite started (pid reuse cannot fake both)."""
+    return f"{pidfile}.id"
+
+
+def remember_process(pid_expr: str, pidfile: str, comm: str) -> str:
+    """Snippet writing the pid and identity (the program's name as the kernel shows it once it runs, and
+    the process's start time in clock ticks after boot, /proc/PID/stat field 22) of process `pid_expr`."""
+    pid, ident = shlex.quote(pidfile), shlex.quote(identity_file(pidfile))
+    return (f"echo {pid_expr} >{pid} && echo \"{shlex.quote(Path(comm).name[:15])} "
+            f"$(cut -d')' -f2- /proc/{pid_expr}/stat | cut -d' ' -f21)\" >{ident}")
+
+
+def own_process(pidfile: str, pid: str | None = None, ident: str | None = None) -> str:
+    """Shell condition: the pid file's process runs and is the one the suite started (name + start time);
+    it sets $p to its pid. `pid`/`ident`: the files as shell words instead (e.g. "$f")."""
+    pid = pid or shlex.quote(pidfile)
+    ident = ident or shlex.quote(identity_file(pidfile))
+    return (f"p=$(cat {pid} 2>/dev/null) && [ -n \"$p\" ] && [ \"$(cat /proc/$p/comm 2>/dev/null) "
+            f"$(cut -d')' -f2- /proc/$p/stat 2>/dev/null | cut -d' ' -f21)\" = "
+            f"\"$(cat {ident} 2>/dev/null)\" ]")
+
+
+def stop_own(pidfile: str, signal: str = "TERM") -> str:
+    """Snippet ending the pid file's process only if it is the program the suite started (a stale pid file
+    whose number now belongs to another process leaves that process alone); always succeeds."""
+    return f"if {own_process(pidfile)}; then kill -{signal} \"$p\"; fi; true"
 
 
 def undo_line(step: Step) -> str | None:
@@ -35,7 +77,7 @@ def undo_line(step: Step) -> str | None:
         return f"rm -f {shlex.quote(step.path)}"
     if isinstance(step, Daemon):
         pid, log = shlex.quote(step.pidfile), shlex.quote(step.logfile)
-        return f"pkill -F {pid}; rm -f {pid} {log}"
+        return f"{stop_own(step.pidfile)}; rm -f {pid} {shlex.quote(identity_file(step.pidfile))} {log}"
     return _cmd_undo(step)
 
 
@@ -68,7 +110,7 @@ def _cmd_undo(step: Cmd) -> str | None:
     if a[:2] == ("mkdir", "-p"):
         return shlex.join(("rm", "-rf", a[2]))
     if len(a) >= 3 and a[-1] == "--mktun" and "tayga" in a[0]:
-        return "ip link del nat64"
+        return f"ip link del {TUN}"
     if a[:2] == ("ip", "link") and a[2:3] == ("set",) and a[-1] == "up":
         return None  # recorded with its previous state (record_script)
     raise UndoError(f"no undo known for `{step.shell()}`: teach xlatbench.setups.testbed.undo to reverse it")
@@ -98,19 +140,52 @@ def record_script(step: Step, statefile: str) -> str | None:
 
 
 def guarded(step_script: str, step: Step, statefile: str) -> str:
-    """`RECORD && STEP`: the undo line is on the host before the change is."""
+    """`PENDING && STEP && COMMIT`: the undo line is pending on the host while the change is made and
+    enters the state file only once it succeeded."""
     return with_record(record_script(step, statefile), step_script, statefile)
 
 
 def append_line(statefile: str, line: str) -> str:
-    """Snippet appending a fixed undo line to the state file."""
+    """Snippet writing a fixed undo line as the pending one (committed by `with_record`)."""
     return _append(statefile, line)
 
 
 def with_record(record: str | None, step_script: str, statefile: str) -> str:
+    """`step_script` with its undo record pending while it runs, committed to `statefile` if it succeeds
+    and dropped if it fails (the snippet's status is the step's)."""
     if record is None:
         return step_script
-    return f"mkdir -p \"$(dirname {shlex.quote(statefile)})\" && {{ {record}; }} && {{ {step_script}\n}}"
+    state, waiting = shlex.quote(statefile), shlex.quote(pending_file(statefile))
+    commit = f"if [ -f {waiting} ]; then cat {waiting} >> {state} && rm -f {waiting}; fi"
+    return (f"mkdir -p \"$(dirname {state})\" && rm -f {waiting} && {{ {record}; }} && "
+            f"if {{ {step_script}\n}}; then {commit}; else rm -f {waiting}; false; fi")
+
+
+def moving_nics(steps: list[Step]) -> list[str]:
+    """The host's interfaces the steps move into a namespace (they come back with the kernel's defaults)."""
+    return [s.argv[3] for s in steps if isinstance(s, Cmd) and s.argv[:3] == ("ip", "link", "set")
+            and len(s.argv) == 6 and s.argv[4] == "netns"]
+
+
+def sysctl_snapshot(statefile: str, nics: list[str]) -> str:
+    """Snippet saving, before `up`, every sysctl the plan can change directly or through the kernel's
+    propagation: each interface's IPv4/IPv6 `forwarding` (writing `all.forwarding` rewrites them all) and
+    every net.ipv4.conf.NIC.* / net.ipv6.conf.NIC.* of a NIC that moves into a namespace (it comes back
+    with the defaults). The saved values (writable, readable ones) go to `sysctl.saved` beside the state
+    file, whose first line restores them, `all` and `default` first; `down` runs that line last."""
+    role_dir = statefile.rsplit("/", 1)[0]
+    saved = f"{role_dir}/sysctl.saved"
+    paths = [f"/proc/sys/net/{v}/conf/{k}/forwarding" for k in ("all", "default") for v in ("ipv4", "ipv6")]
+    paths += [f"/proc/sys/net/{v}/conf/*/forwarding" for v in ("ipv4", "ipv6")]
+    paths += [f"/proc/sys/net/{v}/conf/{shlex.quote(nic)}/*" for nic in nics for v in ("ipv4", "ipv6")]
+    restore = (f"ok=0; while read -r f v; do [ \"$(cat \"$f\" 2>/dev/null)\" = \"$v\" ] || "
+               f"printf '%s\\n' \"$v\" > \"$f\" 2>/dev/null || ok=1; done < {shlex.quote(saved)}; "
+               f"rm -f {shlex.quote(saved)}; exit $ok")
+    q = shlex.quote
+    return (f"mkdir -p {q(role_dir)} && : > {q(saved)} && for f in {' '.join(paths)}; do "
+            f"[ -f \"$f\" ] && [ -w \"$f\" ] && v=$(cat \"$f\" 2>/dev/null) && "
+            f"printf '%s %s\\n' \"$f\" \"$v\" >> {q(saved)}; done; "
+            f"printf '%s\\n' {q(restore)} >> {q(statefile)}\n")
 
 
 def down_script(statefile: str) -> str:
@@ -118,11 +193,16 @@ def down_script(statefile: str) -> str:
     tester a killed controller left running (its `trial-*.pid`, see remote_run), delete the tester's result
     files of killed trials (`trial-*.json`, and the `.tmp-PID` file xlatperf writes before renaming) and
     the then empty directories.
-    Prints `undone N`, `failed: LINE` and `stopped tester PID` lines."""
-    path = shlex.quote(statefile)
+    Prints `undone: LINE`, `failed: LINE` and `stopped tester PID` lines."""
+    path, waiting = shlex.quote(statefile), shlex.quote(pending_file(statefile))
     role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
-    return (f"if [ -f {path} ]; then n=0; tac {path} | while IFS= read -r line; do "
-            f"sh -c \"$line\" >/dev/null 2>&1 || echo \"failed: $line\"; n=$((n+1)); echo \"undone $n\"; "
+    # A pending line equal to the state file's last one was committed already (killed before its rm).
+    pending_first = (f"if [ -f {waiting} ]; then if [ -f {path} ] && [ \"$(tail -n 1 {path})\" = "
+                     f"\"$(cat {waiting})\" ]; then :; else cat {waiting} >> {path}; fi; "
+                     f"rm -f {waiting}; fi; ")
+    return (f"{pending_first}if [ -f {path} ]; then tac {path} | while IFS= read -r line; do "
+            f"if sh -c \"$line\" >/dev/null 2>&1; then echo \"undone: $line\"; "
+            f"else echo \"failed: $line\"; fi; "
             f"done; rm -f {path}; fi; {stop_testers(role_dir)}; "
             f"rm -f {role_dir}/trial-*.json {role_dir}/trial-*.json.tmp-*; "
             f"rmdir {role_dir} \"$(dirname {role_dir})\" 2>/dev/null; true")
@@ -130,8 +210,11 @@ def down_script(statefile: str) -> str:
 
 def stop_testers(role_dir: str) -> str:
     """Snippet ending every tester whose pid file is still in the (quoted) directory, then the files."""
-    return (f"for p in {role_dir}/trial-*.pid; do [ -f \"$p\" ] || continue; "
-            f"pkill -KILL -F \"$p\" && echo \"stopped tester $(cat \"$p\")\"; rm -f \"$p\"; done")
+    ours = own_process("", '"$f"', '"$f.id"')
+    return (f"for f in {role_dir}/trial-*.pid; do [ -f \"$f\" ] || continue; "
+            f"if {ours}; then "
+            f"kill -KILL \"$p\" && echo \"stopped tester $p\"; fi; "
+            f"rm -f \"$f\" \"$f.id\"; done")
 
 
 def pending(statefile: str) -> str:
@@ -139,4 +222,5 @@ def pending(statefile: str) -> str:
     controller (empty when nothing is left to undo)."""
     path = shlex.quote(statefile)
     role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
-    return f"cat {path} 2>/dev/null; ls {role_dir}/trial-*.pid 2>/dev/null; true"
+    waiting = shlex.quote(pending_file(statefile))
+    return f"cat {path} {waiting} 2>/dev/null; ls {role_dir}/trial-*.pid 2>/dev/null; true"

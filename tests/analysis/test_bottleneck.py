@@ -19,7 +19,9 @@ def evidence(shares, cpus, dut_cpus, failing_drops=None, single_threaded=True, t
     return Evidence(setup="464xlat", topology="464xlat", cores=1, rate_qps=20000.0, interval_s=1.0, runs=3,
                     implementation="tayga 0.9.2", emulated=True, translator_share=shares,
                     dut_cpus=dut_cpus, test_cpus=tester, cpu_use=cpus, failing=failing,
-                    single_threaded=single_threaded, tun_devices={"dut1": ("nat64",), "dut2": ("nat64",)})
+                    single_threaded=single_threaded, tun_devices={"dut1": ("nat64",), "dut2": ("nat64",)},
+                    dut_cpu_use={dut: {str(c): cpus[str(c)] for c in cs if str(c) in cpus}
+                                 for dut, cs in dut_cpus.items()})
 
 
 DISJOINT = {"dut1": (1,), "dut2": (2,)}
@@ -87,8 +89,9 @@ def test_drops_come_from_the_failing_trial_just_above_the_rate(tmp_path):
     assert found.failing.rate_qps == 21000 and found.failing.drops == {"dut1:nat64:tx_dropped": 700.0}
     assert found.failing.translator_share == {"dut1": pytest.approx(96.0)}
     result = verdict(found)
-    assert result.bottleneck == "dut1"
     assert "dut1:nat64:tx_dropped: 700 packets dropped in that trial (dut1)" in result.evidence
+    # dut1's tayga at 96 % of a core is saturated, but nothing shows the other DUT clearly idler: no name.
+    assert result.bottleneck is None and "nothing was recorded of the other DUT" in result.reason
 
 
 def test_drops_are_charged_to_the_side_that_could_not_keep_up():

@@ -53,7 +53,8 @@ def idle(campaign_file):
     per_second = [{"second": s, "runs": 2, "cpus": cpus} for s in range(1, 11)]
     ctx = context("464xlat", 1, campaign_file)
     runs = [storefix.idle_run(ctx, run, 165403,
-                              {"duration_s": 10.0, "dut_stats": {"cpu_s": {"dut1": 9.5, "dut2": 4.0}}},
+                              {"duration_s": 10.0, "sent": 1_654_030, "valid": 1_654_030,
+                               "dut_stats": {"cpu_s": {"dut1": 9.5, "dut2": 4.0}}},
                               raw={"latency": {"p50": p50, "p999": p999, "resolution_s": 1e-9,
                                                "relative_resolution": 1 / 1024, "of": "valid replies"}})
             for run, (p50, p999) in enumerate([(0.0002, 0.004), (0.0003, 0.006)], start=1)]
@@ -106,3 +107,14 @@ def test_the_report_renders_to_a_non_blank_page(report_dir, tmp_path):
     assert pixels.std() > 0.05
     if os.environ.get("XLATBENCH_SCREENSHOT"):
         shutil.copy(png, Path(os.environ["XLATBENCH_SCREENSHOT"]))
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_no_table_is_clipped(report_dir, width):
+    # Each table cell and each table's box is as wide as its content (scrollWidth <= clientWidth): before,
+    # the two-column grid of narrow tables cut numbers to "262,5" and "0.".
+    dom = dump_dom(report_dir / "report.html", width=width)
+    clipped = re.search(r'data-clipped="(\d+)"', dom)
+    assert clipped is not None, "the page's load script ran"
+    text = re.search(r'data-clipped-text="([^"]*)"', dom)
+    assert clipped.group(1) == "0", text.group(1) if text else ""

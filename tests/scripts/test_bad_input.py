@@ -65,13 +65,26 @@ FILES = [
     Bad("negative cores", render(campaign='name = "bad"\ncores = [-2]'), ("[campaign] cores", "positive")),
     Bad(
         "methods not a list",
-        render(campaign='name = "bad"\nmethods = "fast"'),
+        render(campaign='name = "bad"\nmethods = "mlrsearch"'),
         ("[campaign] methods", "a list such as"),
+    ),
+    Bad(
+        "bad MLRsearch goal",
+        render(campaign='name = "bad"\nmethods = ["mlrsearch"]\ncores = [1]',
+               idle='runs = 0\nmethod = "mlrsearch"',
+               extra='[[search.goals]]\nname = "g"\nexceed_ratio = 1.5\n'),
+        ("[[search]] #1", "goal 'g'", "exceed_ratio must be a number in [0, 1), got 1.5"),
     ),
     Bad(
         "unknown method",
         render(campaign='name = "bad"\nmethods = ["golden"]'),
-        ("[campaign] methods", "golden", "use ['rfc8219-binary', 'fast']"),
+        ("[campaign] methods", "golden", "use ['rfc8219-binary', 'mlrsearch']"),
+    ),
+    Bad(
+        "retired method",
+        render(campaign='name = "bad"\nmethods = ["fast"]'),
+        ("[campaign] methods 'fast'", "retired on 2026-11-25 in favour of MLRsearch",
+         "write 'mlrsearch' instead"),
     ),
     Bad(
         "unknown key in [campaign]",

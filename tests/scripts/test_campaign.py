@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def fake_campaign(store: Path, **overrides: object) -> dict:
     data = {
-        "campaign": {"name": "t", "methods": ["rfc8219-binary", "fast"], "cores": [1, 2, 4]},
+        "campaign": {"name": "t", "methods": ["rfc8219-binary", "mlrsearch"], "cores": [1, 2, 4]},
         "search": {"max_rate_qps": 100_000, "error_qps": 500, "duration_s": 60, "rest_s": 10,
                    "repetitions": 3},
         "idle": {"runs": 2},
@@ -47,7 +47,7 @@ def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> N
     results = CampaignRun(parse_campaign(fake_campaign(store), "t.toml", store), progress=False).run()
     # Core counts capped at what the fake DUT has (2): 1 and 2; two methods each.
     assert [(r.key.cores, r.key.method) for r in results] == [
-        (1, "rfc8219-binary"), (1, "fast"), (2, "rfc8219-binary"), (2, "fast")]
+        (1, "rfc8219-binary"), (1, "mlrsearch"), (2, "rfc8219-binary"), (2, "mlrsearch")]
     for r in results:
         capacity = 20_000 * r.key.cores ** 0.9 / (1 - 1e-4)
         assert abs(r.repeated.summary.median - capacity) <= 500
@@ -60,7 +60,7 @@ def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> N
     assert first["host"]["kernel"] and first["host"]["cpu_model"]
     assert first["tester"]["version"] == "fake" and first["dut"]["implementation"] == "fake"
     assert first["search"]["settings"]["duration_s"] == 60 and first["search"]["step"] == 0
-    assert {t["search"]["rfc8219_exact"] for t in trials if t["search"]["method"] == "fast"} == {False}
+    assert {t["search"]["rfc8219_exact"] for t in trials if t["search"]["method"] == "mlrsearch"} == {False}
     assert {t["cores"] for t in trials} == {1, 2}
     idle = [r for r in stored if r["type"] == "idle-run"]
     assert len(idle) == 4 and all(r["rate_qps"] > 0 for r in idle)
@@ -177,7 +177,7 @@ def test_ctrl_c_stores_finished_trials_and_tears_down(tmp_path: Path, monkeypatc
 RESUME_TOML = """
 [campaign]
 name = "resume"
-methods = ["rfc8219-binary", "fast"]
+methods = ["rfc8219-binary", "mlrsearch"]
 cores = [1]
 
 [search]
@@ -262,7 +262,9 @@ def test_torn_last_record_is_moved_aside(tmp_path: Path) -> None:
     ({"setup": [{"kind": "vm"}]}, "kind must be one of"),
     ({"setup": [{"kind": "fake"}]}, "capacity_qps"),
     ({"setup": [{"kind": "chain"}]}, "topology"),
-    ({"idle": {"runs": 3, "method": "fast"}}, "not one of the campaign's methods"),
+    ({"idle": {"runs": 3, "method": "mlrsearch"}}, "not one of the campaign's methods"),
+    ({"campaign": {"name": "x", "methods": ["fast"]}}, "retired on 2026-11-25 in favour of MLRsearch"),
+    ({"idle": {"runs": 3, "method": "fast"}}, r"\[idle\] method 'fast': the fast search was retired"),
 ])
 def test_bad_campaign_files_are_refused_with_the_key(tmp_path: Path, change: dict, message: str) -> None:
     data = fake_campaign(tmp_path / "x.jsonl")
@@ -310,3 +312,67 @@ def test_more_queries_in_flight_than_the_tester_allows_is_refused_up_front(tmp_p
         parse_campaign(data, "c.toml")
     data["tester"] = {"ports_per_thread": 2}
     parse_campaign(data, "c.toml")
+
+
+def test_idle_runs_the_tester_could_not_offer_or_the_hypervisor_stole_stay_out_of_the_mean(
+        tmp_path: Path) -> None:
+    """Idle runs whose trial was tester-limited (the DUTs saw less than the rate) or lost >= 2 % of a CPU
+    to the hypervisor are left out of the idle mean, and the mean names them; a resume recomputes it."""
+    store = tmp_path / "r.jsonl"
+    campaign = parse_campaign(fake_campaign(store, idle={"runs": 3}), "t.toml", store)
+    CampaignRun(campaign, progress=False).run()
+    lines = [json.loads(line) for line in store.read_text().splitlines()]
+    kept = []
+    for line in lines:
+        if line["type"] == "idle-mean":
+            continue  # as if killed between the last idle run and its mean
+        if line["type"] == "idle-run" and line["cores"] == 1 and line["run"] == 1:
+            line["trial"]["tester_limited"] = True
+        if line["type"] == "idle-run" and line["cores"] == 1 and line["run"] == 3:
+            line["trial"]["host_steal_pct"] = {"0": 0.5, "1": 6.5}
+        kept.append(line)
+    store.write_text("".join(json.dumps(line) + "\n" for line in kept))
+    again = CampaignRun(campaign, progress=False)
+    again.run()
+    assert again.new_trials == 0, "the idle runs are stored: only their mean is made again"
+    means = {r["cores"]: r for r in records(store) if r["type"] == "idle-mean"}
+    assert means[1]["runs"] == 1 and [e["run"] for e in means[1]["excluded"]] == [1, 3]
+    assert means[1]["excluded"][0]["why"].startswith("tester-limited")
+    assert means[1]["excluded"][1]["why"] == "CPU steal: the hypervisor took 6.5 % of CPU 1"
+    assert means[2]["runs"] == 3 and means[2]["excluded"] == []
+
+
+def test_a_campaign_that_measured_nothing_exits_nonzero(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from xlatbench.scripts.cli import run_campaign
+
+    store = tmp_path / "r.jsonl"
+    data = fake_campaign(store, campaign={"name": "t", "methods": ["mlrsearch"], "cores": [4, 8]},
+                         idle={"runs": 1, "method": "mlrsearch"})
+    assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
+    err = capsys.readouterr().err
+    assert "core counts [4, 8] skipped" in err
+    assert err.strip().splitlines()[-1] == ("xlatbench t: measured nothing: no core count of [4, 8] could "
+                                            "run on any setup (see the skipped core counts above)")
+
+
+def test_an_impossible_core_count_is_refused_before_anything_is_up(
+        tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The environment refuses a core count (a testbed DUT that keeps more CPUs online) right after its
+    preflight: the campaign stops in one line and never brings the setup up."""
+    from xlatbench.scripts.cli import run_campaign
+
+    ups: list[int] = []
+
+    def refuse(self: envs.FakeEnvironment, counts: list[int]) -> None:
+        if 1 in counts:
+            raise ValueError("dut2 keeps CPUs [0, 1] online, so it cannot run 1 core(s)")
+
+    monkeypatch.setattr(envs.FakeEnvironment, "refuse_cores", refuse)
+    monkeypatch.setattr(envs.FakeEnvironment, "up", lambda self: ups.append(1))
+    store = tmp_path / "r.jsonl"
+    data = fake_campaign(store, campaign={"name": "t", "methods": ["mlrsearch"], "cores": [1, 2]},
+                         idle={"runs": 1, "method": "mlrsearch"})
+    assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
+    assert ups == []
+    assert "cannot run 1 core(s)" in capsys.readouterr().err

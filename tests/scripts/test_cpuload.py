@@ -74,3 +74,20 @@ def test_busy_loop_on_cpu1_shows_as_cpu1_not_idle() -> None:
     assert idle1 < 5.0, f"CPU 1 ran a busy loop but looked {idle1:.1f} % idle"
     # Other developers' work may load CPU 0 too, but not by a whole core for the whole run.
     assert idle0 > idle1 + 30.0, f"CPU 0 idle {idle0:.1f} %, CPU 1 idle {idle1:.1f} %"
+
+
+def test_idle_samples_are_cut_to_the_testers_schedule() -> None:
+    """The sampler also spans the tester's start-up, drain and counter reads: only samples whose interval's
+    middle lies inside [start_utc, start_utc + duration] stay, t_s counted from the schedule's start."""
+    import datetime as dt
+
+    from xlatbench.scripts.cpuload import samples_within, trial_window
+
+    start = dt.datetime.fromtimestamp(1000.0, dt.UTC).isoformat().replace("+00:00", "Z")
+    window = trial_window({"header": {"start_utc": start}}, 3.0)
+    assert window == (1000.0, 1003.0)
+    samples = [{"t_s": t - 999.2, "t_wall": t, "cpus": {}} for t in (999.7, 1000.7, 1001.7, 1002.7, 1003.7)]
+    kept = samples_within(samples, window, "t_wall", 1.0)  # middles 999.2, 1000.2 ... 1003.2
+    assert [s["t_wall"] for s in kept] == [1000.7, 1001.7, 1002.7]
+    assert [s["t_s"] for s in kept] == [0.7, 1.7, 2.7]
+    assert trial_window(None, 3.0) is None and trial_window({"header": {}}, 3.0) is None

@@ -1,6 +1,8 @@
 """SIGTERM, SIGHUP and SIGINT stop a loopback campaign cleanly: the trial stops, knotd and its run directory
 are gone, the store holds only whole records, and the same command resumes it. SIGTERM and SIGHUP are sent to
-a campaign running in the background of a non-interactive shell, where SIGINT is ignored."""
+a campaign running in the background of a non-interactive shell, where SIGINT is ignored. Each child starts
+with the default disposition of the signals the test sends, whatever pytest inherited (a `make test` started
+as a background job runs with SIGINT ignored, and an ignored disposition survives exec)."""
 
 from __future__ import annotations
 
@@ -45,15 +47,21 @@ def _sigint_ignored(pid: int) -> bool:
     return False
 
 
+def _default_dispositions() -> None:
+    """In the child before exec: the signals the test sends act as on a fresh login shell."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
 
 def _start(command: list[str], background: bool, err: Path) -> tuple[subprocess.Popen[str], int]:
     if not background:
         with open(err, "w") as stderr:
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+                                       preexec_fn=_default_dispositions)
         return process, process.pid
     line = " ".join(command)
     shell = subprocess.Popen(["bash", "-c", f'{line} 2>{err} & echo $!; wait $!; echo "rc=$?"'],
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, text=True, preexec_fn=_default_dispositions)
     assert shell.stdout is not None
     return shell, int(shell.stdout.readline())
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import fakechain
@@ -18,7 +17,14 @@ from test_campaign import chain_campaign, fake_campaign
 from xlatbench.analysis.records import load_campaign as load_report
 from xlatbench.scripts.campaign import CampaignRun
 from xlatbench.scripts.campaignfile import parse_campaign
-from xlatbench.scripts.records import SCHEMA, IdleRun, SummaryEntry, TrialEntry, record_from_json
+from xlatbench.scripts.records import (
+    SCHEMA,
+    IdleRun,
+    SummaryEntry,
+    TrialEntry,
+    campaign_sha256,
+    record_from_json,
+)
 from xlatbench.scripts.store import ResultStore, StoreError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,18 +52,20 @@ def assert_valid(validator: jsonschema.Draft202012Validator, store: Path) -> lis
     return written
 
 
-def simulated_campaign_data() -> dict:
-    """The campaign that wrote tests/scripts/data/store-v1-simulated.jsonl (same sha256)."""
+def simulated_campaign_data(methods: tuple[str, ...] = ("rfc8219-binary", "fast")) -> dict:
+    """The campaign that wrote tests/scripts/data/store-v1-simulated.jsonl (same sha256; its second method is
+    the fast search, since retired); with other methods, the same campaign as the suite runs it now."""
     data = fake_campaign(Path("unused"))
     data["search"] = {**data["search"], "repetitions": 2, "error_qps": 4000}
-    data["campaign"] = {**data["campaign"], "cores": [1, 2]}
+    data["campaign"] = {**data["campaign"], "cores": [1, 2], "methods": list(methods)}
     data["idle"] = {"runs": 1}
     return data
 
 
 def test_a_simulated_campaign_store_matches_the_schema(tmp_path: Path, validator) -> None:
     store = tmp_path / "s.jsonl"
-    CampaignRun(parse_campaign(simulated_campaign_data(), "t.toml", store), progress=False).run()
+    data = simulated_campaign_data(("rfc8219-binary", "mlrsearch"))
+    CampaignRun(parse_campaign(data, "t.toml", store), progress=False).run()
     written = assert_valid(validator, store)
     assert {r["type"] for r in written} == TYPES
     assert {r["schema"] for r in written} == {SCHEMA}
@@ -87,9 +95,11 @@ def test_every_record_survives_a_round_trip(name: str) -> None:
     for line in lines(DATA / f"store-v1-{name}.jsonl"):
         record = record_from_json(line)
         assert record_from_json(record.to_json()) == record
-        added = ("schema", "implementation", "sessions")
+        added = ("schema", "implementation", "sessions", "suite")
         written = {k: v for k, v in record.to_json().items() if k not in added}
         assert written.pop("hosts", None) is None, "fields added since read as None (no per-host samples)"
+        assert written.pop("excluded", None) is None, "an old idle mean names no run it left out"
+        assert written.pop("rate_of", None) is None, "an old idle record names its search in rate_source"
         assert written == {k: v for k, v in line.items() if k != "schema"}, \
             "reading loses nothing of a version-1 record"
         # Without "sessions" a record had the tester options' own flows: 1 thread x 4 ports here.
@@ -112,10 +122,18 @@ def test_a_store_written_before_the_records_change_still_reads(name: str, valida
 
 
 def test_an_old_store_resumes_without_measuring_again(tmp_path: Path) -> None:
+    # The v1 store's campaign also ran the fast search, since retired: its file is refused
+    # (tests/scripts/test_retired.py). Its RFC 8219 records and idle runs (taken at the RFC 8219 median), as
+    # the same campaign without the fast search would have written them (that file's sha256), still resume.
+    data = simulated_campaign_data(("rfc8219-binary",))
+    sha = campaign_sha256(data)
     store = tmp_path / "old.jsonl"
-    shutil.copy(DATA / "store-v1-simulated.jsonl", store)
+    kept = [record for record in lines(DATA / "store-v1-simulated.jsonl") if "/fast" not in record["key"]]
+    assert len(kept) < len(lines(DATA / "store-v1-simulated.jsonl"))
+    store.write_text("".join(json.dumps({**r, "campaign": {**r["campaign"], "sha256": sha}}) + "\n"
+                             for r in kept))
     before = store.read_bytes()
-    run = CampaignRun(parse_campaign(simulated_campaign_data(), "t.toml", store), progress=False)
+    run = CampaignRun(parse_campaign(data, "t.toml", store), progress=False)
     results = run.run()
     assert run.new_trials == 0 and store.read_bytes() == before
     summaries = {r.key: r for r in ResultStore(store).records() if isinstance(r, SummaryEntry)}

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.root
 CAMPAIGN = """
 [campaign]
 name = "full"
-methods = ["rfc8219-binary", "fast"]
+methods = ["rfc8219-binary", "mlrsearch"]
 cores = [1, 2]
 
 [search]

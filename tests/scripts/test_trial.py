@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 
@@ -13,8 +14,10 @@ from xlatbench.scripts.xlatperf import (
     TesterOptions,
     find_tester,
     outstanding_per_socket,
+    run_trial,
     sockets_needed,
     xlatperf_argv,
+    xlatperf_bound_s,
 )
 
 
@@ -114,3 +117,30 @@ def test_outstanding_limit_is_the_testers(rate: float, sockets: int, timeout: fl
     needed = sockets_needed(rate, timeout)
     assert outstanding_per_socket(rate, needed, timeout) <= MAX_OUTSTANDING_PER_SOCKET
     assert needed == 1 or outstanding_per_socket(rate, needed - 1, timeout) > MAX_OUTSTANDING_PER_SOCKET
+
+
+def test_the_harness_waits_for_the_testers_own_bound() -> None:
+    plain = TesterOptions(timeout_s=0.25)
+    assert xlatperf_bound_s(60, plain) == pytest.approx(60 + 0.002 + 0.02 + 0.5)
+    assert xlatperf_bound_s(1000, plain) == pytest.approx(1000 + 0.01 + 0.02 + 0.5)  # 1e-5 x window > 2 ms
+    lenient = TesterOptions(timeout_s=0.1, extra_args=("--max-lag", "45", "--send-tolerance-abs=0.5"))
+    assert xlatperf_bound_s(10, lenient) == pytest.approx(10 + 0.5 + 45 + 0.2)
+
+
+def test_a_rate_the_tester_cannot_reach_is_a_tester_limited_trial_within_its_window() -> None:
+    """Far above what the tester can send (loopback, no GSO), the trial ends within window + 1 s as a
+    tester-limited result with the senders' stop in it: a result to store, never a TesterError."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never read: the queries only have to go out
+    sink.bind(("127.0.0.1", 0))
+    options = TesterOptions(port=sink.getsockname()[1], threads=2, ports_per_thread=64, timeout_s=0.1,
+                            extra_args=("--gso", "off"))
+    started = time.monotonic()
+    try:
+        doc = run_trial([], find_tester(), "127.0.0.1", 4_000_000, 3, options)
+    finally:
+        sink.close()
+    assert time.monotonic() - started < 3 + 1.0
+    result = result_from_xlatperf(doc, 4_000_000, 3)
+    assert result.tester_limited and not result.passed()
+    assert doc["send"]["stop"]["reason"] == "send-bound"
+    assert any("send bound" in reason for reason in result.reasons)

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from xlatbench.setups.backends.tayga import TUN
 from xlatbench.setups.cpulist import cpu_mask
 from xlatbench.setups.emulation import leftovers, rootsysctl
 from xlatbench.setups.emulation.check import check
@@ -84,7 +85,7 @@ def test_dut_cpus_are_applied_and_recorded(chain_factory, prefix):
     times = chain.dut_cpu_times()
     assert set(times) == {"dut1", "dut2"} and all(t >= 0 for t in times.values())
     counters = chain.counters()
-    assert "dut1:nat64" in counters and "server:udp" in counters
+    assert f"dut1:{TUN}" in counters and "server:udp" in counters, "the TUN device has the suite's name"
 
 
 def test_test_system_receives_on_its_own_cpus(chain_factory, prefix):

@@ -30,16 +30,22 @@ def _wait_for(condition, timeout_s: float = 20.0) -> None:
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize("moment", ["namespaces made", "translators started", "knot starting"])
-def test_kill_during_up(prefix, moment):
+@pytest.mark.parametrize(
+    ("moment", "backend"),
+    [("namespaces made", "tayga"), ("translators started", "tayga"), ("knot starting", "tayga"),
+     ("translators started", "bpf")],
+)
+def test_kill_during_up(prefix, moment, backend):
     run = rundir(prefix)
     when = {
         "namespaces made": lambda: existing_namespaces(prefix),
-        "translators started": lambda: (run / "dut2-tayga.pid").exists(),
+        # tayga's pid file; bpf: the BR's program pinned in the bpffs of the run directory
+        "translators started": lambda: (run / "dut2-tayga.pid").exists()
+        or (run / "bpf/dut2/siit").exists(),
         "knot starting": lambda: (run / "knot" / "knot.pid").exists(),
     }[moment]
     process = subprocess.Popen(
-        _xlatbench("setup", "up", "mapt", "--prefix", prefix),
+        _xlatbench("setup", "up", "mapt", "--prefix", prefix, "--backend", backend),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -53,7 +59,7 @@ def test_kill_during_up(prefix, moment):
         for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
     ]
     print(
-        f"killed `setup up` when {moment}: {len(existing_namespaces(prefix))} namespaces, "
+        f"killed `setup up` ({backend}) when {moment}: {len(existing_namespaces(prefix))} namespaces, "
         f"{len(stray)} processes in them"
     )
     done = subprocess.run(_xlatbench("setup", "down", "--prefix", prefix), capture_output=True, text=True)

@@ -4,6 +4,7 @@
   for the number of queries sent, and equals what the nft rule counted;
 - every 100th query dropped: measured loss exactly 1 % (+- one query);
 - every 10th reply duplicated: the tester counts a tenth of the replies as duplicates, valid unchanged.
+Each translator chain runs with both translators of the emulation: tayga (user space) and bpf (tc-BPF SIIT).
 Needs root and the tester.
 """
 
@@ -53,9 +54,14 @@ def test_binomial_interval_matches_normal_approximation():
     assert abs(lo - (200 - 2.576 * sigma)) <= 3 and abs(hi - (200 + 2.576 * sigma)) <= 3
 
 
-@pytest.mark.parametrize("topology", ["baseline", "464xlat"])
-def test_random_one_percent_query_loss(topology, chain_factory, trial):
-    chain = chain_factory(topology)
+BACKENDS = ["tayga", "bpf"]
+
+
+@pytest.mark.parametrize(
+    ("topology", "backend"), [("baseline", "tayga"), ("464xlat", "tayga"), ("464xlat", "bpf")]
+)
+def test_random_one_percent_query_loss(topology, backend, chain_factory, trial):
+    chain = chain_factory(topology, backend=backend)
     inject(chain.emulation, Fault("random-loss", 100))
     result = trial(chain, RATE_QPS, DURATION_S)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
@@ -63,35 +69,37 @@ def test_random_one_percent_query_loss(topology, chain_factory, trial):
     lo, hi = binomial_interval(sent, 0.01)
     dropped = sum(fault_counters(chain.emulation).values())
     print(
-        f"{topology}: random 1 % loss: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+        f"{topology} ({backend}): random 1 % loss: sent {sent}, lost {lost} ({lost / sent:.4%}), "
         f"nft dropped {dropped}, 99 % interval [{lo}, {hi}]"
     )
     assert lo <= lost <= hi
     assert lost == dropped, "every lost query is one the rule dropped"
 
 
-def test_every_100th_query_dropped(chain_factory, trial):
-    chain = chain_factory("mapt")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_100th_query_dropped(backend, chain_factory, trial):
+    chain = chain_factory("mapt", backend=backend)
     inject(chain.emulation, Fault("nth-loss", 100))
     result = trial(chain, RATE_QPS, DURATION_S)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
     lost = sent - valid
     print(
-        f"mapt: every 100th query dropped: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+        f"mapt ({backend}): every 100th query dropped: sent {sent}, lost {lost} ({lost / sent:.4%}), "
         f"loss_ratio {result['loss_ratio']}"
     )
     assert abs(lost - sent / 100) <= 1
     assert abs(result["loss_ratio"] - 0.01) <= 1 / sent
 
 
-def test_every_10th_reply_duplicated(chain_factory, trial):
-    chain = chain_factory("464xlat")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_10th_reply_duplicated(backend, chain_factory, trial):
+    chain = chain_factory("464xlat", backend=backend)
     inject(chain.emulation, Fault("dup-replies", 10))
     result = trial(chain, RATE_QPS, DURATION_S)
     totals = result["totals"]
     duplicated = sum(fault_counters(chain.emulation).values())
     print(
-        f"464xlat: every 10th reply duplicated: sent {totals['sent']}, valid {totals['valid']}, "
+        f"464xlat ({backend}): every 10th reply duplicated: sent {totals['sent']}, valid {totals['valid']}, "
         f"duplicate {totals['duplicate']}, nft duplicated {duplicated}"
     )
     assert totals["valid"] == totals["sent"]

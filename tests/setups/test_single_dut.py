@@ -116,14 +116,15 @@ LENIENT = ("--send-tolerance-abs", "0.05", "--max-lag", "0.2")
 
 @pytest.mark.root
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tayga", "bpf"])
 @pytest.mark.parametrize("name", SINGLE_DUT)
-def test_single_dut_up_check_trial_down(name, chain_factory, trial, prefix):
-    chain = chain_factory(name)
+def test_single_dut_up_check_trial_down(name, backend, chain_factory, trial, prefix):
+    chain = chain_factory(name, backend=backend)
     info = chain.describe()
     assert info["topology"] == name and info["phase"] == "up"
     assert set(existing_namespaces(prefix)) == {f"{prefix}-{h.name}" for h in chain.emulation.topology.hosts}
-    assert info["translators"]["dut1"]["implementation"] == "tayga"
-    if name == "br":
+    assert info["translators"]["dut1"]["implementation"] == backend
+    if name == "br" and backend == "tayga":
         assert info["translators"]["dut1"]["ces_served"].startswith("1 CE(s), one EAM each")
         binding = info["tester_as_ce"]
         assert (binding["bind"], binding["first_port"]) == (MAP_ADDRESS, PORT_SET[0])
@@ -144,26 +145,28 @@ def test_single_dut_up_check_trial_down(name, chain_factory, trial, prefix):
 
 @pytest.mark.root
 @pytest.mark.slow
-def test_every_100th_query_dropped_behind_the_plat_alone(chain_factory, trial):
+@pytest.mark.parametrize("backend", ["tayga", "bpf"])
+def test_every_100th_query_dropped_behind_the_plat_alone(backend, chain_factory, trial):
     """nft drops exactly every 100th query the PLAT forwards to Knot: the tester measures 1 %."""
-    chain = chain_factory("plat")
+    chain = chain_factory("plat", backend=backend)
     where = inject(chain.emulation, Fault("nth-loss", 100))
     assert where["family"] == "ip", "queries leave the PLAT as IPv4"
     result = trial(chain, RATE_QPS, 10, extra=LENIENT)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
     dropped = sum(fault_counters(chain.emulation).values())
-    print(f"plat: every 100th query dropped: sent {sent}, lost {sent - valid}, nft dropped {dropped}")
+    print(f"plat ({backend}): every 100th query dropped: sent {sent}, lost {sent - valid}, "
+          f"nft dropped {dropped}")
     assert abs((sent - valid) - sent / 100) <= 1
     assert sent - valid == dropped
 
 
 @pytest.mark.root
 @pytest.mark.slow
-@pytest.mark.parametrize("ces", [1, 8])
-def test_br_source_ports_stay_in_the_ces_port_sets(ces, chain_factory, trial, prefix):
+@pytest.mark.parametrize(("ces", "backend"), [(1, "tayga"), (8, "tayga"), (8, "bpf")])
+def test_br_source_ports_stay_in_the_ces_port_sets(ces, backend, chain_factory, trial, prefix):
     """A trial of 4 threads x 16 sockets (N = 8: dealt round-robin, 8 sockets per CE), captured on both sides
     of the BR: no loss, every CE used, every source port inside its own CE's port set."""
-    chain = chain_factory("br", ces=ces)
+    chain = chain_factory("br", ces=ces, backend=backend)
     assert chain.describe()["tester_as_ce"]["ces"] == ces
     sets = {ce.map_address: ce.port_ranges[0] for ce in chain.emulation.topology.tester_ces}
     sets.update({ce.ipv4_address: ce.port_ranges[0] for ce in chain.emulation.topology.tester_ces})

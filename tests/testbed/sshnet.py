@@ -75,6 +75,26 @@ class SshHosts:
                "netns", self.netns(b))
         self._wait_for_sshd()
 
+    def kill_sshd(self, role: str) -> None:
+        """The host stops answering SSH: its sshd and every session of it (the masters' too) killed."""
+        for pid in sh("ip", "netns", "pids", self.netns(role), check=False).split():
+            try:
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if name.startswith("sshd"):
+                subprocess.run(["kill", "-9", pid], check=False, capture_output=True)
+        self.sshd[role].wait(timeout=10)
+
+    def restart_sshd(self, role: str) -> None:
+        d = self.workdir / role
+        log = open(d / "sshd.log", "ab")  # noqa: SIM115 - closed with the process
+        self.sshd[role] = subprocess.Popen(
+            ["ip", "netns", "exec", self.netns(role), "/usr/sbin/sshd", "-D", "-e", "-f",
+             str(d / "sshd_config")],
+            stdout=log, stderr=log, start_new_session=True)
+        self._wait_for_sshd()
+
     def _start_sshd(self, role: str) -> str:
         d = self.workdir / role
         d.mkdir()
@@ -109,10 +129,11 @@ class SshHosts:
                 time.sleep(0.1)
 
     def snapshot(self) -> dict[str, str]:
-        """What a host 'is', read without SSH: addresses, routes, links, rules, forwarding, namespaces."""
+        """What a host 'is', read without SSH: addresses, routes, links, rules, every net.ipv4.conf.* and
+        net.ipv6.conf.* sysctl of every interface (all, default), namespaces."""
         script = ("ip -br address; ip route; ip -6 route; ip -br link | sed 's/@[^ ]*//'; "
                   "nft list ruleset; iptables-save -t nat | grep -v '^#'; "
-                  "sysctl net.ipv4.conf.all.forwarding net.ipv6.conf.all.forwarding")
+                  "sysctl -a -r '^net[.]ipv[46][.]conf[.]' 2>/dev/null")
         state = {role: sh("ip", "netns", "exec", self.netns(role), "sh", "-c", script) for role in ROLES}
         names = sh("ip", "netns", "list").split()
         state["netns"] = " ".join(sorted(n for n in names if n.startswith(self.prefix)))

@@ -59,6 +59,10 @@ def test_paper_example_parses() -> None:
 
 BAD = [
     ("topology", "nat46", "topology: set it to one of baseline, 464xlat, mapt"),
+    # Single-DUT topologies: one line before anything (was a KeyError traceback in dry-run, up, campaign).
+    *[("topology", single, f"topology: {single} has a single DUT, which the four-host testbed path does not "
+       "run yet: use one of baseline, 464xlat, mapt, or measure")
+      for single in ("plat", "clat", "ce", "br")],
     ("colour", "red", "colour: unknown key"),
     ("hosts.router", {"ssh": "r"}, "hosts.router: unknown role"),
     ("hosts.server", None, "hosts.server: missing"),
@@ -69,7 +73,7 @@ BAD = [
     ("hosts.dut1.interfaces.dut2-server", "eth9", "dut1 has no link 'dut2-server'"),
     ("hosts.dut1.interfaces.dut1-dut2", "eth1", "two links on one interface"),
     ("hosts.dut1.interfaces.dut1-dut2", "a-very-long-interface", "is not an interface name"),
-    ("hosts.dut1.backend", "vpp", "hosts.dut1.backend: choose jool or tayga"),
+    ("hosts.dut1.backend", "vpp", "hosts.dut1.backend: choose jool or tayga or bpf"),
     ("hosts.client.backend", "jool", "hosts.client.backend: only dut1 and dut2 run a translator"),
     ("hosts.dut1.offline_cpus", "0-3", "CPU 0 cannot go offline"),
     ("hosts.dut1.offline_cpus", "one", "give CPU numbers"),

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,18 @@ def test_hotplug_refuses(tmp_path: Path, allowed: tuple[int, ...], keep: list[in
     with pytest.raises(HotplugError, match=message):
         hotplug.apply(LocalShell(), keep)
     assert online_states(base, 4) == ["1", "1", "1"]  # nothing changed
+
+
+def test_hotplug_reads_back_what_the_host_really_has_online(tmp_path: Path) -> None:
+    """CPU 3 is present, outside offline_cpus and already offline: 4 cores would really be 3, refused."""
+    base = fake_sysfs(tmp_path / "sys", 4)
+    (base / "cpu3" / "online").write_text("0\n")
+    hotplug = Hotplug("dut1", (1, 2), str(tmp_path / "sys"), str(tmp_path / "undo.sh"))
+    with pytest.raises(HotplugError, match=r"dut1: asked for CPUs \[0, 1, 2, 3\] online, the host reads back "
+                                           r"\[0, 1, 2\]: CPU \[3\] stayed offline; bring the CPUs outside"):
+        hotplug.apply(LocalShell(), [0, 1, 2, 3])
+    (base / "cpu3" / "online").write_text("1\n")  # the host's CPU 3 back, as the message says
+    assert hotplug.apply(LocalShell(), [0, 1, 2, 3])["online"] == [0, 1, 2, 3]
 
 
 def _ticking_stat(path: Path, stop: threading.Event) -> None:
@@ -152,7 +166,8 @@ def test_dry_run_prints_the_papers_mapt_ce() -> None:
 
 
 def _facts(**extra: str) -> dict[str, str]:
-    facts = {"knotd": "knotd 3.2.6", "tester": "xlatperf 0.1.0", "jool_tools": "4.1.9.0"}
+    facts = {"knotd": "knotd 3.2.6", "kdig": "/usr/bin/kdig", "tester": "xlatperf 0.1.0",
+             "jool_tools": "4.1.9.0", "cpus_present": "0-7"}
     for module in ("jool_siit", "jool", "jool_mapt"):
         facts[f"loaded_{module}"] = facts[f"installed_{module}"] = "absent"
     return facts | extra
@@ -161,7 +176,7 @@ def _facts(**extra: str) -> dict[str, str]:
 @pytest.mark.parametrize(("extra", "problem"), [
     ({}, "dut1: MAP-T needs Jool >= 4.2 (jool_mapt), this host has no jool_mapt module (jool tools: 4.1.9"),
     ({"installed_jool_mapt": "4.1.9"}, "this host has 4.1.9: install Jool 4.2"),
-    ({"loaded_jool_mapt": "4.2.0-rc2"}, None),
+    ({"loaded_jool_mapt": "4.2.0-rc2", "jool_tools": "4.2.0.0"}, None),
 ])
 def test_preflight_says_mapt_needs_jool_42(extra: dict[str, str], problem: str | None) -> None:
     from xlatbench.setups.testbed.preflight import host_problems
@@ -190,20 +205,103 @@ def test_preflight_refuses_another_tester_version() -> None:
     assert "tester /opt/xlatbench/build/dnsperf/xlatperf not found" in problems[0]
 
 
-def test_bottleneck_is_the_dut_with_least_idle_active_cores() -> None:
-    from xlatbench.analysis.host_idle import bottleneck
-    from xlatbench.setups.testbed.remote_idle import samples_from
+def test_an_undo_line_enters_the_state_file_only_after_its_step_succeeded(tmp_path: Path) -> None:
+    """A step that fails (its object was there already) leaves no undo line, so a rollback cannot delete
+    what the host had; a step cut off before its commit (kill -9) leaves a pending line that down runs."""
+    from xlatbench.setups.testbed.undo import guarded, pending, pending_file
 
-    def stat(t: float, ticks: list[tuple[int, int]]) -> str:
-        lines = [f"t {t}"] + [f"cpu{n} {busy} 0 0 {idle} 0 0 0 0" for n, (busy, idle) in enumerate(ticks)]
-        return "\n".join(lines)
+    statefile = str(tmp_path / "state" / "undo.sh")
+    shell = LocalShell()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the host's own\n")
+    failing = Cmd(("mkdir", "-p", f"{blocker}/sub"))
+    assert shell.capture("h", guarded(shlex.join(failing.argv), failing, statefile), check=False).returncode
+    assert not Path(statefile).exists() and not Path(pending_file(statefile)).exists()
+    made = tmp_path / "made"
+    step = Cmd(("mkdir", "-p", str(made)))
+    shell.capture("h", guarded(shlex.join(step.argv), step, statefile))
+    assert Path(statefile).read_text() == f"rm -rf {made}\n" and not Path(pending_file(statefile)).exists()
+    # Killed between the step and its commit: only the pending file knows; `pending` and `down` see it.
+    cut = tmp_path / "cut"
+    record = record_script(Cmd(("mkdir", "-p", str(cut))), statefile)
+    shell.capture("h", f"{record} && mkdir -p {cut}")
+    assert f"rm -rf {cut}" in shell.capture("h", pending(statefile)).stdout
+    shell.capture("h", down_script(statefile))
+    assert not made.exists() and not cut.exists() and blocker.read_text() == "the host's own\n"
+    assert not Path(statefile).exists() and not Path(pending_file(statefile)).exists()
 
-    # dut1: CPU 0 busy 90 %, CPU 1 (offline for the trial, still listed) idle; dut2: CPU 0 busy 40 %.
-    dut1 = samples_from(stat(1.0, [(0, 0), (0, 0)]) + "\n" + stat(2.0, [(90, 10), (0, 100)]))
-    dut2 = samples_from(stat(1.0, [(0, 0)]) + "\n" + stat(2.0, [(40, 60)]))
-    verdict = bottleneck({"dut1": dut1, "dut2": dut2}, {"dut1": [0], "dut2": [0]})
-    assert verdict["bottleneck"] == "dut1"
-    assert verdict["idle_percent"] == {"dut1": 10.0, "dut2": 60.0}
-    assert bottleneck({"dut1": []}, {"dut1": [0]})["bottleneck"] is None
-    tie = bottleneck({"dut1": dut1, "dut2": dut1}, {"dut1": [0], "dut2": [0]})
-    assert tie["bottleneck"] is None and "not determined" in tie["reason"]
+
+def test_preflight_predicts_what_up_needs() -> None:
+    """kdig missing on the server, a sysfs_root pointing nowhere, Jool tools missing or of another version
+    than the module: each refused in one line before `up` (which would wait 34 s, or fail later)."""
+    from xlatbench.setups.testbed.preflight import host_problems
+
+    inv = load_inventory(EXAMPLE)
+    iface = {"present": True, "unexpected_addresses": [], "offloads": {}}
+    problems, _ = host_problems(inv, "server", _facts(kdig="absent"), {"enp5s0f0": iface})
+    assert problems == ["server: kdig not found (up waits for Knot to answer with it): apt-get install "
+                        "knot-dnsutils"]
+    duts = {"enp5s0f0": iface, "enp5s0f1": iface}
+    mapt = _facts(loaded_jool_mapt="4.2.0", cpus_present="")
+    problems, _ = host_problems(inv, "dut1", mapt, duts)
+    assert "dut1: Jool tools 4.1.9.0 and module 4.2.0 differ" in problems[0]
+    assert problems[1].startswith("dut1: no CPU list at /sys/devices/system/cpu/present")
+    problems, _ = host_problems(inv, "dut1", _facts(loaded_jool_mapt="4.2.0", jool_tools="4.2.0.0",
+                                                    cpus_present="0-7"), duts)
+    assert problems == []
+    problems, _ = host_problems(inv, "dut1", _facts(loaded_jool_mapt="4.2.0", jool_tools="absent",
+                                                    cpus_present="0-7"), duts)
+    assert problems[0].startswith("dut1: Jool's user-space tools (jool, jool_siit) not found")
+
+
+def test_a_bad_ssh_option_is_blamed_on_ssh_options_not_on_a_host() -> None:
+    from xlatbench.setups.testbed.preflight import check, summary_lines
+    from xlatbench.setups.transports import StepError
+
+    class Refusing:
+        def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> None:
+            raise StepError(f"{host}: ssh {host}.lab failed (exit 255): command-line: line 0: Bad "
+                            "configuration option: bogus")
+
+    inv = load_inventory(EXAMPLE)
+    result = check(inv, Refusing(), {role: [] for role in inv.hosts})  # type: ignore[arg-type]
+    assert not result["ok"]
+    assert result["problems"] == [f"every host: ssh failed (command-line: line 0: Bad configuration option: "
+                                  f"bogus): the same for all four, so check ssh_options in {EXAMPLE}"]
+    assert summary_lines(result)[0].startswith("client  UNREACHABLE: not reached over SSH")
+
+
+def test_rx_flow_hash_refused_or_applied_and_undone(tmp_path: Path) -> None:
+    """A NIC hashing UDP on addresses only: refused with the paper's command (rx_flow_hash = "check"), or
+    set to sdfn and put back by down (apply); a fake `ethtool` on PATH holds the NIC's settings."""
+    from xlatbench.setups.testbed.inventory import parse_inventory
+    from xlatbench.setups.testbed.preflight import hash_letters, rx_hash_problems, rx_hash_script
+
+    out = ("IP SA;IP DA;L4 bytes 0 & 1 [TCP/UDP src port];L4 bytes 2 & 3 [TCP/UDP dst port];")
+    assert hash_letters(out) == "sdfn" and hash_letters("IP SA;IP DA;") == "sd" and hash_letters("") is None
+    data = tomllib.loads(EXAMPLE.read_text())
+    inv = parse_inventory(data, "lab.toml")
+    facts = {"if_enp5s0f0_rxhash_udp4": "IP SA;IP DA;", "if_enp5s0f0_rxhash_udp6": out,
+             "if_enp5s0f1_rxhash_udp4": "", "if_enp5s0f1_rxhash_udp6": ""}
+    problems, found = rx_hash_problems(inv, "dut1", facts)
+    assert problems == ["dut1: enp5s0f0 hashes udp4 on 'sd' (no ports: one queue per address pair): run "
+                        "`ethtool -N enp5s0f0 rx-flow-hash udp4 sdfn` as the paper did, or set rx_flow_hash "
+                        "= \"apply\" in lab.toml"]
+    assert found["enp5s0f1"] == {"udp4": None, "udp6": None}  # a veth says nothing: nothing to do
+    applying = parse_inventory({**data, "rx_flow_hash": "apply"}, "lab.toml")
+    assert rx_hash_problems(applying, "dut1", facts)[0] == []
+    nic = tmp_path / "nic"
+    nic.mkdir()
+    (nic / "enp5s0f0-udp4").write_text("sd")
+    fake = tmp_path / "bin" / "ethtool"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\n[ "$1" = -N ] && printf %s "$5" > {nic}/"$2"-"$4"\n')
+    fake.chmod(0o755)
+    statefile = str(tmp_path / "state" / "undo.sh")
+    shell = LocalShell()
+    path = f"export PATH={fake.parent}:$PATH; "
+    shell.capture("dut1", path + "set -e\n" + rx_hash_script(found, statefile))
+    assert (nic / "enp5s0f0-udp4").read_text() == "sdfn" and not (nic / "enp5s0f0-udp6").exists()
+    assert Path(statefile).read_text() == "ethtool -N enp5s0f0 rx-flow-hash udp4 sd\n"
+    shell.capture("dut1", path + down_script(statefile))
+    assert (nic / "enp5s0f0-udp4").read_text() == "sd"

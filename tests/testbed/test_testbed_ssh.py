@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -20,13 +21,14 @@ import jsonschema
 import pytest
 from sshnet import ROLES, SshHosts, fake_sysfs, online_states, sh
 
-from xlatbench.analysis.host_idle import host_bottleneck
+from xlatbench.analysis.bottleneck import verdict
+from xlatbench.analysis.evidence import evidence_from
 from xlatbench.cli import main
 from xlatbench.paths import build_dir
 from xlatbench.scripts.measurers import ChainMeasurer, ComponentFailure
 from xlatbench.scripts.records import record_from_json
 from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.testbed.chain import TestbedChain
+from xlatbench.setups.testbed.chain import HostLost, TestbedChain
 from xlatbench.setups.testbed.inventory import load_inventory
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -80,6 +82,10 @@ def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, t
     inventory.write_text(text)
     before = hosts.snapshot()
     assert main(["testbed", "check", str(inventory)]) == 0
+    summary = capsys.readouterr().out.splitlines()  # one line per host: role, kernel, CPUs, what, verdict
+    assert [line.split()[:2] for line in summary] == [[role, "ok:"] for role in ROLES], summary
+    assert "tester xlatperf" in summary[0] and "(controller: xlatperf" in summary[0]
+    assert main(["testbed", "check", "--json", str(inventory)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and set(report["hosts"]) == set(ROLES)
     assert report["hosts"]["dut1"]["interfaces"]["eth2"]["driver"] == "veth"
@@ -127,16 +133,40 @@ def test_a_remote_daemon_killed_inside_a_trial_voids_it(hosts: SshHosts, invento
     assert_as_before(hosts, before, tmp_path)
 
 
+def ssh_control_dirs() -> set[str]:
+    return {str(p) for p in Path(tempfile.gettempdir()).glob("xlatbench-ssh-*")}
+
+
+def ssh_masters(dirs: set[str]) -> list[str]:
+    """Command lines of running ssh masters whose control socket lies in one of `dirs`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(d in text for d in dirs) and text.startswith("ssh"):
+            found.append(text)
+    return found
+
+
 def test_preflight_refuses_an_interface_with_addresses(hosts: SshHosts, inventory: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """...and every command (check, a refused up, down) ends its SSH masters and removes their directory."""
+    dirs_before = ssh_control_dirs()
     sh("ip", "-n", hosts.netns("dut2"), "address", "add", "198.18.0.1/24", "dev", "eth2")
     sh("ip", "-n", hosts.netns("client"), "link", "set", "eth1", "name", "eth7")
     assert main(["testbed", "check", str(inventory)]) == 1
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())
     assert "dut2: interface eth2 carries 198.18.0.1/24" in err
     assert "client: interface eth1 (link client-dut1) is missing" in err
     with pytest.raises(RuntimeError, match="preflight refused"):
         TestbedChain.up(load_inventory(inventory))
+    assert main(["testbed", "down", str(inventory)]) == 0
+    new = ssh_control_dirs() - dirs_before
+    assert not new, new
+    masters = [m for m in ssh_masters({"xlatbench-ssh-"}) if not any(d in m for d in dirs_before)]
+    assert masters == []
 
 
 CAMPAIGN = """
@@ -207,7 +237,7 @@ def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: P
     assert "xlatperf" in processes(hosts, "client"), "the tester runs on without its controller"
     assert main(["testbed", "down", str(inventory)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["dut1"]["undone"] > 10 and report["dut1"]["failed"] == []
+    assert len(report["dut1"]["undone"]) > 10 and report["dut1"]["failed"] == []
     assert len(report["client"]["stopped_testers"]) == 1
     assert_as_before(hosts, before, tmp_path)
 
@@ -243,7 +273,8 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
         assert done.returncode == 0, done.stderr[-2000:]
         records[world] = [json.loads(line) for line in store.read_text().splitlines()]
         if world == "ssh":
-            assert "mean idle time of each DUT host's active cores: dut1" in done.stderr, done.stderr[-2000:]
+            assert "each DUT's CPU figures are its own host's (active cores: dut1 CPU 0, dut2 CPU 0)" \
+                in done.stderr, done.stderr[-2000:]
     assert_as_before(hosts, before, tmp_path)  # the campaign took its testbed down
     by_type = {world: {r["type"] for r in stored} for world, stored in records.items()}
     assert by_type["ssh"] == by_type["netns"] >= {"trial", "search", "summary", "idle-run", "idle-mean"}
@@ -278,8 +309,150 @@ def check_host_idle(records: dict[str, list[dict]]) -> None:
     mean = next(r for r in records["ssh"] if r["type"] == "idle-mean")
     assert set(mean["hosts"]) == {"dut1", "dut2"}
     assert all(r["hosts"] is None for r in records["netns"] if r["type"] in ("idle-run", "idle-mean"))
-    verdict = host_bottleneck(record_from_json(mean))  # type: ignore[arg-type]
-    # Both "hosts" read this one machine's CPUs: a tie (not determined) unless the load moved meanwhile.
-    assert verdict is not None and verdict["bottleneck"] in ("dut1", "dut2", None)
-    assert verdict["active_cpus"] == {"dut1": [0], "dut2": [0]}
-    assert all(0.0 <= v <= 100.0 for v in verdict["idle_percent"].values())
+    (found,) = evidence_from([record_from_json(r) for r in records["ssh"]])  # type: ignore[misc]
+    assert found.separate_hosts and found.dut_cpus == {"dut1": (0,), "dut2": (0,)}
+    # Both "hosts" read this one machine's CPUs: named only if one was saturated and the other clearly idler.
+    result = verdict(found)
+    assert result.bottleneck in ("dut1", "dut2", None) and (result.bottleneck or result.reason)
+    assert all(0.0 <= v["idle"] <= 100.0 for use in found.dut_cpu_use.values() for v in use.values())
+
+
+def test_check_refuses_what_the_host_has_and_a_failed_up_keeps_it(hosts: SshHosts, inventory: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects of the hosts' own with the names the MAP-T plan creates: `check` refuses each in one line
+    (host, object, fix) and `up` touches nothing; with the check bypassed, an `up` that fails on the
+    host's `to_napt` undoes exactly what it made and the host's own namespace and link survive."""
+    inventory.write_text(inventory.read_text().replace('topology = "464xlat"', 'topology = "mapt"'))
+    napt = f"{hosts.prefix}-napt"
+    dut1, dut2, server = (hosts.netns(r) for r in ("dut1", "dut2", "server"))
+    sh("ip", "-n", dut1, "link", "add", "to_napt", "type", "veth", "peer", "name", "theirs")
+    sh("ip", "-n", dut2, "tuntap", "add", "dev", "xlatbench64", "mode", "tun")
+    sh("ip", "-n", dut2, "route", "add", "192.0.2.0/24", "dev", "lo")
+    sh("ip", "-n", server, "address", "add", "203.0.113.56/32", "dev", "lo")
+    sh("ip", "netns", "add", napt)
+    try:
+        before = hosts.snapshot()
+        assert main(["testbed", "check", str(inventory)]) == 1
+        err = "".join(capsys.readouterr())
+        for line in (f"dut1: namespace {napt} already exists and the plan creates it: delete it "
+                     f"(`ip netns del {napt}`) if nothing needs it, or set napt_netns to another name",
+                     "dut1: link to_napt already exists and the plan creates it: delete or rename it "
+                     "(`ip link del to_napt`)",
+                     "dut2: tun xlatbench64 already exists and the plan creates it",
+                     "dut2: route -4 192.0.2.0/24 already exists (192.0.2.0/24 dev lo",
+                     "`ip -4 route del 192.0.2.0/24`",
+                     "server: address 203.0.113.56/24 already exists (on lo) and the plan creates it: remove "
+                     "it (`ip address del 203.0.113.56/24 dev lo`)"):
+            assert line in err, err
+        with pytest.raises(RuntimeError, match="preflight refused"):
+            TestbedChain.up(load_inventory(inventory))
+        assert hosts.snapshot() == before
+        # The check bypassed: dut1 makes the namespace, then fails on the host's own to_napt.
+        sh("ip", "netns", "del", napt)
+        sh("ip", "-n", dut2, "link", "del", "xlatbench64")
+        sh("ip", "-n", dut2, "route", "del", "192.0.2.0/24", "dev", "lo")
+        sh("ip", "-n", server, "address", "del", "203.0.113.56/32", "dev", "lo")
+        before = hosts.snapshot()
+        import xlatbench.setups.testbed.preflight as preflight
+
+        monkeypatch.setattr(preflight, "collision_problems", lambda *_: [])
+        with pytest.raises(RuntimeError, match="ip link add to_napt"):
+            TestbedChain.up(load_inventory(inventory))
+        assert hosts.snapshot() == before
+        assert "theirs" in sh("ip", "-n", dut1, "-br", "link")
+    finally:
+        sh("ip", "netns", "del", napt, check=False)
+
+
+def test_a_dut_lost_inside_a_trial_voids_it_and_a_resume_measures_it(hosts: SshHosts, inventory: Path,
+                                                                     tmp_path: Path) -> None:
+    """dut2's sshd (and its sessions) killed while a trial runs: the trial is void (HostLost, never a figure
+    or DUT loss), the campaign stops with one line naming dut2, the teardown says it could not reach dut2;
+    with dut2 back, `testbed down` cleans it and the same command resumes and measures that trial."""
+    before = hosts.snapshot()
+    with TestbedChain.up(load_inventory(inventory)) as chain:
+        killer = threading.Timer(1.0, hosts.kill_sshd, ("dut2",))
+        killer.start()
+        with pytest.raises(HostLost, match=r"^dut2 \(root@[^)]*\): .* during the trial: the trial is void"):
+            ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=4)).measure(2.5, 1000.0)
+        killer.join()
+        report = chain.down()
+        assert set(report["dut2"]) == {"unreachable"} and len(report["dut1"]["undone"]) > 5
+        hosts.restart_sshd("dut2")
+    # A campaign: dut2 lost in its first trial.
+    campaign, store = write_campaign(tmp_path, "lost", setup_on_testbed(inventory))
+    argv = [sys.executable, "-c", RUN_CLI, "campaign", "run", "--no-progress", str(campaign)]
+    controller = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "run").rglob("trial-*.pid")):
+        assert controller.poll() is None and time.monotonic() < deadline, "no trial started"
+        time.sleep(0.1)
+    hosts.kill_sshd("dut2")
+    _, err = controller.communicate(timeout=120)
+    assert controller.returncode == 1
+    line = next(x for x in err.splitlines() if x.startswith("xlatbench lost: "))
+    assert "dut2 (root@" in line and "the trial is void" in line, err[-2000:]
+    stored = [json.loads(x) for x in store.read_text().splitlines()]
+    assert [r["type"] for r in stored if r["type"] == "trial"] == []
+    assert any(r["type"] == "trial-failed" and "dut2" in r["failure"]["reason"] for r in stored), stored
+    hosts.restart_sshd("dut2")
+    assert main(["testbed", "down", str(inventory)]) == 0
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stored = [json.loads(x) for x in store.read_text().splitlines()]
+    assert [r for r in stored if r["type"] == "trial"] and [r for r in stored if r["type"] == "summary"]
+    assert_as_before(hosts, before, tmp_path)
+
+
+def test_down_restores_every_sysctl_and_spares_a_stranger_in_a_stale_pid_file(
+        hosts: SshHosts, inventory: Path, tmp_path: Path) -> None:
+    """MAP-T (dut1's client-side NIC moves into the napt namespace and back): an unrelated interface's
+    forwarding=1 on dut2 and non-default sysctls of the moving NIC come back; a tayga pid file that now
+    names an unrelated `sleep` (pid reuse) does not make down kill it; every conf sysctl of every
+    interface, address, route, link and rule is as before."""
+    inventory.write_text(inventory.read_text().replace('topology = "464xlat"', 'topology = "mapt"'))
+    dut1, dut2 = hosts.netns("dut1"), hosts.netns("dut2")
+    sh("ip", "-n", dut2, "link", "add", "other", "type", "veth", "peer", "name", "other2")
+    for key in ("net.ipv4.conf.other.forwarding=1", "net.ipv6.conf.other.forwarding=1"):
+        sh("ip", "netns", "exec", dut2, "sysctl", "-qw", key)
+    for key in ("net.ipv4.conf.eth1.rp_filter=2", "net.ipv6.conf.eth1.accept_ra=0",
+                "net.ipv6.conf.eth1.hop_limit=33"):
+        sh("ip", "netns", "exec", dut1, "sysctl", "-qw", key)
+    before = hosts.snapshot()
+    assert "net.ipv4.conf.other.forwarding = 1" in before["dut2"]
+    assert "net.ipv4.conf.eth1.rp_filter = 2" in before["dut1"]
+    stranger = subprocess.Popen(["ip", "netns", "exec", dut1, "sleep", "300"], start_new_session=True)
+    try:
+        with TestbedChain.up(load_inventory(inventory)) as chain:
+            assert "net.ipv4.conf.other.forwarding = 1" in hosts.snapshot()["dut2"]
+            pids = chain.component_pids()
+            os.kill(pids["tayga (dut1)"], signal.SIGKILL)
+            pidfile = next(tmp_path.glob("run/*/dut1/dut1-tayga.pid"))
+            pidfile.write_text(f"{stranger.pid}\n")
+            report = chain.down()
+            assert not report["dut1"]["failed"] and not report["dut2"]["failed"], report
+            assert any(line.startswith("ok=0; while read -r f v") for line in report["dut2"]["undone"])
+        assert stranger.poll() is None, "down killed a process it did not start"
+        assert Path(f"/proc/{stranger.pid}/comm").read_text().strip() == "sleep"
+        assert_as_before(hosts, before, tmp_path)
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_xlatbench_trial_on_a_testbed_at_the_default_core_count(hosts: SshHosts, inventory: Path,
+                                                                 tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`xlatbench trial --dut testbed --inventory INV` at its default --cores 1: the testbed's own placement
+    (hotplug: CPU 0 online on each DUT host) is used and recorded, and the hosts are as before after it."""
+    before = hosts.snapshot()
+    assert main(["trial", "--dut", "testbed", "--inventory", str(inventory), "--rate", "1000",
+                 "--duration", "1", "--threads", "1", "--ports-per-thread", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trial"]["sent"] == 1000 and out["verdict"] == "pass", out["trial"]
+    assert out["cores"]["placement"] == "own-hosts"
+    applied = out["cores"]["applied"]
+    assert applied["dut1"]["online"] == [0] and applied["dut2"]["online"] == [0]
+    assert out["dut"]["world"] == "real testbed"
+    assert_as_before(hosts, before, tmp_path)

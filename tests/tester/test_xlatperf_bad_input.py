@@ -83,6 +83,8 @@ CASES = [
     ('S --qtype BOGUS', 2, 'query type'),
     ('S --domain .bad', 2, 'domain'),
     ('S --domain a..b', 2, 'domain'),
+    ('S --domain 64.36 --rate 100000 --duration 1 --ports-per-thread 1', 2, '--domain 64.36 has no letters'),
+    ('S --threads 1024 --rate 1000000 --duration 86400 --ports-per-thread 1', 2, 'preallocate'),
     ('S --sender-cpus 999', 2, '--sender-cpus'),
     ('S --sender-cpus 1-0', 2, '--sender-cpus'),
     ('S --receiver-cpus x', 2, '--receiver-cpus'),
@@ -90,6 +92,9 @@ CASES = [
     ('S --run-id bad/id', 2, '--run-id'),
     ('S --json /nonexistent/dir/out.json --queries 10', 1, '--json'),
     ('S --json /proc/version --queries 10', 1, '--json'),
+    ('S --json /dev/null --queries 10', 1, '--json /dev/null is a character device'),
+    ('S --json /tmp --queries 10', 1, '--json /tmp is a directory'),
+    ('S --json /tmp/ --queries 10', 1, '--json /tmp/ names a directory'),
     ('S --no-such-option', 2, '--no-such-option'),
     ('S extra-positional', 2, 'extra-positional'),
 ]

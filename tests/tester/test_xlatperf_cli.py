@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import stat
 import subprocess
 import time
 
@@ -76,3 +78,59 @@ def test_interrupt_ends_early_writes_results_and_says_so(xlatperf, tmp_path):
     assert any("interrupted" in reason for reason in result["verdict"]["reasons"])
     assert 0 < result["totals"]["sent"] < 60_000
     assert "tester-limited" in stdout
+
+
+def test_json_to_a_device_is_refused_and_the_device_stays(xlatperf):
+    """As root the result was once renamed over /dev/null, which became a regular file."""
+    before = os.stat("/dev/null")
+    out = run(xlatperf, "--server", "127.0.0.1", "--port", "9", "--queries", "10", "--json", "/dev/null")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "--json /dev/null is a character device" in out.stderr
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink", "fifo"])
+def test_json_to_anything_but_a_regular_file_is_refused(xlatperf, tmp_path, kind):
+    target = tmp_path / "target"
+    if kind == "directory":
+        target.mkdir()
+    elif kind == "symlink":
+        (tmp_path / "real.json").write_text("earlier\n")
+        target.symlink_to(tmp_path / "real.json")
+    else:
+        os.mkfifo(target)
+    out = run(xlatperf, "--server", "127.0.0.1", "--port", "9", "--queries", "10", "--json", str(target))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert f"--json {target} is a" in out.stderr and "not a regular file" in out.stderr
+    assert {p.name for p in tmp_path.iterdir()} <= {"target", "real.json"}  # no temporary file left
+    if kind == "symlink":
+        assert target.is_symlink() and (tmp_path / "real.json").read_text() == "earlier\n"
+
+
+def test_json_replaces_a_regular_file_and_dash_writes_stdout(xlatperf, tmp_path, validator):
+    old = tmp_path / "r.json"
+    old.write_text("earlier\n")
+    out = run(xlatperf, "--server", "127.0.0.1", "--port", "9", "--queries", "10", "--quiet",
+              "--json", str(old))
+    assert out.returncode == 0, out.stderr
+    validator.validate(json.loads(old.read_text()))
+    out = run(xlatperf, "--server", "127.0.0.1", "--port", "9", "--queries", "10", "--quiet", "--json", "-")
+    assert out.returncode == 0, out.stderr
+    validator.validate(json.loads(out.stdout))  # stdout is the document alone
+    assert "verdict" in out.stderr  # the summary went to stderr
+
+
+@pytest.mark.parametrize(("limit", "code"), [("-n 40", 1), ("-S -n 40", 0)])
+def test_too_few_file_descriptors_are_named_as_such(xlatperf, limit, code):
+    """48 sockets under an open-file limit of 40: a hard limit is refused naming it (before: "--bind or
+    --source must be an address of this host"); a soft one the tester raises itself (before: the same
+    error)."""
+    argv = [str(xlatperf), "--server", "127.0.0.1", "--port", "9", "--threads", "2",
+            "--ports-per-thread", "24", "--queries", "10", "--quiet"]
+    out = subprocess.run(["bash", "-c", f'ulimit {limit} && exec "$0" "$@"', *argv], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == code, out.stderr
+    if code:
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("xlatperf: too many open files")
+        assert "address of this host" not in out.stderr

@@ -37,13 +37,13 @@ def test_loopback_uses_gso_and_the_peer_reads_every_query_as_its_own_datagram(ru
             assert not gso["used"] and gso["calls"] == 0 and gso["reason"] == "off (--gso off)"
 
 
-def trial_in(pair, xlatperf: Path, tmp_path: Path, mode: str) -> tuple[dict, int]:
+def trial_in(pair, xlatperf: Path, tmp_path: Path, mode: str, *extra: str) -> tuple[dict, int]:
     """A trial from the client namespace to the server side (nothing answers); the JSON and the packets the
     server's side of the veth received meanwhile."""
     out = tmp_path / f"{mode}.json"
     before = pair.server_rx_packets()
     args = ["--server", pair.server_address, "--port", "5300", "--rate", "20000", "--queries", str(QUERIES),
-            "--timeout", "0.05", "--gso", mode, "--quiet", "--json", str(out), *RELAXED_TIMING]
+            "--timeout", "0.05", "--gso", mode, "--quiet", "--json", str(out), *RELAXED_TIMING, *extra]
     proc = subprocess.run(["ip", "netns", "exec", pair.client, str(xlatperf), *args],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -78,3 +78,20 @@ def test_a_device_that_cuts_batches_itself_gets_gso_and_the_next_hop_sees_every_
         assert gso["used"] and gso["calls"] > 0 and "tx-udp-segmentation off" in gso["reason"]
         assert result["totals"]["sent"] == QUERIES
         assert QUERIES <= arrived <= QUERIES + 10
+
+
+@pytest.mark.root
+def test_a_source_on_lo_routed_through_a_veth_is_judged_by_the_route(xlatperf, tmp_path, validator):
+    """The source address lives on lo, the route to the server leaves by the veth: auto must follow the route
+    (before, it asked which device owns the source address, saw lo, and sent uncut batches into the veth)."""
+    with veth_pair("xtg") as pair:
+        source = "10.213.5.1"
+        sh("ip", "-n", pair.client, "addr", "add", f"{source}/32", "dev", "lo")
+        sh("ip", "-n", pair.server, "route", "add", f"{source}/32", "via", "10.213.0.1")
+        result, arrived = trial_in(pair, xlatperf, tmp_path, "auto", "--bind", source)
+        validator.validate(result)
+        gso = result["send"]["gso"]
+        assert gso["device"] == pair.client_device and not gso["used"] and gso["calls"] == 0
+        assert "tx-udp-segmentation on" in gso["reason"]
+        assert result["totals"]["sent"] == QUERIES
+        assert QUERIES <= arrived <= QUERIES + 10  # every query its own packet at the next hop

@@ -11,11 +11,14 @@ import json
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import check_consistency
+from xlatbench.zones import KnotConfig, KnotServer
+
+from .helpers import RELAXED_TIMING, check_consistency
 
 STALL_MS = 50
 
@@ -120,3 +123,130 @@ def test_the_burst_offered_in_100_us_is_reported(xlatperf, tmp_path):
     result = json.loads(out.read_text())
     assert result["send"]["max_queries_in_100us"] >= 10
     assert result["threads"][0]["max_queries_in_100us"] == result["send"]["max_queries_in_100us"]
+
+
+UNREACHABLE_QPS = 4_000_000  # far above what loopback sendmmsg without GSO carries on this machine kind
+BOUND_WINDOW_S = 3
+
+
+def test_a_rate_the_tester_cannot_reach_ends_at_its_send_bound(xlatperf, tmp_path, validator):
+    """Behind schedule, the senders stop at window + send tolerance + --max-lag (before: they sent the whole
+    schedule, many times the window); the JSON says when and why, and the verdict is tester-limited."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never read: the queries only have to go out
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "bound.json"
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", str(UNREACHABLE_QPS), "--duration", str(BOUND_WINDOW_S),
+                               "--threads", "2", "--ports-per-thread", "64", "--gso", "off",
+                               "--timeout", "0.1", "--quiet", "--json", str(out)],
+                              capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        sink.close()
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    validator.validate(result)
+    check_consistency(result)
+    assert elapsed < BOUND_WINDOW_S + 1.0, f"the trial ran {elapsed:.1f} s for a {BOUND_WINDOW_S} s window"
+    stop = result["send"]["stop"]
+    assert stop["reason"] == "send-bound"
+    assert stop["bound_s"] == pytest.approx(BOUND_WINDOW_S + 0.002 + 0.02)
+    assert stop["bound_s"] <= stop["at_s"] < stop["bound_s"] + 0.5
+    assert any(t["stop_reason"] == "send-bound" for t in result["threads"])
+    assert result["totals"]["sent"] < result["send"]["scheduled_queries"]
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("at the send bound" in reason for reason in result["verdict"]["reasons"])
+
+
+def test_a_schedule_sent_in_full_says_so(run_xlatperf):
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    try:
+        run = run_xlatperf("--server", "127.0.0.1", "--port", str(sink.getsockname()[1]), "--rate", "10000",
+                           "--queries", "2000", "--timeout", "0.1", "--quiet", *RELAXED_TIMING)
+    finally:
+        sink.close()
+    assert run.returncode == 0, run.stderr
+    stop = run.result["send"]["stop"]
+    assert stop["reason"] == "schedule-sent" and 0.19 < stop["at_s"] < stop["bound_s"]
+    assert stop["bound_s"] == pytest.approx(0.2 + 0.5)  # --max-lag 0, --send-tolerance-abs 0.5
+
+
+# A receiver preempted near its end: 20 000 queries at 20 000/s to knotd over one socket, timeout 1 s (end
+# time about 2 s after the start); the receiver's first read 0.2 s after the first reply sleeps 1.9 s, so
+# about 16 000 replies, every one in time, wait at its end time. Its socket holds them (64 MiB, FORCE
+# as root).
+RECEIVER_STALL = {"XLATPERF_SHIM_RECV_AFTER_MS": "200", "XLATPERF_SHIM_RECV_MS": "1900"}
+
+
+def run_receiver_stalled(xlatperf: Path, shim: Path, tmp_path: Path, port: int, extra_env: dict) -> dict:
+    out = tmp_path / "receiver.json"
+    env = dict(os.environ, LD_PRELOAD=str(shim), **RECEIVER_STALL, **extra_env)
+    with KnotServer(tmp_path / "knot", KnotConfig(listen=(("127.0.0.1", port),))):
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(port), "--rate", "20000",
+                               "--queries", "20000", "--ports-per-thread", "1", "--timeout", "1",
+                               "--rcvbuf", str(64 << 20), "--quiet", "--json", str(out), *RELAXED_TIMING],
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.mark.root
+def test_a_receiver_behind_at_its_end_reads_every_reply_that_came_in_time(xlatperf, shim, tmp_path, port,
+                                                                         validator):
+    """Before, the final read took at most 64 recvmmsg calls of 64 per socket (4 096 datagrams, 8 192 with the
+    loop's last read): about 7 800 replies that came in time stayed unread and counted as unanswered."""
+    result = run_receiver_stalled(xlatperf, shim, tmp_path, port, {})
+    validator.validate(result)
+    check_consistency(result)
+    totals = result["totals"]
+    assert totals["sent"] == 20_000
+    assert totals["tester_socket_drops"] == 0
+    assert totals["unanswered"] == 0 and totals["valid"] == 20_000
+    assert result["receive"]["final_drain"] > 8192  # more than the old bound could read
+    assert not result["receive"]["final_drain_cut"]
+    assert result["verdict"]["status"] == "ok", result["verdict"]["reasons"]
+
+
+@pytest.mark.root
+def test_a_final_read_that_cannot_finish_within_the_timeout_is_tester_limited(xlatperf, shim, tmp_path, port,
+                                                                             validator):
+    """The same receiver, now 20 ms per recvmmsg call after its stall: 16 000 pending replies would take 5 s,
+    so its final read stops one timeout after the end time and the unread replies make the trial
+    tester-limited."""
+    started = time.monotonic()
+    result = run_receiver_stalled(xlatperf, shim, tmp_path, port, {"XLATPERF_SHIM_RECV_EACH_MS": "20"})
+    validator.validate(result)
+    check_consistency(result)
+    assert time.monotonic() - started < 15
+    assert result["receive"]["final_drain_cut"]
+    assert 0.9 < result["receive"]["final_drain_s"] < 1.5
+    assert result["totals"]["unanswered"] > 0
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("still had replies waiting" in reason for reason in result["verdict"]["reasons"])
+
+
+def test_time_spent_inside_the_last_send_call_counts_as_lag(xlatperf, shim, tmp_path, validator):
+    """The call carrying the last query stalls 50 ms inside sendmmsg. No later call can show the delay, so
+    before, the lag was measured only at the call's start and the verdict was ok."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    out = tmp_path / "last.json"
+    env = dict(os.environ, LD_PRELOAD=str(shim), XLATPERF_SHIM_STALL_AT_QUERY="2000",
+               XLATPERF_SHIM_MS=str(STALL_MS))
+    try:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(sink.getsockname()[1]),
+                               "--rate", "10000", "--queries", "2000", "--ports-per-thread", "1",
+                               "--gso", "off", "--timeout", "0.1", "--quiet", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
+    finally:
+        sink.close()
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    validator.validate(result)
+    assert result["totals"]["sent"] == 2000
+    assert result["send"]["max_lag_s"] >= STALL_MS / 1000 * 0.9
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("behind its schedule" in reason for reason in result["verdict"]["reasons"])
