@@ -176,6 +176,12 @@ def _placement_blocks(evidence: Evidence, result: Verdict) -> bool:
                              "not one DUT")
         result.evidence.append(note)
         return True
+    if evidence.unpinned:
+        whose = "their" if len(evidence.unpinned) > 1 else "its"
+        result.evidence.append(f"{' and '.join(evidence.unpinned)} not pinned to CPUs: {whose} threads may "
+                               "have run on a DUT's CPUs, so idle time there is not the DUT's alone (pin "
+                               "them: [tester] sender_cpus/receiver_cpus, the setup's knot_cpus)")
+        return True
     test = set(evidence.test_cpus)
     mixed = {dut: set(c) & test for dut, c in sets.items() if set(c) & test}
     if mixed:

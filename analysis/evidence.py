@@ -56,6 +56,8 @@ class Evidence:
         record's `hosts`, cores online per hotplug) or from the shared machine's CPU sets in emulation.
     dut_per_second: per DUT, the per-second means of its CPUs (its host's, or the shared machine's).
     separate_hosts: each DUT's CPU figures are its own host's (a real testbed), not a shared machine's.
+    unpinned: the parts of the test system ("tester", "Knot") that ran on this machine without a CPU pin
+        (emulation): their threads may have run on a DUT's CPUs, so idle time there is not the DUT's alone.
     """
 
     setup: str
@@ -82,6 +84,7 @@ class Evidence:
     dut_cpu_use: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     dut_per_second: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     separate_hosts: bool = False
+    unpinned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,7 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         tun_devices={host: (info["tun_device"],) for host, info in translators.items()
                      if isinstance(info, dict) and info.get("tun_device")},
         dut_cpu_use=use, dut_per_second=per_second, separate_hosts=bool(mean.hosts),
+        unpinned=() if mean.hosts else unpinned_test_system(context),
     )
 
 
@@ -247,6 +251,22 @@ def tester_cpus(context: Context) -> tuple[int, ...]:
     cpus = _cpus(options.get("sender_cpus")) | _cpus(options.get("receiver_cpus"))
     cpus |= _cpus(setup_options.get("knot_cpus"))
     return tuple(sorted(cpus))
+
+
+def unpinned_test_system(context: Context) -> tuple[str, ...]:
+    """"tester" when neither its sender nor its receiver CPUs were pinned, "Knot" when its CPUs were not,
+    for a chain on this machine (a loopback or fake setup has no DUT CPUs to protect; a real testbed runs
+    them on hosts of their own)."""
+    if context.setup.get("kind") != "chain" or (context.dut_cpus or {}).get("placement") == OWN_HOSTS:
+        return ()
+    options = context.tester.get("options") or {}
+    setup_options = context.setup.get("options") if isinstance(context.setup.get("options"), dict) else {}
+    missing = []
+    if not (_cpus(options.get("sender_cpus")) or _cpus(options.get("receiver_cpus"))):
+        missing.append("tester")
+    if not _cpus(setup_options.get("knot_cpus")):
+        missing.append("Knot")
+    return tuple(missing)
 
 
 def shared_with_test_system(context: Context) -> tuple[int, ...]:

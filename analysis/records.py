@@ -35,6 +35,8 @@ class Throughput:
         label is under the report's Conditions).
     trials: trials the searches ran, count. elapsed_s: their time with rests, s.
     shared_cpus: DUT CPUs the tester or Knot also ran on (emulation on a small machine), else empty.
+    placement: how the DUTs were placed at this count (setups.placement: "per-dut", "shared-duts",
+        "with-test-system", "cpu_map", "own-hosts"), None when not recorded (fake DUTs, old stores).
     """
 
     cores: int
@@ -53,6 +55,7 @@ class Throughput:
     shared_cpus: tuple[int, ...] = ()
     sessions: int = 4
     mixed: bool = False  # its trials came from more than one suite commit, tester build or host
+    placement: str | None = None
 
 
 @dataclass
@@ -166,6 +169,7 @@ def _cell(record: SummaryEntry, mixed: bool = False) -> Throughput:
         tester_limit_qps=record.tester_limit_qps, implementation=record.context.tag,
         trials=record.trials, elapsed_s=record.elapsed_s, shared_cpus=shared_with_test_system(record.context),
         sessions=record.context.sessions, mixed=mixed,
+        placement=(record.context.dut_cpus or {}).get("placement"),
     )
 
 

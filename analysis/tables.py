@@ -44,6 +44,7 @@ def _qps(value: float | None) -> str:
 
 # Marks a cell whose trials were measured by more than one suite commit, tester build or host.
 MIXED = "‡"
+PLACEMENT_CHANGED = "§"  # the DUTs' CPU placement differs from the column before
 
 
 def cell_median_text(cell: Throughput, repetitions: int | None = None) -> str:
@@ -119,7 +120,14 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
              *["-" if cell.dispersion is None else f"{100 * cell.dispersion:.2f}" for cell in cells]],
         ]
     rows.append(["Searches with a result", *[_searches(cell, repetitions) for cell in cells]])
-    rows.append(["Proportion: current/previous", *scale_up_values([cell_value(series, c) for c in cores])])
+    ratios = scale_up_values([cell_value(series, c) for c in cores])
+    moved = placement_changes(cells)
+    rows.append(["Proportion: current/previous",
+                 *[f"{text} {PLACEMENT_CHANGED}" if i in moved else text for i, text in enumerate(ratios)]])
+    if moved:
+        rows.append(["DUT CPU placement", *[cell.placement or "-" for cell in cells]])
+        title += (f"; {PLACEMENT_CHANGED} = the DUTs' CPU placement changed from the column before (e.g. "
+                  "each DUT its own CPUs, then both sharing them): that ratio compares different CPU budgets")
     if any(cell.shared_cpus for cell in cells):
         rows.append(["DUT CPUs also running the tester/Knot",
                      *[format_cpu_list(cell.shared_cpus) or "none" for cell in cells]])
@@ -135,6 +143,14 @@ def throughput_table(series: Series, effort: bool = False) -> Table:
     if effort:
         rows += _effort_rows(cells)
     return Table(title, ["Number of active DUT cores", *[str(c) for c in cores]], rows)
+
+
+def placement_changes(cells: list[Throughput]) -> set[int]:
+    """Columns (by index) whose recorded DUT placement differs from the column before: their scale-up ratio
+    compares different CPU budgets (per-dut: N CPUs per DUT; shared-duts: N CPUs for both)."""
+    return {i for i in range(1, len(cells))
+            if None not in (cells[i].placement, cells[i - 1].placement)
+            and cells[i].placement != cells[i - 1].placement}
 
 
 def _effort_rows(cells: list[Throughput]) -> list[list[str]]:

@@ -44,6 +44,11 @@ CASES = {
     # DUT1's CPU also ran the tester: its idle time is not DUT1's, so no CPU-based verdict.
     "DUT on the tester's CPU": (evidence({}, {"0": cpu(1.0), "1": cpu(50.0)}, {"dut1": (0,), "dut2": (1,)},
                                          None), None, "also ran the tester/Knot"),
+    # DUT1 looks saturated, but the tester was not pinned: its threads may have run on CPU 1.
+    "tester not pinned": (replace(evidence({"dut1": 96.0, "dut2": 41.0}, {"1": cpu(2.0), "2": cpu(52.0)},
+                                           DISJOINT, {"dut1:nat64:tx_dropped": 5000.0},
+                                           single_threaded=False), unpinned=("tester",)),
+                          None, "tester not pinned to CPUs"),
     # Saturated DUT1 but the failing trial dropped at DUT2: contradictory, so no name.
     "disagreeing drops": (evidence({"dut1": 95.0, "dut2": 50.0}, {"1": cpu(20.0), "2": cpu(30.0)}, DISJOINT,
                                    {"dut2:nat64:tx_dropped": 4000.0}), None, "the evidence disagrees"),
@@ -102,3 +107,19 @@ def test_drops_are_charged_to_the_side_that_could_not_keep_up():
                 "server:udp:RcvbufErrors": 900, "server:udp:InErrors": 900, "dut2:enp5s0f1:tx_dropped": 40}
     assert drops_by_side(counters, {}) == {"dut1": {"dut1:enp5s0f0:rx_dropped": 150},
                                            "tester/server": {"server:udp:RcvbufErrors": 900}}
+
+
+def test_an_unpinned_tester_or_knot_is_read_from_the_store(tmp_path):
+    """A chain measured with neither the tester's nor Knot's CPUs pinned gives evidence naming both; pinned,
+    none (the verdict then may use the DUTs' idle time)."""
+    dut = {"namespaces": {}, "translators": {"dut1": {"implementation": "tayga", "tun_device": "nat64"}}}
+    placement = {"placement": "per-dut", "cpus": [2, 3], "per_dut": {"dut1": [2], "dut2": [3]}}
+    pinned_tester = {**storefix.TESTER, "options": {**storefix.TESTER["options"], "sender_cpus": "0",
+                                                    "receiver_cpus": "0"}}
+    found = {}
+    for name, tester, options in (("loose", None, None), ("pinned", pinned_tester, {"knot_cpus": [1]})):
+        ctx = storefix.context("464xlat", 1, dut, dut_cpus=placement, tester=tester, options=options)
+        store = storefix.write_store(tmp_path / f"{name}.jsonl", [storefix.idle_mean(ctx, 20000, 1, [])])
+        (found[name],) = evidence_from(load_records(store))
+    assert found["loose"].unpinned == ("tester", "Knot")
+    assert found["pinned"].unpinned == ()

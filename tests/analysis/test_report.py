@@ -174,3 +174,20 @@ def test_sharing_the_placement_recorded_is_said_too(tmp_path):
     table = throughput_table(load_campaign(write_store(tmp_path / "s.jsonl", [record])).series[0])
     rows = {row[0]: row[1:] for row in table.rows}
     assert rows["DUT CPUs also running the tester/Knot"] == ["0"]
+
+
+def test_a_scale_up_across_a_placement_change_is_marked(tmp_path):
+    """16 CPUs, tester on 0, Knot on 1: 1-4 cores give each DUT its own CPUs, 8 cores make the DUTs share
+    theirs. The 8/4 ratio then compares 8 CPUs for both with 4 for each: marked, and the placement shown."""
+    records = []
+    for cores, median, placement in ((2, 30000, "per-dut"), (4, 60000, "per-dut"), (8, 60000, "shared-duts")):
+        record = summary_record("464xlat", cores, median, median - 1000, median + 1000)
+        record["dut_cpus"] = {"cores": cores, "cpus": list(range(16 - cores, 16)), "placement": placement}
+        records.append(record)
+    table = throughput_table(load_campaign(write_store(tmp_path / "s.jsonl", records)).series[0])
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert rows["Proportion: current/previous"] == ["-", "2.00", "1.00 §"]
+    assert rows["DUT CPU placement"] == ["per-dut", "per-dut", "shared-duts"]
+    assert "§ = the DUTs' CPU placement changed" in table.title
+    same = throughput_table(load_campaign(write_store(tmp_path / "t.jsonl", records[:2])).series[0])
+    assert "DUT CPU placement" not in {row[0] for row in same.rows}
