@@ -3,6 +3,7 @@
 // a flow's queries apart by ID and epoch in bounded memory.
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
+#include <string>
 #include <vector>
 
 #include "xdp/flows.hpp"
@@ -98,5 +99,25 @@ TEST_CASE("the matching state finds a flow's query by ID and keeps wrapped IDs a
         FlowTable small(1000, 1024);
         for (std::uint64_t k = 0; k < 1024; ++k) small.publish(k, 0, timeout);
         CHECK(small.publish(1024, 10, timeout));
+    }
+}
+
+TEST_CASE("ten million flows: 153 addresses x 65 535 ports map back, in sequence and shuffled", "[xdp_flows]") {
+    std::vector<Source> sources;
+    std::vector<std::string> texts;
+    for (int i = 0; i < 153; ++i) texts.push_back("10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256));
+    for (const std::string& t : texts) sources.push_back(source(t.c_str(), {{1, 65535}}));
+    for (FlowOrder order : {FlowOrder::sequential, FlowOrder::pseudorandom}) {
+        const FlowSpace flows(sources, order, 9);
+        REQUIRE(flows.size() == 153ull * 65535);
+        FlowTable table(flows.size(), 1 << 17);  // 131 072 in flight, 2 MiB whatever the flow count
+        CHECK(table.bytes() == (1u << 17) * 16);
+        for (std::uint64_t k = 0; k < flows.size(); k += 9973) {
+            const std::uint64_t flow = flows.permutation().forward(table.position(k));
+            const auto e = flows.endpoint(flow);
+            std::uint64_t back = 0;
+            REQUIRE(flows.flow_of(e.address, e.port, back));
+            REQUIRE(flows.permutation().inverse(back) == table.position(k));
+        }
     }
 }

@@ -86,12 +86,13 @@ def start_probe(link: XdpLink, *args: str) -> subprocess.Popen[str]:
 
 
 def check_all_valid(result: dict, queries: int) -> None:
-    assert result["sent"] == queries
+    shown = json.dumps(result)
+    assert result["sent"] == queries, shown
     buckets = result["buckets"]
-    assert buckets["valid"] == queries, result
-    assert all(n == 0 for name, n in buckets.items() if name != "valid"), result
-    assert all(n == 0 for n in result["frame_errors"].values()), result
-    assert result["overruns"] == 0
+    assert buckets["valid"] == queries, shown
+    assert all(n == 0 for name, n in buckets.items() if name != "valid"), shown
+    assert all(n == 0 for n in result["frame_errors"].values()), shown
+    assert result["overruns"] == 0, shown
 
 
 def test_every_query_over_a_thousand_flows_is_answered_and_valid(link, knot):
