@@ -23,6 +23,7 @@ import platform
 import shutil
 import struct
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from ...paths import build_dir
@@ -106,6 +107,18 @@ class BpfBackend(BackendBase):
 
     def version(self) -> str:
         return bpf_version()
+
+    def preflight_facts(self, binary: str | None = None) -> list[str]:
+        return ['echo "bpftool=$(command -v bpftool || echo absent)"']
+
+    def preflight_problems(self, role: str, topology: str, binary: str | None,
+                           facts: Mapping[str, str]) -> list[str]:
+        if facts.get("bpftool", "absent") == "absent":
+            return [f"{role}: bpftool not found (it loads the translator): apt-get install bpftool"]
+        return []
+
+    def preflight_report(self, facts: Mapping[str, str]) -> object | None:
+        return {"bpftool": facts.get("bpftool")}
 
     def pins(self, host: str, ctx: RenderContext) -> str:
         """Directory of this host's pinned program (`siit`) and maps (`maps/siit_*`)."""

@@ -51,3 +51,7 @@ def test_a_backend_refuses_a_testbed_host_that_lacks_it() -> None:
     assert tayga.preflight_problems("dut1", "464xlat", None, {"tayga": "absent"}) == [
         "dut1: tayga not installed: apt-get install tayga, or set hosts.dut1.tayga_binary"]
     assert tayga.preflight_problems("dut1", "464xlat", None, {"tayga": "0.9.2-8"}) == []
+    bpf = registry.make("bpf")
+    assert bpf.preflight_problems("dut2", "464xlat", None, {"bpftool": "absent"}) == [
+        "dut2: bpftool not found (it loads the translator): apt-get install bpftool"]
+    assert bpf.preflight_problems("dut2", "464xlat", None, {"bpftool": "/usr/sbin/bpftool"}) == []
