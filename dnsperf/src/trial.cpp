@@ -128,8 +128,9 @@ struct Shared {
     std::size_t series_rows = 0;
 };
 
-std::size_t second_of(const Shared& shared, std::int64_t realtime_ns) {
-    const std::int64_t offset = realtime_ns - shared.start_real_ns;
+// The row of the per-second series a CLOCK_MONOTONIC time falls in.
+std::size_t second_of(const Shared& shared, std::int64_t monotonic_at_ns) {
+    const std::int64_t offset = monotonic_at_ns - shared.start_ns;
     if (offset <= 0) return 0;
     return std::min(static_cast<std::size_t>(offset / 1'000'000'000), shared.series_rows - 1);
 }
@@ -238,11 +239,11 @@ private:
     }
 
     // Fills the ring slots and buffers of queries j .. j+count-1 for `socket`,
-    // all stamped `sent_real_ns`, starting at message `from`.
-    void stamp(std::size_t socket, std::size_t from, std::size_t count, std::int64_t sent_real_ns) {
+    // all stamped `sent_ns` (CLOCK_MONOTONIC), starting at message `from`.
+    void stamp(std::size_t socket, std::size_t from, std::size_t count, std::int64_t sent_ns) {
         OutstandingRing& ring = pair_.rings[socket];
         for (std::size_t m = from; m < count; ++m) {
-            if (ring.publish(sequences_on_socket_[m], indexes_[m], sent_real_ns, shared_.plan.timeout_ns)) {
+            if (ring.publish(sequences_on_socket_[m], indexes_[m], sent_ns, shared_.plan.timeout_ns)) {
                 ++stats_.ring_overruns;
             }
         }
@@ -260,9 +261,10 @@ private:
                                 shared_.plan.subnet.address(k), sequence >> 16);
         }
         std::size_t done = 0;
-        std::int64_t sent_real = realtime_ns();
+        // Send times are CLOCK_MONOTONIC: a step of the wall clock during the trial moves no interval.
+        std::int64_t sent_at = monotonic_ns();
         std::int64_t blocked_since = -1;
-        stamp(socket, 0, count, sent_real);
+        stamp(socket, 0, count, sent_at);
         while (done < count) {
             const std::int64_t before = monotonic_ns() - shared_.start_ns;
             const int result = send_some(fd, done, count);
@@ -271,7 +273,7 @@ private:
                 const auto n = static_cast<std::size_t>(result);
                 // The end of the call bounds when its last query left: time spent inside the call is lag too.
                 const std::int64_t after = monotonic_ns() - shared_.start_ns;
-                record_sent(n, before, after, sent_real, deadline_of(j + done) - shared_.start_ns,
+                record_sent(n, before, after, sent_at, deadline_of(j + done) - shared_.start_ns,
                             deadline_of(j + done + n - 1) - shared_.start_ns);
                 if (blocked_since >= 0) {
                     stats_.max_retry_stall_ns = std::max(stats_.max_retry_stall_ns, before - blocked_since);
@@ -291,9 +293,9 @@ private:
                 pollfd wait{fd, POLLOUT, 0};
                 poll(&wait, 1, 1);
                 // The queries still waiting go out later: give them their real send time.
-                sent_real = realtime_ns();
+                sent_at = monotonic_ns();
                 for (std::size_t m = done; m < count; ++m) ring.retract(sequences_on_socket_[m]);
-                stamp(socket, done, count, sent_real);
+                stamp(socket, done, count, sent_at);
                 continue;
             }
             // Any other error loses this one query; the rest of the batch is retried.
@@ -334,7 +336,7 @@ private:
     // the call's start and its last query's at the call's end, so time spent inside
     // the call (a preempted or stalled send) counts too. Each call's lag is judged, so
     // a stall inside a burst shows even when the burst catches up.
-    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t after_ns, std::int64_t sent_real_ns,
+    void record_sent(std::size_t n, std::int64_t before_ns, std::int64_t after_ns, std::int64_t sent_at_ns,
                      std::int64_t first_due_ns, std::int64_t last_due_ns) {
         const std::int64_t lag = std::max(before_ns - first_due_ns, after_ns - last_due_ns);
         pair_.send_lag.record(static_cast<std::uint64_t>(std::max<std::int64_t>(lag, 0)));
@@ -347,7 +349,7 @@ private:
         stats_.max_in_100us = std::max(stats_.max_in_100us, window_.total());
         if (stats_.first_send_ns < 0) stats_.first_send_ns = before_ns;
         stats_.last_send_ns = after_ns;
-        pair_.sent_per_second[second_of(shared_, sent_real_ns)] += n;
+        pair_.sent_per_second[second_of(shared_, sent_at_ns)] += n;
         bump(pair_.live_sent, n);
     }
 
@@ -461,9 +463,13 @@ private:
             if (result <= 0) return total;
             const auto n = static_cast<std::size_t>(result);
             total += n;
-            const std::int64_t fallback_ns = realtime_ns();
+            // The kernel stamps replies on CLOCK_REALTIME: they are moved to CLOCK_MONOTONIC by the
+            // two clocks' offset read now, so only a wall-clock step between a reply's arrival and
+            // this read (not one anywhere in the trial) can shift its latency.
+            const std::int64_t now = monotonic_ns();
+            const std::int64_t real_minus_monotonic = realtime_ns() - now;
             const std::uint64_t valid_before = stats_.valid;
-            for (std::size_t m = 0; m < n; ++m) handle(socket, m, fallback_ns);
+            for (std::size_t m = 0; m < n; ++m) handle(socket, m, now, real_minus_monotonic);
             bump(pair_.live_replies, n);
             bump(pair_.live_valid, stats_.valid - valid_before);
             if (n < batch_) return total;
@@ -471,20 +477,21 @@ private:
         return total;
     }
 
-    static std::int64_t kernel_timestamp(msghdr& header, std::int64_t fallback_ns) {
+    // The kernel's receive time of a datagram on CLOCK_MONOTONIC; `fallback_ns` when it has none.
+    static std::int64_t kernel_timestamp(msghdr& header, std::int64_t fallback_ns, std::int64_t real_minus_monotonic) {
         for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
                 timespec ts{};
                 std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+                return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec - real_minus_monotonic;
             }
         }
         return fallback_ns;
     }
 
-    void handle(std::size_t socket, std::size_t m, std::int64_t fallback_ns) {
+    void handle(std::size_t socket, std::size_t m, std::int64_t fallback_ns, std::int64_t real_minus_monotonic) {
         mmsghdr& message = messages_[m];
-        const std::int64_t received_ns = kernel_timestamp(message.msg_hdr, fallback_ns);
+        const std::int64_t received_ns = kernel_timestamp(message.msg_hdr, fallback_ns, real_minus_monotonic);
         const bool cut = (message.msg_hdr.msg_flags & MSG_TRUNC) != 0;
         const Outcome outcome = classifier_.classify(
             pair_.rings[socket], buffers_.data() + m * kReplyBufferSize,

@@ -10,15 +10,21 @@
 // the first one that returned data sleeps XLATPERF_SHIM_RECV_MS ms before reading
 // (a receiver preempted near its end time), and with XLATPERF_SHIM_RECV_EACH_MS=E
 // every later call sleeps E ms (a receiver too slow to read what is pending).
+// With XLATPERF_SHIM_STEP_S=S, CLOCK_REALTIME steps by S seconds (may be negative)
+// XLATPERF_SHIM_STEP_AFTER_MS after the process first read it: clock_gettime and
+// the kernel's receive timestamps (SCM_TIMESTAMPNS) that recvmmsg returns both
+// move, as a real step of the wall clock moves both.
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <thread>
+#include <time.h>
 
 namespace {
 
@@ -37,7 +43,44 @@ long now_ms() {
     return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
+using ClockFn = int (*)(clockid_t, timespec*);
+
+ClockFn real_clock() {
+    static const auto real = reinterpret_cast<ClockFn>(dlsym(RTLD_NEXT, "clock_gettime"));
+    return real;
+}
+
+std::int64_t monotonic_now_ns() {
+    timespec ts{};
+    real_clock()(CLOCK_MONOTONIC, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The wall-clock step in force now (0 before it happens).
+std::int64_t step_ns() {
+    static const double step_s = std::getenv("XLATPERF_SHIM_STEP_S") ? std::strtod(std::getenv("XLATPERF_SHIM_STEP_S"), nullptr) : 0;
+    static const long after_ms = env_number("XLATPERF_SHIM_STEP_AFTER_MS", 0);
+    static std::atomic<std::int64_t> first_ns{-1};
+    if (step_s == 0) return 0;
+    const std::int64_t now = monotonic_now_ns();
+    std::int64_t unset = -1;
+    first_ns.compare_exchange_strong(unset, now);
+    return now - first_ns.load() >= after_ms * 1'000'000 ? static_cast<std::int64_t>(step_s * 1e9) : 0;
+}
+
+void shift(timespec& ts, std::int64_t by_ns) {
+    const std::int64_t ns = std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + by_ns;
+    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+}
+
 }  // namespace
+
+extern "C" int clock_gettime(clockid_t clock, timespec* ts) {
+    const int result = real_clock()(clock, ts);
+    if (result == 0 && clock == CLOCK_REALTIME) shift(*ts, step_ns());
+    return result;
+}
 
 extern "C" int sendmmsg(int fd, mmsghdr* messages, unsigned count, int flags) {
     static const auto real = reinterpret_cast<SendmmsgFn>(dlsym(RTLD_NEXT, "sendmmsg"));
@@ -94,6 +137,17 @@ extern "C" int recvmmsg(int fd, mmsghdr* messages, unsigned count, int flags, ti
         }
     }
     const int result = real(fd, messages, count, flags, timeout);
+    const std::int64_t step = step_ns();
+    for (int m = 0; step != 0 && m < result; ++m) {
+        for (cmsghdr* c = CMSG_FIRSTHDR(&messages[m].msg_hdr); c != nullptr; c = CMSG_NXTHDR(&messages[m].msg_hdr, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                timespec ts{};
+                std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                shift(ts, step);
+                std::memcpy(CMSG_DATA(c), &ts, sizeof ts);
+            }
+        }
+    }
     long unset = -1;
     if (result > 0) first_data_ms.compare_exchange_strong(unset, now_ms());
     return result;

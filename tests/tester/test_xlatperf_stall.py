@@ -19,6 +19,7 @@ import pytest
 from xlatbench.zones import KnotConfig, KnotServer
 
 from .helpers import RELAXED_TIMING, check_consistency
+from .peer import Peer, answer_after
 
 STALL_MS = 50
 
@@ -250,3 +251,29 @@ def test_time_spent_inside_the_last_send_call_counts_as_lag(xlatperf, shim, tmp_
     assert result["send"]["max_lag_s"] >= STALL_MS / 1000 * 0.9
     assert result["verdict"]["status"] == "tester-limited"
     assert any("behind its schedule" in reason for reason in result["verdict"]["reasons"])
+
+
+@pytest.mark.parametrize("step_s", [10, -10])
+def test_a_wall_clock_step_mid_trial_moves_no_interval(xlatperf, shim, tmp_path, validator, step_s):
+    """CLOCK_REALTIME steps by 10 s one second into a 2 s trial (the seam moves the clock and the kernel's
+    receive stamps alike). A peer answers each query 50 ms after it arrived, so about 100 queries are in
+    flight at the step. Before, send times were REALTIME: those replies came out 10 s late (or before their
+    query, unexpected); with CLOCK_MONOTONIC intervals every reply is valid and no latency is near the
+    step."""
+    out = tmp_path / "step.json"
+    env = dict(os.environ, LD_PRELOAD=str(shim), XLATPERF_SHIM_STEP_S=str(step_s),
+               XLATPERF_SHIM_STEP_AFTER_MS="1000")
+    with Peer("127.0.0.1", answer_after(0.05), rcvbuf=8 << 20) as peer:
+        proc = subprocess.run([str(xlatperf), "--server", "127.0.0.1", "--port", str(peer.port),
+                               "--rate", "2000", "--queries", "4000", "--quiet", "--json", str(out),
+                               *RELAXED_TIMING],
+                              capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    validator.validate(result)
+    check_consistency(result)
+    totals = result["totals"]
+    assert peer.queries == 4000
+    assert totals["late"] == 0 and totals["unexpected"] == 0
+    assert totals["valid"] == 4000
+    assert result["latency"]["max"] < 0.25
