@@ -222,6 +222,9 @@ int run(const Options& o) {
         }
         if (k >= o.queries) {
             if (monotonic_ns() - last_send > wait_ns) break;
+        } else if (k < due && monotonic_ns() - last_send > 5'000'000'000) {
+            throw XdpError("sending stalled for 5 s (" + std::to_string(k) + " of " + std::to_string(o.queries) +
+                           " queries sent): the TX ring does not drain");
         }
         if (got == 0 && k >= due) {
             const std::int64_t next = k >= o.queries ? monotonic_ns() + 200'000

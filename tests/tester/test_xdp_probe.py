@@ -81,7 +81,9 @@ def start_probe(link: XdpLink, *args: str) -> subprocess.Popen[str]:
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     line = proc.stderr.readline()
-    assert "attached" in line, line + proc.stderr.read()
+    if "attached" not in line:
+        proc.kill()
+        pytest.fail(line + proc.stderr.read())
     return proc
 
 
@@ -126,10 +128,12 @@ def test_tcp_and_a_socket_dns_query_work_while_the_program_is_attached(link, kno
          "import socket; s = socket.create_server(('" + KNOT_V4 + "', 2222)); print('up', flush=True);"
          " c, _ = s.accept(); c.sendall(b'hello'); c.close()"),
         stdout=subprocess.PIPE, text=True)
+    probes: list[subprocess.Popen[str]] = []
     try:
         assert listener.stdout is not None and listener.stdout.readline().strip() == "up"
         probe = start_probe(link, "--server", KNOT_V4, "--source", f"{ROOT_V4},20000-20999", "--rate", "500",
                             "--queries", "2500")
+        probes.append(probe)
         assert attached_program(link.outer) is not None
         # A DNS query from an ordinary socket: its reply comes from the server's address and port too,
         # but to an ephemeral port outside the probe's ranges, so the kernel must get it.
@@ -146,15 +150,16 @@ def test_tcp_and_a_socket_dns_query_work_while_the_program_is_attached(link, kno
         check_all_valid(result, 2500)
         assert result["filter"]["passed"] > 0  # ARP, TCP and the socket's reply went on to the kernel
     finally:
-        listener.kill()
-        listener.wait()
+        for started in (listener, *probes):
+            started.kill()
+            started.wait()
     assert attached_program(link.outer) is None
 
 
 def test_a_killed_probe_leaves_its_program_and_the_next_run_removes_it(link, knot):
     probe = start_probe(link, "--server", KNOT_V4, "--source", f"{ROOT_V4},20000-20999", "--rate", "100",
                         "--queries", "100000")
-    probe.kill()
+    probe.kill()  # SIGKILL: no destructor runs
     probe.wait()
     left = attached_program(link.outer)
     assert left is not None and left["prog"]["name"] == "xlb_reply_filt"

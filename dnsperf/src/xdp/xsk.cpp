@@ -77,6 +77,10 @@ int XskSocket::fd() const { return xsk_socket__fd(socket_); }
 
 std::uint32_t XskSocket::tx_reserve(std::uint32_t wanted) {
     reap_completions();
+    if (free_.size() < wanted && tx_in_flight() > 0) {  // frames the kernel has not sent yet
+        kick();
+        reap_completions();
+    }
     wanted = std::min<std::uint32_t>(wanted, static_cast<std::uint32_t>(free_.size()));
     if (wanted == 0) return 0;
     const std::uint32_t got = xsk_ring_prod__reserve(&tx_, wanted, &tx_index_);
@@ -103,10 +107,22 @@ void XskSocket::tx_submit(std::uint32_t count, std::uint32_t length) {
 }
 
 void XskSocket::kick() {
-    // Copy mode sends in this syscall; zero-copy only when the kernel asks for a wakeup.
+    // Copy mode sends in this syscall, at most a kernel batch per call (EAGAIN: more
+    // left), so it repeats until the TX ring is drained; zero-copy needs a call only
+    // when the kernel asks for a wakeup. An interface that went away is an error:
+    // without it, frames would wait in the ring for ever.
     if (zero_copy_ && !xsk_ring_prod__needs_wakeup(&tx_)) return;
-    ++kicks_;
-    sendto(fd(), nullptr, 0, MSG_DONTWAIT, nullptr, 0);
+    for (std::uint32_t tries = 0; tries <= sizes_.ring; ++tries) {
+        ++kicks_;
+        if (sendto(fd(), nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) return;
+        if (errno == EAGAIN || errno == EBUSY) {
+            reap_completions();
+            continue;
+        }
+        if (errno == ENOBUFS || errno == EINTR) return;  // the device queue is full: the next kick goes on
+        throw XdpError(std::string("AF_XDP send failed: ") + std::strerror(errno) +
+                       " (the interface went down or away)");
+    }
 }
 
 void XskSocket::reap_completions() {

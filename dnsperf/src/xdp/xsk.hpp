@@ -62,10 +62,10 @@ public:
     std::uint32_t tx_reserve(std::uint32_t wanted);
     std::uint8_t* tx_slot(std::uint32_t i);          // i < reserved
     void tx_submit(std::uint32_t count, std::uint32_t length);
-    void kick();                                      // one syscall per batch
+    void kick();                                      // until the kernel took the whole batch
     void reap_completions();                          // TX frames back to the free list
     std::uint32_t tx_in_flight() const { return sizes_.tx_frames - static_cast<std::uint32_t>(free_.size()); }
-    std::uint64_t kicks() const { return kicks_; }
+    std::uint64_t kicks() const { return kicks_; }      // sendto calls
 
     // Receiving: up to `max` frames; release them with release_rx(count).
     std::uint32_t receive(RxFrame* out, std::uint32_t max);
