@@ -8,7 +8,8 @@ shared machine. The paper reads the verdict off per-core idle time on separate D
 only when it is saturated --
 - its active cores had < BUSY_IDLE % idle time (kernel work counts: softirq/system, in-kernel NAT44,
   forwarding, Jool), or
-- its single-threaded user-space translator (tayga) used >= SATURATED_SHARE % of one core, or
+- its single-threaded user-space translator (execution_model: one thread per instance) used
+  >= SATURATED_SHARE % of one core, or
 - one of its active cores spent >= SATURATED_SHARE % in softirq (an in-kernel translator such as Jool
   saturating the core its packets land on) --
 while the other DUT is clearly idler (CLEAR_MARGIN points more idle time, or that much less of a core),
@@ -131,6 +132,9 @@ def _translator_saturation(evidence: Evidence, result: Verdict) -> set[str]:
             line += f", {failing[dut]:.1f} % in the failing trial above it"
         result.evidence.append(line)
         top = max(shares.get(dut, 0.0), failing.get(dut, 0.0))
+        if evidence.single_threaded is None and top >= SATURATED_SHARE:
+            result.evidence.append(f"{dut}: its translator's execution model is not recorded (a store from "
+                                   "before execution_model): whether one core is its limit is not known")
         if evidence.single_threaded and top >= SATURATED_SHARE:
             saturated.add(dut)
             result.evidence.append(f"{dut}: a single-threaded translator at ≥ {SATURATED_SHARE:.0f} % of a "

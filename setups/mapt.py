@@ -46,8 +46,9 @@ class Bmr:
         v4 = v4 or ipaddress.IPv4Network(self.ipv4_prefix)
         return self.ea_bits_len - (32 - v4.prefixlen)
 
-    def jool_args(self) -> list[str]:
-        """The rule as jool_mapt spells it: IPv6 prefix, IPv4 prefix, EA-bits length, PSID offset."""
+    def rule_fields(self) -> list[str]:
+        """The rule's four fields as RFC 7597 lists them (and jool_mapt takes them): IPv6 prefix, IPv4
+        prefix, EA-bits length, PSID offset."""
         return [self.ipv6_prefix, self.ipv4_prefix, str(self.ea_bits_len), str(self.psid_offset)]
 
 

@@ -7,6 +7,7 @@ What the paper leaves open is marked as our choice.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -28,6 +29,13 @@ from .topology import (
 )
 
 WELL_KNOWN_PREFIX = "64:ff9b::/96"
+
+
+def is_well_known(prefix: str | None) -> bool:
+    """Whether `prefix` lies inside RFC 6052's well-known prefix (the paper's)."""
+    well_known = ipaddress.IPv6Network(WELL_KNOWN_PREFIX)
+    return prefix is not None and ipaddress.IPv6Network(prefix).subnet_of(well_known)
+
 CLIENT = "192.168.0.4"
 CLIENT_NET = "192.168.0.0/24"
 CLIENT_GATEWAY = "192.168.0.1"
@@ -376,8 +384,8 @@ def br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
         "from the CE's MAP address, one port of its set per socket"
     )
     notes.append(
-        f"CEs derived from the BMR {' '.join(MAPT_BMR.jool_args())}: same PSID, one IPv4 address each "
-        "(a tayga BR needs one EAM per CE; Jool's BR applies the rule itself)"
+        f"CEs derived from the BMR {' '.join(MAPT_BMR.rule_fields())}: same PSID, one IPv4 address each "
+        "(a BR that maps whole addresses needs one EAM per CE; a BR that applies the rule serves any CE)"
     )
     return _single(
         "br",

@@ -7,69 +7,69 @@ namespace and the links are veth pairs the emulation creates first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .backends import Backend, RenderContext, linux
-from .backends.bpf import BpfBackend
-from .backends.jool import JoolBackend
-from .backends.tayga import TaygaBackend
+from .backends import Backend, RenderContext, linux, registry
 from .steps import Cmd, Comment, Daemon, Step
 from .topology import TRANSLATOR_ROLES, Host, Topology, Translator
 
-BACKENDS = ("jool", "tayga", "bpf")
 ROLES = ("clat", "plat", "ce", "br")
 
 
 @dataclass(frozen=True)
 class BackendChoice:
-    """Which backend serves each translator role (clat, plat, ce, br); forwarding and NAT44 are Linux's."""
+    """Which backend serves each translator role (clat, plat, ce, br); forwarding and NAT44 are Linux's.
+    variants: backend name -> its variant (a backend's `variant_option`), where not the default."""
 
-    by_role: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ROLES, "tayga"))
-    tayga_variant: str = "patched"
+    by_role: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ROLES, registry.EMULATION_DEFAULT))
+    variants: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str, tayga_variant: str = "patched") -> BackendChoice:
-        """ "tayga" (every role) or "clat=tayga,plat=jool" (per role; unnamed roles keep tayga)."""
-        by_role = dict.fromkeys(ROLES, "tayga")
+    def parse(cls, text: str, variants: Mapping[str, str] | None = None,
+              default: str = registry.EMULATION_DEFAULT) -> BackendChoice:
+        """ "NAME" (every role) or "clat=NAME,plat=OTHER" (per role; unnamed roles keep `default`)."""
+        by_role = dict.fromkeys(ROLES, default)
         if "=" not in text:
-            _check_backend(text)
+            registry.make(text)
             by_role = dict.fromkeys(ROLES, text)
         else:
             for part in text.split(","):
                 role, _, name = part.partition("=")
                 if role not in ROLES:
                     raise ValueError(f"unknown role {role!r} in --backend: roles are {', '.join(ROLES)}")
-                _check_backend(name)
+                registry.make(name)
                 by_role[role] = name
-        return cls(by_role, tayga_variant)
+        for name, variant in (variants or {}).items():
+            registry.make(name, variant)  # a bad variant: ValueError naming the choices
+        return cls(by_role, dict(variants or {}))
 
     def backend(self, role: Translator) -> Backend:
         name = self.by_role[TRANSLATOR_ROLES[type(role)]]
-        if name == "jool":
-            return JoolBackend()
-        if name == "bpf":
-            return BpfBackend()
-        return TaygaBackend(self.tayga_variant)
+        return registry.make(name, self.variants.get(name))
+
+    def used(self, topology: Topology) -> list[Backend]:
+        """Each backend serving a role of `topology`, once."""
+        found: dict[str, Backend] = {}
+        for role in topology.translators().values():
+            backend = self.backend(role)
+            found.setdefault(backend.name, backend)
+        return list(found.values())
 
     def machine_steps(self, topology: Topology, ctx: RenderContext) -> list[Step]:
         """Steps the chosen backends need once per machine, outside every namespace (e.g. a bpffs)."""
         steps: list[Step] = []
-        seen: set[str] = set()
-        for role in topology.translators().values():
-            backend = self.backend(role)
-            prepare = getattr(backend, "machine_steps", None)
-            if prepare is not None and backend.name not in seen:
-                seen.add(backend.name)
-                steps += prepare(ctx)
+        for backend in self.used(topology):
+            steps += backend.machine_steps(ctx)
         return steps
 
-
-def _check_backend(name: str) -> None:
-    if name not in BACKENDS:
-        raise ValueError(
-            f"unknown backend {name!r}: choose {' or '.join(BACKENDS)} "
-            "(linux always does forwarding and NAT44)"
-        )
+    def default_prefix(self) -> str | None:
+        """A translation prefix a chosen variant needs instead of the paper's (None: the paper's)."""
+        for name, variant in self.variants.items():
+            option = registry.variant_options().get(name)
+            if name in self.by_role.values() and option is not None and variant in option.default_prefix:
+                return option.default_prefix[variant]
+        return None
 
 
 def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: RenderContext) -> list[Step]:
@@ -147,9 +147,6 @@ def header(topology: Topology, choice: BackendChoice) -> list[Comment]:
         variant = f" ({desc['variant']}, prefix {desc['prefix']})" if "variant" in desc else ""
         lines.append(f"{host}: {TRANSLATOR_ROLES[type(role)]} by {backend.name}{variant}")
     lines += list(topology.notes)
-    if any(
-        choice.backend(r).name == "jool" and TRANSLATOR_ROLES[type(r)] == "br"
-        for r in topology.translators().values()
-    ):
-        lines.append("jool: the paper's BR listing omits Jool's lines; the BR's follow Jool's MAP-T docs")
+    notes = [n for r in topology.translators().values() for n in choice.backend(r).notes(r)]
+    lines += list(dict.fromkeys(notes))
     return [Comment(line) for line in lines]

@@ -1,13 +1,29 @@
 """Backends render a host's configuration items as steps. `linux` renders plain network configuration
-(interfaces, routes, forwarding, NAT44); translator roles go to the backend chosen for them."""
+(interfaces, routes, forwarding, NAT44); translator roles go to the backend chosen for them.
+
+This package owns everything that differs between translator implementations, behind one interface
+(`Backend`): the roles it plays, the steps it renders, the processes it starts (how to recognise, watch and
+pin them), its machine-wide steps, the devices it creates, its preflight facts and refusals on a testbed host,
+its undo specifics, how a testbed swaps in a host's own binary, its execution model and its version label.
+The registry (`registry.REGISTRY`, name -> factory) is the only list of implementations: callers outside
+this package name none; they ask the registry and use the interface.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..steps import Step
 from ..topology import Host, Translator
+
+# How a translator spends CPU: what a per-process CPU reading covers and whether one instance can use
+# more than one core. Every record's translator description carries one of these as `execution_model`.
+USER_SPACE_SINGLE_THREAD = "user-space, one thread per instance"
+USER_SPACE_MULTI_THREAD = "user-space, multi-threaded"
+IN_KERNEL_SOFTIRQ = "in-kernel, softirq"
+EXECUTION_MODELS = (USER_SPACE_SINGLE_THREAD, USER_SPACE_MULTI_THREAD, IN_KERNEL_SOFTIRQ)
 
 
 @dataclass(frozen=True)
@@ -24,10 +40,125 @@ class RenderContext:
     prefix: str = "xlatbench"
 
 
+@dataclass(frozen=True)
+class Process:
+    """A process a backend starts for a role on a host.
+
+    name: how records and messages call it ("<program> (<host>)"). pidfile: where its pid is written.
+    program: the executable's base name, matched against /proc/PID/comm so that `down` never ends a
+    stranger that reused the pid. watch: a trial is void if it dies. pin: it belongs in the DUT's cpuset.
+    log: its log file (for the message when it does not stay up).
+    """
+
+    name: str
+    pidfile: str
+    program: str
+    watch: bool = True
+    pin: bool = True
+    log: str = ""
+
+
+@dataclass(frozen=True)
+class VariantOption:
+    """A backend's build variant as a command-line / inventory option (`--<flag> CHOICE`).
+
+    default_prefix: a translation prefix a variant needs instead of the paper's (variant -> prefix)."""
+
+    flag: str
+    choices: tuple[str, ...]
+    default: str
+    help: str
+    default_prefix: Mapping[str, str]
+
+
 class Backend(Protocol):
+    """One translator implementation. Only `name`, `roles`, `execution_model`, `render`, `unavailable`
+    and `describe` are specific to every backend; the rest have neutral defaults in `BackendBase`."""
+
     name: str
     roles: frozenset[str]  # translator roles it can serve: clat, plat, ce, br
+    execution_model: str  # one of EXECUTION_MODELS
+    programs: tuple[str, ...]  # base names of the executables it starts (a testbed may swap in its own)
+    variant_option: VariantOption | None  # its build variants, if it has any
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]: ...
     def unavailable(self) -> str | None: ...  # why it cannot run on this machine, or None
-    def describe(self, role: Translator) -> dict[str, object]: ...
+    def describe(self, role: Translator) -> dict[str, object]: ...  # carries execution_model
+    def notes(self, role: Translator) -> list[str]: ...  # lines for a rendering's header
+    def version(self) -> str: ...
+    def processes(self, host: str, ctx: RenderContext) -> list[Process]: ...
+    def machine_steps(self, ctx: RenderContext) -> list[Step]: ...
+    def devices(self, ctx: RenderContext) -> tuple[str, ...]: ...
+    def preflight_facts(self, binary: str | None = None) -> list[str]: ...
+    def preflight_problems(self, role: str, topology: str, binary: str | None,
+                           facts: Mapping[str, str]) -> list[str]: ...
+    def preflight_report(self, facts: Mapping[str, str]) -> object | None: ...
+    def preflight_summary(self, report: object | None) -> str: ...
+    def testbed_version(self, host_report: Mapping[str, object]) -> object | None: ...
+    def undo(self, argv: tuple[str, ...]) -> str | None: ...
+    def owns_undo(self, argv: tuple[str, ...]) -> bool: ...
+    def created_device(self, argv: tuple[str, ...]) -> str | None: ...
+    def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]: ...
+
+
+class BackendBase:
+    """Neutral defaults of the optional parts of `Backend` (an in-kernel translator with nothing to start,
+    nothing to undo beyond the generic steps, no preflight of its own)."""
+
+    name = ""
+    execution_model = IN_KERNEL_SOFTIRQ
+    programs: tuple[str, ...] = ()
+    variant_option: VariantOption | None = None
+
+    def version(self) -> str:
+        return "unknown"
+
+    def notes(self, role: Translator) -> list[str]:
+        return []
+
+    def processes(self, host: str, ctx: RenderContext) -> list[Process]:
+        return []
+
+    def machine_steps(self, ctx: RenderContext) -> list[Step]:
+        return []
+
+    def devices(self, ctx: RenderContext) -> tuple[str, ...]:
+        return ()
+
+    def preflight_facts(self, binary: str | None = None) -> list[str]:
+        """Shell lines printing `key=value` facts of a testbed host this backend needs (`binary`: the
+        host's own build of its program, if the inventory names one)."""
+        return []
+
+    def preflight_problems(self, role: str, topology: str, binary: str | None,
+                           facts: Mapping[str, str]) -> list[str]:
+        """Why a testbed host cannot serve `role` with this backend (empty: it can)."""
+        return []
+
+    def preflight_report(self, facts: Mapping[str, str]) -> object | None:
+        """What the preflight record keeps of this backend's facts (under the backend's name)."""
+        return None
+
+    def preflight_summary(self, report: object | None) -> str:
+        """The report in a few words for the preflight summary ("": nothing found)."""
+        return ""
+
+    def testbed_version(self, host_report: Mapping[str, object]) -> object | None:
+        """The version a testbed host's preflight report found (None: describe()'s own label stands)."""
+        return None
+
+    def owns_undo(self, argv: tuple[str, ...]) -> bool:
+        """Whether `undo` knows how to reverse this step (one of this backend's own commands)."""
+        return False
+
+    def undo(self, argv: tuple[str, ...]) -> str | None:
+        """The shell line reversing one of this backend's steps (None: nothing to undo)."""
+        return None
+
+    def created_device(self, argv: tuple[str, ...]) -> str | None:
+        """The network device a step of this backend creates (for collision checks), if any."""
+        return None
+
+    def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]:
+        """`argv` with a host's own build of this backend's program in place of the default one."""
+        return argv

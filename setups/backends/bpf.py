@@ -23,12 +23,13 @@ import platform
 import shutil
 import struct
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from ...paths import build_dir
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import RenderContext, linux
+from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, linux
 
 # Counter names, in the order of `enum stat` in siit.bpf.c.
 STATS = (
@@ -51,7 +52,7 @@ STATS = (
 CFG_PREFIX, CFG_POOL = 1, 2
 # Both ends of the translator's veth pair (locally administered unicast address).
 SIIT_MAC = "02:00:5e:51:17:01"
-EXECUTION_MODEL = "in-kernel, softirq"
+EXECUTION_MODEL = IN_KERNEL_SOFTIRQ
 
 
 def object_path() -> Path:
@@ -95,7 +96,7 @@ def config_value(prefix: str | None, pool: str | None) -> bytes:
     return prefix_bytes + pool_bytes + struct.pack("=II", pool_size, flags)
 
 
-class BpfBackend:
+class BpfBackend(BackendBase):
     name = "bpf"
     roles = frozenset({"clat", "plat", "ce", "br"})
     execution_model = EXECUTION_MODEL
@@ -103,6 +104,21 @@ class BpfBackend:
     def devices(self, ctx: RenderContext) -> tuple[str, str]:
         """The veth pair: routes point to the first, the program sits on the second's ingress."""
         return f"{ctx.prefix}-siit0", f"{ctx.prefix}-siit1"
+
+    def version(self) -> str:
+        return bpf_version()
+
+    def preflight_facts(self, binary: str | None = None) -> list[str]:
+        return ['echo "bpftool=$(command -v bpftool || echo absent)"']
+
+    def preflight_problems(self, role: str, topology: str, binary: str | None,
+                           facts: Mapping[str, str]) -> list[str]:
+        if facts.get("bpftool", "absent") == "absent":
+            return [f"{role}: bpftool not found (it loads the translator): apt-get install bpftool"]
+        return []
+
+    def preflight_report(self, facts: Mapping[str, str]) -> object | None:
+        return {"bpftool": facts.get("bpftool")}
 
     def pins(self, host: str, ctx: RenderContext) -> str:
         """Directory of this host's pinned program (`siit`) and maps (`maps/siit_*`)."""

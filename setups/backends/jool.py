@@ -7,17 +7,86 @@ the BR lines follow Jool's MAP-T documentation (instance with the DMR, the FMR, 
 from __future__ import annotations
 
 import os
+import re
+import shlex
+from collections.abc import Mapping
 
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import RenderContext
+from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext
 
 PAPER_VERSION = "4.2.0-rc2"
+MODULES = ("jool_siit", "jool", "jool_mapt")  # kernel modules, each with its user-space tool of that name
 
 
-class JoolBackend:
+class JoolBackend(BackendBase):
     name = "jool"
     roles = frozenset({"clat", "plat", "ce", "br"})
+    execution_model = IN_KERNEL_SOFTIRQ
+
+    def version(self) -> str:
+        return f"as installed on the real host (the paper used {PAPER_VERSION}; jool_mapt needs >= 4.2)"
+
+    def owns_undo(self, argv: tuple[str, ...]) -> bool:
+        return (len(argv) > 2 and argv[0] in MODULES
+                and (argv[1:3] == ("instance", "add") or argv[1] in ("eamt", "pool4", "-i", "global")))
+
+    def undo(self, argv: tuple[str, ...]) -> str | None:
+        """An instance is removed whole; its tables and globals (eamt, pool4, -i NAME ...) go with it."""
+        if argv[0] in ("jool_siit", "jool") and argv[1:3] == ("instance", "add"):
+            return f"{argv[0]} instance remove"
+        if argv[0] == "jool_mapt" and argv[1:3] == ("instance", "add"):
+            return shlex.join(("jool_mapt", "instance", "remove", argv[3]))
+        return None  # eamt, pool4, -i NAME ...: part of the instance
+
+    def preflight_facts(self, binary: str | None = None) -> list[str]:
+        """The user-space tools' version and, per module, the loaded and the installed version."""
+        lines = ['echo "jool_tools=$( (jool --version 2>/dev/null || echo absent) | head -n 1)"']
+        for module in MODULES:
+            lines += [
+                f'echo "loaded_{module}=$(cat /sys/module/{module}/version 2>/dev/null || echo absent)"',
+                f'echo "installed_{module}=$(modinfo -F version {module} 2>/dev/null || echo absent)"',
+            ]
+        return lines
+
+    def preflight_report(self, facts: Mapping[str, str]) -> object | None:
+        return {m: module_version(facts, m) for m in MODULES} | {"tools": facts.get("jool_tools")}
+
+    def preflight_summary(self, report: object | None) -> str:
+        found = report if isinstance(report, dict) else {}
+        if not any(found.get(m) for m in MODULES):
+            return ""
+        return "jool " + ", ".join(f"{m} {found[m]}" for m in MODULES if found.get(m)) + \
+            f" (tools {found.get('tools')})"
+
+    def testbed_version(self, host_report: Mapping[str, object]) -> object | None:
+        return host_report.get("jool")
+
+    def preflight_problems(self, role: str, topology: str, binary: str | None,
+                           facts: Mapping[str, str]) -> list[str]:
+        """MAP-T needs jool_mapt >= 4.2; the CLAT (dut1) jool_siit, the PLAT jool; tools of the module's
+        version."""
+        if topology == "baseline":
+            return []
+        if topology == "mapt":
+            version = module_version(facts, "jool_mapt")
+            if version is None or not version_at_least(version, (4, 2)):
+                found = version or f"no jool_mapt module (jool tools: {facts.get('jool_tools', 'absent')})"
+                return [f"{role}: MAP-T needs Jool >= 4.2 (jool_mapt), this host has {found}: install "
+                        "Jool 4.2 from source (Debian 12's jool-tools 4.1.9 has no MAP-T), or use "
+                        "backend = \"tayga\""]
+            return _tools_problems(role, facts, version)
+        module = "jool_siit" if role == "dut1" else "jool"
+        version = module_version(facts, module)
+        if version is None:
+            return [f"{role}: Jool module {module} neither loaded nor installed: install Jool "
+                    "(jool-dkms + jool-tools), or use backend = \"tayga\""]
+        return _tools_problems(role, facts, version)
+
+    def notes(self, role: Translator) -> list[str]:
+        if isinstance(role, MapBrRole):
+            return ["jool: the paper's BR listing omits Jool's lines; the BR's follow Jool's MAP-T docs"]
+        return []
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]:
         if isinstance(role, Clat):
@@ -50,7 +119,7 @@ class JoolBackend:
                         role.end_user_prefix,
                     )
                 ),
-                Cmd(("jool_mapt", "-i", name, "global", "update", "bmr", *role.bmr.jool_args())),
+                Cmd(("jool_mapt", "-i", name, "global", "update", "bmr", *role.bmr.rule_fields())),
                 Cmd(("jool_mapt", "-i", name, "global", "update", "map-t-type", "CE")),
             ]
         if isinstance(role, MapBrRole):
@@ -59,7 +128,7 @@ class JoolBackend:
                 Cmd(("modprobe", "jool_mapt")),
                 Cmd(("jool_mapt", "instance", "add", name, "--netfilter", "--dmr", role.dmr)),
             ]
-            steps += [Cmd(("jool_mapt", "-i", name, "fmrt", "add", *fmr.jool_args())) for fmr in role.fmrs]
+            steps += [Cmd(("jool_mapt", "-i", name, "fmrt", "add", *fmr.rule_fields())) for fmr in role.fmrs]
             steps.append(Cmd(("jool_mapt", "-i", name, "global", "update", "map-t-type", "BR")))
             return steps
         raise TypeError(f"jool backend cannot render {type(role).__name__}")
@@ -76,7 +145,33 @@ class JoolBackend:
         module = {Clat: "jool_siit", Plat: "jool", MapCeRole: "jool_mapt", MapBrRole: "jool_mapt"}[type(role)]
         return {
             "implementation": "jool",
+            "execution_model": self.execution_model,
             "module": module,
-            "version": f"as installed on the real host (the paper used {PAPER_VERSION}; "
-            "jool_mapt needs >= 4.2)",
+            "version": self.version(),
         }
+
+
+def module_version(facts: Mapping[str, str], module: str) -> str | None:
+    """A module's loaded version, else its installed one (None: neither)."""
+    for key in (f"loaded_{module}", f"installed_{module}"):
+        value = facts.get(key, "absent")
+        if value != "absent" and value:
+            return value
+    return None
+
+
+def version_at_least(version: str, wanted: tuple[int, ...]) -> bool:
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[: len(wanted)])
+    return numbers >= wanted
+
+
+def _tools_problems(role: str, facts: Mapping[str, str], module_version: str) -> list[str]:
+    """Jool's user-space tools must be there and of the module's version (major.minor.patch)."""
+    tools = facts.get("jool_tools", "absent")
+    if tools == "absent" or not re.search(r"\d", tools):
+        return [f"{role}: Jool's user-space tools (jool, jool_siit) not found: install jool-tools of the "
+                f"module's version {module_version}"]
+    if re.findall(r"\d+", tools)[:3] != re.findall(r"\d+", module_version)[:3]:
+        return [f"{role}: Jool tools {tools} and module {module_version} differ: install the tools of the "
+                "module's version (they refuse to talk to another)"]
+    return []

@@ -16,15 +16,17 @@ network-specific prefix (e.g. 2001:db8:64::/96) and with that rare loss.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
+import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from ...paths import build_dir
+from ..paper import is_well_known
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import RenderContext, linux
+from . import USER_SPACE_SINGLE_THREAD, BackendBase, Process, RenderContext, VariantOption, linux
 from .linux import PLAT_DYNAMIC_POOL
 
 # The TUN device: a name of the suite's own (Debian's tayga service uses "nat64"; a DUT may have one).
@@ -34,6 +36,15 @@ TUN = "xlatbench64"
 LOCAL_ADDRESSES = {"dut1": ("192.0.0.1", "2001:db8:ff::1"), "dut2": ("192.0.0.2", "2001:db8:ff::2")}
 STOCK_BINARY = "/usr/sbin/tayga"
 VARIANTS = ("patched", "stock")
+STOCK_PREFIX = "2001:db8:64::/96"  # a network-specific prefix: stock tayga refuses the paper's addresses
+VARIANT_OPTION = VariantOption(
+    flag="tayga",
+    choices=VARIANTS,
+    default="patched",
+    help="patched: Debian's tayga rebuilt with `wkpf-strict no`, keeps the paper's 64:ff9b::/96; "
+    "stock: Debian's binary, needs a network-specific prefix",
+    default_prefix={"stock": STOCK_PREFIX},
+)
 
 
 def patched_binary() -> Path:
@@ -41,15 +52,12 @@ def patched_binary() -> Path:
     return build_dir() / "tayga" / "tayga"
 
 
-def is_well_known(prefix: str | None) -> bool:
-    return prefix is not None and ipaddress.IPv6Network(prefix).subnet_of(
-        ipaddress.IPv6Network("64:ff9b::/96")
-    )
-
-
-class TaygaBackend:
+class TaygaBackend(BackendBase):
     name = "tayga"
     roles = frozenset({"clat", "plat", "ce", "br"})
+    execution_model = USER_SPACE_SINGLE_THREAD
+    variant_option = VARIANT_OPTION
+    programs = ("tayga",)
 
     def __init__(self, variant: str = "patched") -> None:
         if variant not in VARIANTS:
@@ -63,6 +71,51 @@ class TaygaBackend:
     def files(self, host: str, ctx: RenderContext) -> dict[str, str]:
         base = f"{ctx.rundir}/{host}-tayga"
         return {"conf": f"{base}.conf", "data": f"{base}.d", "pid": f"{base}.pid", "log": f"{base}.log"}
+
+    def version(self) -> str:
+        return tayga_version(self.variant)
+
+    def processes(self, host: str, ctx: RenderContext) -> list[Process]:
+        """The daemon; it is up once it runs (it opens its TUN at start)."""
+        files = self.files(host, ctx)
+        return [Process(f"tayga ({host})", files["pid"], "tayga", log=files["log"])]
+
+    def devices(self, ctx: RenderContext) -> tuple[str, ...]:
+        return (TUN,)
+
+    def created_device(self, argv: tuple[str, ...]) -> str | None:
+        return TUN if len(argv) >= 3 and argv[-1] == "--mktun" else None
+
+    def owns_undo(self, argv: tuple[str, ...]) -> bool:
+        return len(argv) >= 3 and argv[-1] == "--mktun" and "tayga" in argv[0]
+
+    def undo(self, argv: tuple[str, ...]) -> str | None:
+        """`--mktun` made the TUN device: deleting it undoes it."""
+        return f"ip link del {TUN}" if self.owns_undo(argv) else None
+
+    def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]:
+        return (binary, *argv[1:]) if argv and Path(argv[0]).name == "tayga" else argv
+
+    def preflight_facts(self, binary: str | None = None) -> list[str]:
+        lines = ['echo "tayga=$(dpkg-query -W -f \'${Version}\' tayga 2>/dev/null || echo absent)"']
+        if binary:
+            q = shlex.quote(binary)
+            lines.append(f'echo "tayga_binary=$([ -x {q} ] && echo present || echo absent)"')
+        return lines
+
+    def preflight_problems(self, role: str, topology: str, binary: str | None,
+                           facts: Mapping[str, str]) -> list[str]:
+        if binary and facts.get("tayga_binary") != "present":
+            return [f"{role}: tayga binary {binary} missing: run tools/build-tayga there"]
+        if not binary and facts.get("tayga", "absent") == "absent":
+            return [f"{role}: tayga not installed: apt-get install tayga, or set hosts.{role}.tayga_binary"]
+        return []
+
+    def preflight_report(self, facts: Mapping[str, str]) -> object | None:
+        return facts.get("tayga")
+
+    def preflight_summary(self, report: object | None) -> str:
+        return f"tayga {report}" if report not in (None, "absent") else ""
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]:
         files = self.files(host.name, ctx)
@@ -150,6 +203,7 @@ class TaygaBackend:
     def describe(self, role: Translator) -> dict[str, object]:
         info: dict[str, object] = {
             "implementation": "tayga",
+            "execution_model": self.execution_model,
             "variant": self.variant,
             "binary": self.binary,
             "version": tayga_version(self.variant),

@@ -84,7 +84,7 @@ def _parse_ethernet(frame: bytes) -> Datagram | None:
 class Capture:
     """tcpdump on one interface of a namespace, writing a pcap; a context manager."""
 
-    def __init__(self, netns: str, interface: str, path: Path, bpf: str = "udp port 53") -> None:
+    def __init__(self, netns: str, interface: str, path: Path, filter_expr: str = "udp port 53") -> None:
         self.argv = [
             "ip",
             "netns",
@@ -98,7 +98,7 @@ class Capture:
             interface,
             "-w",
             str(path),
-            bpf,
+            filter_expr,  # a pcap-filter(7) expression
         ]
         self.path = path
         self.errpath = path.with_suffix(".err")

@@ -65,8 +65,8 @@ class EmulatedChain:
                 "max_sockets": self.max_flows,
             }
         info["dut_cpu_times_cover"] = (
-            "user-space translator processes only (tayga); in-kernel forwarding "
-            "and NAT44 run in softirq and show in /proc/stat"
+            "user-space translator processes only (see each translator's execution_model); in-kernel "
+            "translation, forwarding and NAT44 run in softirq and show in /proc/stat"
         )
         return info
 
@@ -95,8 +95,7 @@ class EmulatedChain:
 
     def component_pids(self) -> dict[str, int]:
         """Name -> pid of every process a trial through the chain needs (knotd, user-space translators)."""
-        pids = {f"tayga ({host})": pid for host, found in self.emulation.translator_pids().items()
-                for pid in found}
+        pids = self.emulation.component_pids()
         knotd = read_pid(self.emulation.knot.pidfile)
         if knotd is not None:
             pids["knotd (server)"] = knotd

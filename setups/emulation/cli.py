@@ -6,10 +6,9 @@ import argparse
 import json
 import sys
 
-from ..backends import RenderContext
-from ..backends.tayga import VARIANTS
+from ..backends import RenderContext, registry
 from ..cpulist import cpu_list_arg
-from ..paper import TOPOLOGIES, topology
+from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
 from ..plan import BackendChoice, header, render
 from ..transports import DryRun
 from .cleanup import down, leftovers
@@ -28,23 +27,32 @@ def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) 
     parser.add_argument(
         "--backend",
         default=default_backend,
-        help="translator backend: jool, tayga or bpf for every role, or per role as "
+        help=f"translator backend: {', '.join(registry.names())} for every role, or per role as "
         "clat=...,plat=...,ce=...,br=... (default: %(default)s); "
         "forwarding and NAT44 are always Linux's",
     )
-    parser.add_argument(
-        "--tayga",
-        choices=VARIANTS,
-        default="patched",
-        help="patched: Debian's tayga rebuilt with `wkpf-strict no`, keeps the paper's 64:ff9b::/96; "
-        "stock: Debian's binary, needs a network-specific prefix (default: %(default)s)",
-    )
+    fallbacks = []
+    for name, option in registry.variant_options().items():
+        parser.add_argument(
+            f"--{option.flag}",
+            dest=f"variant_{name}",
+            choices=option.choices,
+            default=option.default,
+            help=f"{option.help} (default: %(default)s)",
+        )
+        fallbacks += [f"{prefix} with --{option.flag} {variant}"
+                      for variant, prefix in option.default_prefix.items()]
     parser.add_argument(
         "--nat64-prefix",
         metavar="PREFIX/96",
         help="translation prefix instead of the paper's 64:ff9b::/96 "
-        "(default: 64:ff9b::/96, or 2001:db8:64::/96 with --tayga stock)",
+        f"(default: 64:ff9b::/96{''.join(', or ' + f for f in fallbacks)})",
     )
+
+
+def _variants(args: argparse.Namespace) -> dict[str, str]:
+    """Backend name -> the variant chosen on the command line."""
+    return {name: getattr(args, f"variant_{name}") for name in registry.variant_options()}
 
 
 def _add_ces_option(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _register_up(actions: argparse._SubParsersAction) -> None:
     up = actions.add_parser("up", help="create the namespaces, links, translators and Knot (as root)")
     up.add_argument("topology", choices=TOPOLOGIES)
-    _add_backend_options(up, "tayga")
+    _add_backend_options(up, registry.EMULATION_DEFAULT)
     up.add_argument(
         "--prefix", type=_prefix, default="xb", help="name prefix of every object (default: %(default)s)"
     )
@@ -122,7 +130,7 @@ def _register_check_down(actions: argparse._SubParsersAction) -> None:
 def _register_render_describe(actions: argparse._SubParsersAction) -> None:
     rend = actions.add_parser("render", help="print the commands per host (no root needed)")
     rend.add_argument("topology", choices=TOPOLOGIES)
-    _add_backend_options(rend, "jool")
+    _add_backend_options(rend, registry.TESTBED_DEFAULT)
     rend.add_argument(
         "--netns",
         action="store_true",
@@ -141,11 +149,11 @@ def _register_render_describe(actions: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> EmulationConfig:
-    BackendChoice.parse(args.backend, args.tayga)  # fail early on a bad --backend
+    BackendChoice.parse(args.backend, _variants(args))  # fail early on a bad --backend
     return EmulationConfig(
         topology=args.topology,
         backend=args.backend,
-        tayga=args.tayga,
+        variants=_variants(args),
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
         rmem_bytes=args.rmem,
@@ -215,8 +223,8 @@ def _down_loopback() -> dict[str, list[str]]:
 
 
 def _render(args: argparse.Namespace) -> int:
-    choice = BackendChoice.parse(args.backend, args.tayga)
-    prefix = args.nat64_prefix or ("2001:db8:64::/96" if args.tayga == "stock" else "64:ff9b::/96")
+    choice = BackendChoice.parse(args.backend, _variants(args))
+    prefix = args.nat64_prefix or choice.default_prefix() or WELL_KNOWN_PREFIX
     if args.netns:
         config = _config_for_render(args)
         emulation = Emulation(config)
@@ -244,7 +252,7 @@ def _config_for_render(args: argparse.Namespace) -> EmulationConfig:
     return EmulationConfig(
         topology=args.topology,
         backend=args.backend,
-        tayga=args.tayga,
+        variants=_variants(args),
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
         ces=args.ces,

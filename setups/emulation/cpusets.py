@@ -37,7 +37,7 @@ def set_dut_cpus(
     """Confine each DUT (both, or a single-DUT topology's one) to `cpus` (or `per_dut[dut]`); return and
     record what was applied."""
     applied: dict[str, object] = {}
-    pids = emulation.translator_pids()
+    pids = emulation.pinned_pids()
     for dut, hosts in DUT_HOSTS.items():
         if not any(host in emulation.netns_of for host in hosts):
             continue  # a single-DUT topology has dut1 only

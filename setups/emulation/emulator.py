@@ -10,14 +10,15 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...procs import alive
 from ...zones import KnotConfig, KnotServer
-from ..backends import RenderContext, linux
-from ..backends.tayga import TaygaBackend, is_well_known
-from ..paper import WELL_KNOWN_PREFIX, topology
+from ..backends import Process, RenderContext, linux
+from ..backends.registry import EMULATION_DEFAULT
+from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
 from ..plan import BackendChoice, render
 from ..steps import Cmd, Comment, Step
 from ..topology import Topology
@@ -28,7 +29,6 @@ from .cpusets import set_dut_cpus, steer_test_system
 from .errors import EmulationError
 from .names import check_prefix, netns_name, read_pid, rundir, statefile
 
-STOCK_TAYGA_PREFIX = "2001:db8:64::/96"
 MIB = 1 << 20
 
 
@@ -36,9 +36,10 @@ MIB = 1 << 20
 class EmulationConfig:
     """What to bring up.
 
-    backend: "tayga" or per role "clat=tayga,..." (jool cannot run here). tayga: "patched" (paper's
-    prefix 64:ff9b::/96) or "stock" (Debian's binary; prefix defaults to 2001:db8:64::/96).
-    nat64_prefix: None = the paper's, or the stock-tayga fallback. rmem_bytes: root net.core.rmem_max,
+    backend: a registered backend's name for every role, or per role "clat=NAME,..." (setups.backends;
+    in-kernel modules cannot load here). variants: backend name -> its variant (its `variant_option`, e.g.
+    a stock build that needs a network-specific prefix). nat64_prefix: None = the paper's, or the prefix
+    a chosen variant needs. rmem_bytes: root net.core.rmem_max,
     rmem_default and wmem_max during the run (bytes). backlog_packets: root net.core.netdev_max_backlog
     during the run (packets; child namespaces have none of their own): a veth hands each packet to the
     receiving CPU's backlog, and at the kernel's 1 000 a burst of the tester's sends overflows it there and
@@ -51,8 +52,8 @@ class EmulationConfig:
     """
 
     topology: str
-    backend: str = "tayga"
-    tayga: str = "patched"
+    backend: str = EMULATION_DEFAULT
+    variants: Mapping[str, str] = field(default_factory=dict)
     nat64_prefix: str | None = None
     prefix: str = "xb"
     rmem_bytes: int = 4 * MIB
@@ -71,7 +72,7 @@ class EmulationConfig:
     def effective_nat64_prefix(self) -> str:
         if self.nat64_prefix:
             return self.nat64_prefix
-        return STOCK_TAYGA_PREFIX if self.tayga == "stock" else WELL_KNOWN_PREFIX
+        return BackendChoice.parse(self.backend, self.variants).default_prefix() or WELL_KNOWN_PREFIX
 
 
 class Emulation:
@@ -81,7 +82,7 @@ class Emulation:
         check_prefix(config.prefix)
         self.config = config
         self.topology: Topology = topology(config.topology, config.effective_nat64_prefix, config.ces)
-        self.choice = BackendChoice.parse(config.backend, config.tayga)
+        self.choice = BackendChoice.parse(config.backend, config.variants)
         self.ctx = RenderContext(world="netns", rundir=str(rundir(config.prefix)), prefix=config.prefix)
         self.netns_of = {h.name: netns_name(config.prefix, h.name) for h in self.topology.hosts}
         self.knot = KnotServer(
@@ -215,20 +216,35 @@ class Emulation:
         return state
 
     def _wait_for_daemons(self, timeout_s: float = 5.0) -> None:
-        """tayga opens its TUN device at start: wait until each TUN carries the daemon (it is 'up').
-        In-kernel translators have no process to wait for."""
-        daemons = [host for host, role in self.topology.translators().items()
-                   if isinstance(self.choice.backend(role), TaygaBackend)]
+        """Wait until each watched translator process runs (a backend's readiness: e.g. a TUN translator
+        opens its device at start). In-kernel translators have no process to wait for."""
         deadline = time.monotonic() + timeout_s
-        for host in daemons:
-            while not self.translator_pids()[host] and time.monotonic() < deadline:
-                time.sleep(0.05)
+        for process in self.translator_processes().values():
+            for p in process:
+                while not self._running(p) and time.monotonic() < deadline:
+                    time.sleep(0.05)
         time.sleep(0.2)
-        for host, pids in self.translator_pids().items():
-            if host in daemons and not pids:
-                raise EmulationError(
-                    f"{host}: translator process did not stay up: see {rundir(self.prefix)}/{host}-tayga.log"
-                )
+        for host, processes in self.translator_processes().items():
+            for p in processes:
+                if not self._running(p):
+                    raise EmulationError(f"{host}: translator process {p.name} did not stay up: see {p.log}")
+
+    def translator_processes(self, pinned: bool = False) -> dict[str, list[Process]]:
+        """DUT host -> the processes its backend starts that are watched for liveness (or, with `pinned`,
+        that belong in its cpuset); empty for in-kernel roles."""
+        return {host: [p for p in self.choice.backend(role).processes(host, self.ctx)
+                       if (p.pin if pinned else p.watch)]
+                for host, role in self.topology.translators().items()}
+
+    def pinned_pids(self) -> dict[str, list[int]]:
+        """DUT host -> PIDs of its running translator processes that belong in its cpuset."""
+        return {host: [pid for pid in map(self._running, processes) if pid is not None]
+                for host, processes in self.translator_processes(pinned=True).items()}
+
+    @staticmethod
+    def _running(process: Process) -> int | None:
+        pid = read_pid(Path(process.pidfile))
+        return pid if pid is not None and alive(pid) else None
 
     def _save(self, state: dict[str, object]) -> None:
         path = statefile(self.prefix)
@@ -254,14 +270,20 @@ class Emulation:
     def translator_pids(self) -> dict[str, list[int]]:
         """DUT host -> PIDs of its user-space translator processes (empty for in-kernel roles)."""
         pids: dict[str, list[int]] = {}
-        for host, role in self.topology.translators().items():
-            backend = self.choice.backend(role)
-            pids[host] = []
-            if isinstance(backend, TaygaBackend):
-                pid = read_pid(Path(backend.files(host, self.ctx)["pid"]))
-                if pid is not None and alive(pid):
-                    pids[host].append(pid)
+        for host, processes in self.translator_processes().items():
+            running = [self._running(p) for p in processes]
+            pids[host] = [pid for pid in running if pid is not None]
         return pids
+
+    def component_pids(self) -> dict[str, int]:
+        """Process name ("<program> (<host>)") -> pid of every running translator process."""
+        found = {}
+        for processes in self.translator_processes().values():
+            for p in processes:
+                pid = self._running(p)
+                if pid is not None:
+                    found[p.name] = pid
+        return found
 
     def describe(self) -> dict[str, object]:
         roles = {}

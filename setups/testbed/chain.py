@@ -25,7 +25,7 @@ from ...scripts.measurers import ComponentFailure
 from ...zones.knot import TEMPLATE
 from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 from .. import counters as counters_mod
-from ..backends import RenderContext
+from ..backends import Backend, RenderContext, registry
 from ..chain import READ_UDP_TIMEOUTS, longest_udp_timeout
 from ..plan import BackendChoice, render_host
 from ..steps import Cmd, Daemon, Step, WriteFile
@@ -142,23 +142,25 @@ def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
 def plan(inventory: Inventory) -> dict[str, list[Step]]:
     """Per role, every setup step in order: the topology's rendering for the host, Knot on the server."""
     topo = machine_topology(inventory)
-    choice = BackendChoice.parse(inventory.backend_spec(), inventory.tayga)
+    choice = BackendChoice.parse(inventory.backend_spec(), inventory.variants)
     steps: dict[str, list[Step]] = {}
     for role in ORDER:
         ctx = RenderContext(world="real", rundir=inventory.rundir(role), prefix="xlatbench")
         host_steps = render_host(topo, topo.host(role), choice, ctx)
-        binary = inventory.hosts[role].tayga_binary
-        if binary:
-            host_steps = [_with_tayga(s, binary) for s in host_steps]
+        entry = inventory.hosts[role]
+        if entry.binary:
+            own = registry.make(entry.backend, inventory.variants.get(entry.backend))
+            host_steps = [_with_binary(own, s, entry.binary) for s in host_steps]
         if role == "server":
             host_steps += knot_steps(inventory, topo)
         steps[role] = host_steps
     return steps
 
 
-def _with_tayga(step: Step, binary: str) -> Step:
-    if isinstance(step, Cmd | Daemon) and step.argv and Path(step.argv[0]).name == "tayga":
-        return dataclasses.replace(step, argv=(binary, *step.argv[1:]))
+def _with_binary(backend: Backend, step: Step, binary: str) -> Step:
+    """`step` running the host's own build of its backend's program where it runs the default one."""
+    if isinstance(step, Cmd | Daemon):
+        return dataclasses.replace(step, argv=backend.with_binary(step.argv, binary))
     return step
 
 
@@ -325,12 +327,14 @@ class TestbedChain:
         return down_all(self.inventory, self.shell)
 
     def describe(self) -> dict[str, Any]:
-        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.tayga)
+        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.variants)
         translators = {}
         for host, role in self.machine.translators().items():
-            info = choice.backend(role).describe(role)
-            if info.get("implementation") == "jool":
-                info["version"] = self.preflight["hosts"][host]["jool"]
+            backend = choice.backend(role)
+            info = backend.describe(role)
+            found = backend.testbed_version(self.preflight["hosts"][host])
+            if found is not None:
+                info["version"] = found
             translators[host] = {"role": type(role).__name__, **info}
         return {"topology": self.topology, "description": self.machine.description, "world": "real testbed",
                 "inventory": self.inventory.path, "translators": translators,
@@ -342,8 +346,9 @@ class TestbedChain:
                                  "note": "apply: sdfn set where a NIC left the ports out (undone by down); "
                                          "None: the device does not say (veth: one queue)"},
                 "notes": list(self.machine.notes),
-                "dut_cpu_times_cover": "user-space translator processes only (tayga); Jool works in the "
-                                       "kernel: read the per-host idle samples"}
+                "dut_cpu_times_cover": "user-space translator processes only (see each translator's "
+                                       "execution_model); in-kernel translators: read the per-host idle "
+                                       "samples"}
 
     def client_argv(self, argv: list[str]) -> list[str]:
         ssh = self.shell.argv("client")
@@ -392,17 +397,28 @@ class TestbedChain:
         return found
 
     def dut_cpu_times(self) -> dict[str, float]:
-        times = {}
-        tayga = {role: pidfile for role, daemons in self._daemons.items()
-                 for name, pidfile in daemons.items() if name.startswith("tayga ")}
-        for host, pidfile in tayga.items():
-            out = self.read(host, f"getconf CLK_TCK; cat /proc/$(cat {shlex.quote(pidfile)})/stat",
-                            "the translator's CPU times").splitlines()
-            if len(out) != 2:
-                raise self.lost(host, "no CPU times of its translator (its /proc/PID/stat)")
-            fields = out[1].rsplit(")", 1)[1].split()
-            times[host] = (int(fields[11]) + int(fields[12])) / int(out[0])
+        """CPU-seconds (user + system) used so far by each DUT's user-space translator processes."""
+        times: dict[str, float] = {}
+        for host, pidfiles in self._translator_pidfiles().items():
+            for pidfile in pidfiles:
+                out = self.read(host, f"getconf CLK_TCK; cat /proc/$(cat {shlex.quote(pidfile)})/stat",
+                                "the translator's CPU times").splitlines()
+                if len(out) != 2:
+                    raise self.lost(host, "no CPU times of its translator (its /proc/PID/stat)")
+                fields = out[1].rsplit(")", 1)[1].split()
+                times[host] = times.get(host, 0.0) + (int(fields[11]) + int(fields[12])) / int(out[0])
         return times
+
+    def _translator_pidfiles(self) -> dict[str, list[str]]:
+        """Per DUT host, the pid files of the processes its backend starts (none for in-kernel ones)."""
+        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.variants)
+        found: dict[str, list[str]] = {}
+        for host, role in self.machine.translators().items():
+            ctx = RenderContext(world="real", rundir=self.inventory.rundir(host), prefix="xlatbench")
+            pidfiles = [p.pidfile for p in choice.backend(role).processes(host, ctx)]
+            if pidfiles:
+                found[host] = pidfiles
+        return found
 
     def lost(self, role: str, what: str) -> HostLost:
         return HostLost(f"{role} ({self.inventory.hosts[role].ssh}): {what} during the trial: the trial is "
@@ -424,7 +440,7 @@ class TestbedChain:
 
     @cached_property
     def _daemons(self) -> dict[str, dict[str, str]]:
-        """Per role, name ("tayga (dut1)", "knotd (server)") -> pidfile of every daemon the setup started.
+        """Per role, name ("<program> (dut1)", "knotd (server)") -> pidfile of every daemon the setup started.
         Rendered once per chain: plan() renders every host's steps and writes a zone, and the daemons are
         looked up before and after each trial."""
         found: dict[str, dict[str, str]] = {}

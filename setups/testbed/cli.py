@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(docs/testbed.md), reached with the system's OpenSSH client.")
     actions = testbed.add_subparsers(dest="testbed_action", required=True, metavar="ACTION")
     for name, func, text in (
-        ("check", _check, "preflight: kernel, CPUs, NICs and offloads, Jool/tayga/Knot/tester, clocks"),
+        ("check", _check, "preflight: kernel, CPUs, NICs and offloads, translators, Knot, tester, clocks"),
         ("up", _up, "check, then configure every host and start Knot (state files say what to undo)"),
         ("down", _down, "undo what the hosts' state files list (also after kill -9); all CPUs online"),
         ("dry-run", _dry_run, "print every host's commands: setup, core counts, capture, teardown"),
@@ -141,7 +141,7 @@ def _dry_trial(inventory: Inventory, out: TextIO) -> None:
 def dry_run(inventory: Inventory, out: TextIO) -> None:
     """Every host's commands, touching nothing."""
     topo = machine_topology(inventory)
-    for comment in header(topo, BackendChoice.parse(inventory.backend_spec(), inventory.tayga)):
+    for comment in header(topo, BackendChoice.parse(inventory.backend_spec(), inventory.variants)):
         print(comment.shell(), file=out)
     steps = plan(inventory)
     for role in ORDER:

@@ -11,7 +11,7 @@ ssh = "tester.lab"               # anything OpenSSH accepts: alias, user@host, h
 interfaces = { client-dut1 = "enp5s0f0" }
 [hosts.dut1]
 ssh = "dut1.lab"
-backend = "jool"                 # jool (default) | tayga
+backend = "jool"                 # a backend of setups.backends (default: the paper's)
 offline_cpus = "1-7"             # CPUs hotplug may take offline (never CPU 0)
 interfaces = { client-dut1 = "enp5s0f0", dut1-dut2 = "enp5s0f1" }
 ```
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..backends import registry
 from ..cpulist import parse_user_cpu_list
 from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
-from ..plan import BACKENDS
 from ..topology import Topology
 
 ROLES = ("client", "dut1", "dut2", "server")
@@ -43,13 +43,17 @@ LINKS_OF = {
 }
 # Topologies with both DUTs (client, dut1, dut2, server): the ones the testbed path renders and runs.
 TESTBED_TOPOLOGIES = tuple(t for t in TOPOLOGIES if {"dut1", "dut2"} <= {h.name for h in topology(t).hosts})
-TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "tayga", "rundir",
-            "rx_flow_hash"}
+# A backend's variant option (`variant_option.flag`) is a top-level key too.
+VARIANT_KEYS = {option.flag: name for name, option in registry.variant_options().items()}
+TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "rundir",
+            "rx_flow_hash", *VARIANT_KEYS}
 # What preflight does with a test interface that hashes UDP flows on addresses only: refuse with the command
 # (check), or set the paper's `sdfn` itself, journalled and undone by down (apply).
 RX_FLOW_HASH = ("check", "apply")
+# `<backend>_binary`: a DUT's own build of its backend's program, for the backends that start one.
+BINARY_KEYS = {f"{b.name}_binary": b.name for b in registry.every() if b.programs}
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
-             "tester", "tayga_binary"}
+             "tester", *BINARY_KEYS}
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -66,19 +70,20 @@ class HostEntry:
     backend: translator backend (DUTs only). offline_cpus: CPUs hotplug may take offline.
     management: the address ssh reaches (optional; checked against the test networks).
     sysfs_root / proc_stat: where the CPU hotplug files and /proc/stat are (tests redirect them).
-    tester: the xlatperf binary on the client. tayga_binary: tayga on a DUT with the tayga backend.
+    tester: the xlatperf binary on the client. binary: a DUT's own build of its backend's program (the
+    inventory's `<backend>_binary`), or None for the one the backend names.
     """
 
     role: str
     ssh: str
     interfaces: dict[str, str]
-    backend: str = "jool"
+    backend: str = registry.TESTBED_DEFAULT
     offline_cpus: tuple[int, ...] = ()
     management: str | None = None
     sysfs_root: str = "/sys"
     proc_stat: str = "/proc/stat"
     tester: str = "xlatperf"
-    tayga_binary: str | None = None
+    binary: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ class Inventory:
     ssh_options: tuple[str, ...] = ()
     napt_netns: str = "napt"
     nat64_prefix: str = WELL_KNOWN_PREFIX
-    tayga: str = "patched"
+    variants: dict[str, str] = field(default_factory=dict)  # backend name -> its variant
     rundir_root: str = "/run/xlatbench-testbed"
     extra: dict[str, Any] = field(default_factory=dict)
     rx_flow_hash: str = "check"
@@ -150,9 +155,12 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
             raise ValueError
     except ValueError:
         raise fail("nat64_prefix", f"{prefix!r} is not an IPv6 /96 prefix such as 64:ff9b::/96") from None
-    tayga = data.get("tayga", "patched")
-    if tayga not in ("patched", "stock"):
-        raise fail("tayga", "choose patched or stock")
+    variants = {}
+    for key, backend_name in VARIANT_KEYS.items():
+        option = registry.variant_options()[backend_name]
+        variants[backend_name] = data.get(key, option.default)
+        if variants[backend_name] not in option.choices:
+            raise fail(key, f"choose {' or '.join(option.choices)}")
     rundir_root = data.get("rundir", "/run/xlatbench-testbed")
     if not isinstance(rundir_root, str) or not rundir_root.startswith("/") or " " in rundir_root:
         raise fail("rundir", "must be an absolute path without spaces")
@@ -161,7 +169,7 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
         raise fail("rx_flow_hash", "choose check (refuse a NIC that hashes UDP on addresses only) or apply "
                    "(set the paper's sdfn, undone by down)")
     hosts = _hosts(data.get("hosts"), fail)
-    inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, tayga, rundir_root,
+    inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, variants, rundir_root,
                           rx_flow_hash=rx_flow_hash)
     _check_whole(inventory, fail)
     return inventory
@@ -197,9 +205,9 @@ def _host(role: str, raw: Any, fail: Any) -> HostEntry:
     if not isinstance(ssh, str) or not ssh.strip() or ssh.startswith("-") or any(c.isspace() for c in ssh):
         raise fail(f"{key}.ssh", "give the SSH destination (user@host or a ~/.ssh/config alias, no spaces)")
     interfaces = _interfaces(role, raw.get("interfaces"), fail)
-    backend = raw.get("backend", "jool")
-    if backend not in BACKENDS:
-        raise fail(f"{key}.backend", f"choose {' or '.join(BACKENDS)}")
+    backend = raw.get("backend", registry.TESTBED_DEFAULT)
+    if backend not in registry.names():
+        raise fail(f"{key}.backend", f"choose {' or '.join(registry.names())}")
     if role not in DUTS and "backend" in raw:
         raise fail(f"{key}.backend", "only dut1 and dut2 run a translator: remove it")
     cpus = _offline_cpus(raw.get("offline_cpus", []), f"{key}.offline_cpus", fail)
@@ -212,11 +220,13 @@ def _host(role: str, raw: Any, fail: Any) -> HostEntry:
         except ValueError:
             raise fail(f"{key}.management", f"{management!r} is not an IP address") from None
     paths = {k: raw.get(k, d) for k, d in (("sysfs_root", "/sys"), ("proc_stat", "/proc/stat"),
-                                           ("tester", "xlatperf"), ("tayga_binary", None))}
+                                           ("tester", "xlatperf"), (f"{backend}_binary", None))}
     for k, value in paths.items():
         if value is not None and (not isinstance(value, str) or any(c.isspace() for c in value)):
             raise fail(f"{key}.{k}", "must be a path without spaces")
-    return HostEntry(role, ssh, interfaces, backend, cpus, management and str(management), **paths)
+    binary = paths.pop(f"{backend}_binary")
+    return HostEntry(role, ssh, interfaces, backend, cpus, management and str(management), **paths,
+                     binary=binary)
 
 
 def _interfaces(role: str, raw: Any, fail: Any) -> dict[str, str]:

@@ -1,18 +1,17 @@
 """`xlatbench testbed check`: what each host of an inventory is, and whether a run may start there.
 
 One ssh call per host collects kernel, CPUs, each named interface (addresses, driver, GRO/GSO/LRO),
-Jool's modules (loaded version, installed version, user-space tools), tayga, knotd, the tester, and the
-host's clock; a second short call measures the clock offset against the controller. `problems` lists
-what refuses a run (a missing interface, one carrying addresses, MAP-T without Jool >= 4.2, a missing
-knotd or tester, and every object the plan would create that already exists on the host: namespace,
-link, the translator's tun, nft table, iptables rule, address, route); `warnings` what a result should
-mention. The whole dict goes with every result.
+each translator backend's own facts (setups.backends: e.g. Jool's module and tool versions), knotd, the
+tester, and the host's clock; a second short call measures the clock offset against the controller.
+`problems` lists what refuses a run (a missing interface, one carrying addresses, a backend's own
+refusals such as MAP-T without Jool >= 4.2, a missing knotd or tester, and every object the plan would
+create that already exists on the host: namespace, link, the translator's tun, nft table, iptables rule,
+address, route); `warnings` what a result should mention. The whole dict goes with every result.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 import time
@@ -20,14 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...paths import tester_binary
-from ..backends.tayga import TUN
+from ..backends import registry
 from ..steps import Cmd, Step
 from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
 from .undo import append_line, with_record
 
-JOOL_MODULES = ("jool_siit", "jool", "jool_mapt")
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
 RX_OFFLOADS = ("generic-receive-offload", "large-receive-offload")
 CLOCK_WARN_S = 0.1
@@ -90,17 +88,12 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
         f"printf cpus_online=; (cd {q(host.sysfs_root)}/devices/system/cpu && for d in cpu[0-9]*; do "
         "if [ ! -f $d/online ] || [ \"$(cat $d/online)\" = 1 ]; then printf '%s ' ${d#cpu}; fi; done); echo",
         f'echo "cpus_present=$(cat {q(host.sysfs_root)}/devices/system/cpu/present)"',
-        'echo "tayga=$(dpkg-query -W -f \'${Version}\' tayga 2>/dev/null || echo absent)"',
-        'echo "jool_tools=$( (jool --version 2>/dev/null || echo absent) | head -n 1)"',
         'echo "knotd=$( (knotd --version 2>/dev/null || echo absent) | head -n 1)"',
         'echo "kdig=$(command -v kdig || echo absent)"',
         f'echo "tester=$( ({q(host.tester)} --version 2>/dev/null || echo absent) | head -n 1)"',
     ]
-    if host.tayga_binary:
-        lines.append(f'echo "tayga_binary=$([ -x {q(host.tayga_binary)} ] && echo present || echo absent)"')
-    for module in JOOL_MODULES:
-        lines.append(f'echo "loaded_{module}=$(cat /sys/module/{module}/version 2>/dev/null || echo absent)"')
-        lines.append(f'echo "installed_{module}=$(modinfo -F version {module} 2>/dev/null || echo absent)"')
+    for backend in registry.every():  # each translator's own facts, on every host (the summary shows them)
+        lines += backend.preflight_facts(host.binary if backend.name == host.backend else None)
     for iface in interfaces:
         i = q(iface)
         lines += [
@@ -131,8 +124,9 @@ def planned_objects(steps: list[Step]) -> list[tuple[str, str, str]]:
             if "peer" in a and "netns" not in a:
                 peer = a[a.index("peer") + 2]
                 objects.append(("link", peer, _link_probe(peer)))
-        elif a[-1:] == ("--mktun",):
-            objects.append(("tun", TUN, _link_probe(TUN)))
+        elif any(b.created_device(a) for b in registry.every()):
+            device = next(d for d in (b.created_device(a) for b in registry.every()) if d)
+            objects.append(("tun", device, _link_probe(device)))
         elif a[:3] == ("nft", "add", "table"):
             objects.append(("nft table", " ".join(a[3:]),
                             f"nft list table {shlex.join(a[3:])} >/dev/null 2>&1 && echo present"))
@@ -245,19 +239,6 @@ def interface_report(facts: dict[str, str], iface: str) -> dict[str, Any]:
     }
 
 
-def jool_version(facts: dict[str, str], module: str) -> str | None:
-    for key in (f"loaded_{module}", f"installed_{module}"):
-        value = facts.get(key, "absent")
-        if value != "absent" and value:
-            return value
-    return None
-
-
-def version_at_least(version: str, wanted: tuple[int, ...]) -> bool:
-    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[: len(wanted)])
-    return numbers >= wanted
-
-
 def host_problems(inventory: Inventory, role: str, facts: dict[str, str],
                   interfaces: dict[str, dict[str, Any]]) -> tuple[list[str], list[str]]:
     problems, warnings = [], []
@@ -315,40 +296,8 @@ def _tester_problems(inventory: Inventory, remote: str) -> list[str]:
 
 def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:
     host = inventory.hosts[role]
-    topo = inventory.topology_name
-    if host.backend == "tayga":
-        if host.tayga_binary and facts.get("tayga_binary") != "present":
-            return [f"{role}: tayga binary {host.tayga_binary} missing: run tools/build-tayga there"]
-        if not host.tayga_binary and facts.get("tayga", "absent") == "absent":
-            return [f"{role}: tayga not installed: apt-get install tayga, or set hosts.{role}.tayga_binary"]
-        return []
-    if topo == "baseline":
-        return []
-    if topo == "mapt":
-        version = jool_version(facts, "jool_mapt")
-        if version is None or not version_at_least(version, (4, 2)):
-            found = version or f"no jool_mapt module (jool tools: {facts.get('jool_tools', 'absent')})"
-            return [f"{role}: MAP-T needs Jool >= 4.2 (jool_mapt), this host has {found}: install Jool 4.2 "
-                    "from source (Debian 12's jool-tools 4.1.9 has no MAP-T), or use backend = \"tayga\""]
-        return _jool_tools_problems(role, facts, version)
-    module = "jool_siit" if role == "dut1" else "jool"
-    version = jool_version(facts, module)
-    if version is None:
-        return [f"{role}: Jool module {module} neither loaded nor installed: install Jool "
-                "(jool-dkms + jool-tools), or use backend = \"tayga\""]
-    return _jool_tools_problems(role, facts, version)
-
-
-def _jool_tools_problems(role: str, facts: dict[str, str], module_version: str) -> list[str]:
-    """Jool's user-space tools must be there and of the module's version (major.minor.patch)."""
-    tools = facts.get("jool_tools", "absent")
-    if tools == "absent" or not re.search(r"\d", tools):
-        return [f"{role}: Jool's user-space tools (jool, jool_siit) not found: install jool-tools of the "
-                f"module's version {module_version}"]
-    if re.findall(r"\d+", tools)[:3] != re.findall(r"\d+", module_version)[:3]:
-        return [f"{role}: Jool tools {tools} and module {module_version} differ: install the tools of the "
-                "module's version (they refuse to talk to another)"]
-    return []
+    backend = registry.make(host.backend, inventory.variants.get(host.backend))
+    return backend.preflight_problems(role, inventory.topology_name, host.binary, facts)
 
 
 def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]],
@@ -394,8 +343,8 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
             "cpus_online": facts.get("cpus_online"), "cpus_present": facts.get("cpus_present"),
             "interfaces": interfaces, "clock": clock,
             "rx_flow_hash": rx_hash_problems(inventory, role, facts)[1],
-            "jool": {m: jool_version(facts, m) for m in JOOL_MODULES} | {"tools": facts.get("jool_tools")},
-            "tayga": facts.get("tayga"), "knotd": facts.get("knotd"), "kdig": facts.get("kdig"),
+            **{b.name: b.preflight_report(facts) for b in registry.every() if b.preflight_facts()},
+            "knotd": facts.get("knotd"), "kdig": facts.get("kdig"),
             "tester": facts.get("tester"),
         }
         result["problems"] += problems
@@ -417,11 +366,8 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         verdict = f"REFUSED ({len(mine)} problem(s))" if mine else "ok"
         what = {"client": f"tester {host.get('tester')} (controller: {result.get('controller_tester')})",
                 "server": f"{host.get('knotd')}, kdig {host.get('kdig')}"}
-        translator = (f"tayga {host.get('tayga')}" if host.get("tayga") not in (None, "absent") else "")
-        jool = host.get("jool") or {}
-        if any(jool.get(m) for m in JOOL_MODULES):
-            translator += ("; " if translator else "") + "jool " + ", ".join(
-                f"{m} {jool[m]}" for m in JOOL_MODULES if jool.get(m)) + f" (tools {jool.get('tools')})"
+        found = [b.preflight_summary(host.get(b.name)) for b in registry.every()]
+        translator = "; ".join(line for line in found if line)
         detail = what.get(role, translator or "no translator found")
         clock = host.get("clock") or {}
         lines.append(f"{role:<7} {verdict}: kernel {host.get('kernel')}, {host.get('cpus')} CPUs "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 from pathlib import PurePosixPath as Path
 
-from ..backends.tayga import TUN
+from ..backends import registry
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
@@ -101,16 +101,11 @@ def _cmd_undo(step: Cmd) -> str | None:
         return shlex.join(("nft", "delete", "table", *a[3:]))
     if a[:3] in {("nft", "add", "chain"), ("nft", "add", "rule")}:
         return None  # the table's deletion takes them
-    if a[0] in ("jool_siit", "jool") and a[1:3] == ("instance", "add"):
-        return f"{a[0]} instance remove"
-    if a[0] == "jool_mapt" and a[1:3] == ("instance", "add"):
-        return shlex.join(("jool_mapt", "instance", "remove", a[3]))
-    if a[0].startswith("jool") and a[1] in ("eamt", "pool4", "-i", "global"):
-        return None  # part of the instance
+    for backend in registry.every():  # a translator's own commands: its backend knows their reversal
+        if backend.owns_undo(a):
+            return backend.undo(a)
     if a[:2] == ("mkdir", "-p"):
         return shlex.join(("rm", "-rf", a[2]))
-    if len(a) >= 3 and a[-1] == "--mktun" and "tayga" in a[0]:
-        return f"ip link del {TUN}"
     if a[:2] == ("ip", "link") and a[2:3] == ("set",) and a[-1] == "up":
         return None  # recorded with its previous state (record_script)
     raise UndoError(f"no undo known for `{step.shell()}`: teach xlatbench.setups.testbed.undo to reverse it")

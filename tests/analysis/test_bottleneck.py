@@ -8,6 +8,7 @@ import storefix
 from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.evidence import Evidence, FailingTrial, evidence_from
 from xlatbench.analysis.records import load_records
+from xlatbench.setups.backends import IN_KERNEL_SOFTIRQ, USER_SPACE_SINGLE_THREAD
 
 
 def cpu(idle: float, softirq: float = 0.0, sys: float = 0.0) -> dict[str, float]:
@@ -78,8 +79,9 @@ def test_both_duts_saturated_is_not_determined():
     assert "both show saturation" in verdict(given).reason
 
 
-def test_drops_come_from_the_failing_trial_just_above_the_rate(tmp_path):
-    dut = {"namespaces": {}, "translators": {"dut1": {"implementation": "tayga", "tun_device": "nat64"}}}
+def _failing_trial_store(tmp_path, translator):
+    """A store whose dut1 translator used 96 % of a core in the failing trial just above the rate."""
+    dut = {"namespaces": {}, "translators": {"dut1": translator}}
     ctx = storefix.context("464xlat", 1, dut)
 
     def trial(step, rate, verdict_, drops, exact=True):
@@ -91,12 +93,35 @@ def test_drops_come_from_the_failing_trial_just_above_the_rate(tmp_path):
                trial(3, 20500, "fail", 600, exact=False), trial(4, 15000, "fail", 50),
                storefix.idle_mean(ctx, 20000, 1, [])]
     (found,) = evidence_from(load_records(storefix.write_store(tmp_path / "s.jsonl", records)))
+    return found
+
+
+def test_drops_come_from_the_failing_trial_just_above_the_rate(tmp_path):
+    found = _failing_trial_store(tmp_path, {"implementation": "tayga", "tun_device": "nat64",
+                                            "execution_model": USER_SPACE_SINGLE_THREAD})
+    assert found.single_threaded is True
     assert found.failing.rate_qps == 21000 and found.failing.drops == {"dut1:nat64:tx_dropped": 700.0}
     assert found.failing.translator_share == {"dut1": pytest.approx(96.0)}
     result = verdict(found)
     assert "dut1:nat64:tx_dropped: 700 packets dropped in that trial (dut1)" in result.evidence
     # dut1's tayga at 96 % of a core is saturated, but nothing shows the other DUT clearly idler: no name.
     assert result.bottleneck is None and "nothing was recorded of the other DUT" in result.reason
+
+
+def test_a_store_without_execution_model_says_it_is_not_known(tmp_path):
+    # A record written before translators carried execution_model: 96 % of a core is not called saturation
+    # (one core may not be the limit of an unknown translator), and the verdict says why.
+    found = _failing_trial_store(tmp_path, {"implementation": "tayga", "tun_device": "nat64"})
+    assert found.single_threaded is None
+    result = verdict(found)
+    assert "dut1: its translator's execution model is not recorded" in " ".join(result.evidence)
+    assert not any("is saturated" in line for line in result.evidence)
+    assert result.bottleneck is None
+
+
+def test_an_in_kernel_translator_is_not_single_threaded(tmp_path):
+    found = _failing_trial_store(tmp_path, {"implementation": "x", "execution_model": IN_KERNEL_SOFTIRQ})
+    assert found.single_threaded is False
 
 
 def test_drops_are_charged_to_the_side_that_could_not_keep_up():

@@ -25,7 +25,8 @@ from xlatbench.setups.testbed.inventory import parse_inventory
 PREFLIGHT = {"ok": True, "hosts": {
     "dut1": {"cpu_model": "Xeon Gold 6130", "cpus": 4, "kernel": "6.1.0-dut1", "hostname": "p095"},
     "dut2": {"cpu_model": "EPYC 7302", "cpus": 4, "kernel": "6.1.0-dut2", "hostname": "p096"}}}
-TUN = {"implementation": "tayga", "version": "0.9.2", "tun_device": "xlatbench64"}
+TUN = {"implementation": "tayga", "version": "0.9.2", "tun_device": "xlatbench64",
+       "execution_model": "user-space, one thread per instance"}
 TAYGA = {"topology": "464xlat", "world": "real testbed", "preflight": PREFLIGHT,
          "translators": {"dut1": TUN, "dut2": TUN}}
 

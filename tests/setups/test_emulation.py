@@ -116,7 +116,7 @@ def test_mapt_carries_the_papers_1600_flows(chain_factory, trial):
 
 
 def test_stock_tayga_runs_with_a_network_specific_prefix(chain_factory):
-    chain = chain_factory("464xlat", tayga="stock")
+    chain = chain_factory("464xlat", variants={"tayga": "stock"})
     info = chain.describe()
     assert info["nat64_prefix"] == "2001:db8:64::/96" and info["paper_prefix"] is False
     assert any("replaces the paper's 64:ff9b::/96" in note for note in info["notes"])

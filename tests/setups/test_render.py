@@ -22,7 +22,7 @@ from xlatbench.setups.transports import DryRun
 def tayga_conf(topology_name: str, host: str, variant: str = "patched", prefix: str = "64:ff9b::/96") -> str:
     plan = render(
         topology(topology_name, prefix),
-        BackendChoice.parse("tayga", variant),
+        BackendChoice.parse("tayga", {"tayga": variant}),
         RenderContext(world="netns", rundir="/run/x", prefix="xq"),
     )
     files = [s for s in plan[host] if isinstance(s, WriteFile)]
@@ -60,7 +60,7 @@ def test_stock_tayga_refuses_the_well_known_prefix_and_accepts_a_network_specifi
 
 
 def test_stock_default_prefix_and_expectations_follow_the_prefix():
-    config = EmulationConfig("464xlat", tayga="stock")
+    config = EmulationConfig("464xlat", variants={"tayga": "stock"})
     assert config.effective_nat64_prefix == "2001:db8:64::/96"
     expect = expected_on_inner_link(topology("464xlat", config.effective_nat64_prefix))
     assert expect.dst == "2001:db8:64::cb00:7138"

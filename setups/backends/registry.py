@@ -1,0 +1,59 @@
+"""The registry of translator backends: name -> factory. The one list of implementations; everything
+outside setups/backends/ asks it (for choices, defaults and instances) and uses the `Backend` interface.
+Adding a translator: its module here, one line in REGISTRY."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import Backend, VariantOption
+from .bpf import BpfBackend
+from .jool import JoolBackend
+from .tayga import VARIANT_OPTION, TaygaBackend
+
+
+def _tayga(variant: str | None) -> Backend:
+    return TaygaBackend(variant or VARIANT_OPTION.default)
+
+
+def _jool(variant: str | None) -> Backend:
+    return JoolBackend()
+
+
+def _bpf(variant: str | None) -> Backend:
+    return BpfBackend()
+
+
+# name -> factory(variant or None), in the order choices are offered.
+REGISTRY: dict[str, Callable[[str | None], Backend]] = {"jool": _jool, "tayga": _tayga, "bpf": _bpf}
+EMULATION_DEFAULT = "tayga"  # runs on this machine (no kernel modules needed)
+TESTBED_DEFAULT = "jool"  # the paper's implementation
+
+
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def make(name: str, variant: str | None = None) -> Backend:
+    """The backend called `name` (ValueError naming the choices when there is none)."""
+    if name not in REGISTRY:
+        raise ValueError(
+            f"unknown backend {name!r}: choose {' or '.join(REGISTRY)} "
+            "(linux always does forwarding and NAT44)"
+        )
+    return REGISTRY[name](variant)
+
+
+def variant_options() -> dict[str, VariantOption]:
+    """Backend name -> its variant option, for backends that have one."""
+    found = {}
+    for name in REGISTRY:
+        option = make(name).variant_option
+        if option is not None:
+            found[name] = option
+    return found
+
+
+def every() -> list[Backend]:
+    """One instance of every registered backend (default variants)."""
+    return [make(name) for name in REGISTRY]

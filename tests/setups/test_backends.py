@@ -1,0 +1,57 @@
+"""The Backend interface and its registry: every registered backend describes its execution model, a
+variant goes through its backend, and the specifics the emulation and the testbed ask for (processes,
+undo, binary swap, refusals) come from the backend that owns them."""
+
+from __future__ import annotations
+
+import pytest
+
+from xlatbench.setups.backends import EXECUTION_MODELS, USER_SPACE_SINGLE_THREAD, RenderContext, registry
+from xlatbench.setups.paper import topology
+from xlatbench.setups.plan import BackendChoice
+from xlatbench.setups.steps import Cmd
+from xlatbench.setups.testbed.undo import undo_line
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_backend_describes_its_execution_model_for_every_role(name: str) -> None:
+    backend = registry.make(name)
+    assert backend.execution_model in EXECUTION_MODELS
+    for role in topology("464xlat").translators().values():
+        assert backend.describe(role)["execution_model"] == backend.execution_model
+
+
+def test_the_choice_comes_from_the_registry_and_variants_go_through_the_backend() -> None:
+    with pytest.raises(ValueError, match="unknown backend 'vpp': choose jool or tayga or bpf"):
+        BackendChoice.parse("vpp")
+    with pytest.raises(ValueError, match="unknown tayga variant 'old'"):
+        BackendChoice.parse("tayga", {"tayga": "old"})
+    assert BackendChoice.parse("tayga", {"tayga": "stock"}).default_prefix() == "2001:db8:64::/96"
+    assert BackendChoice.parse("bpf", {"tayga": "stock"}).default_prefix() is None  # tayga serves no role
+    mixed = BackendChoice.parse("clat=bpf,plat=tayga")
+    assert [b.name for b in mixed.used(topology("464xlat"))] == ["bpf", "tayga"]
+
+
+def test_processes_undo_and_binary_swap_are_the_backends() -> None:
+    ctx = RenderContext(world="netns", rundir="/run/x", prefix="xq")
+    (daemon,) = registry.make("tayga").processes("dut1", ctx)
+    assert (daemon.name, daemon.pidfile, daemon.program) == ("tayga (dut1)", "/run/x/dut1-tayga.pid", "tayga")
+    assert daemon.watch and daemon.pin and registry.make("tayga").execution_model == USER_SPACE_SINGLE_THREAD
+    assert registry.make("bpf").processes("dut1", ctx) == []  # in the kernel: nothing to watch or pin
+    assert undo_line(Cmd(("/usr/sbin/tayga", "--config", "c", "--mktun"))) == "ip link del xlatbench64"
+    assert undo_line(Cmd(("jool_siit", "instance", "add", "--netfilter"))) == "jool_siit instance remove"
+    assert undo_line(Cmd(("jool", "pool4", "add", "1.2.3.4"))) is None
+    swapped = registry.make("tayga").with_binary(("/usr/sbin/tayga", "--mktun"), "/opt/tayga")
+    assert swapped == ("/opt/tayga", "--mktun")
+    assert registry.make("jool").with_binary(("jool", "x"), "/opt/tayga") == ("jool", "x")
+
+
+def test_a_backend_refuses_a_testbed_host_that_lacks_it() -> None:
+    tayga = registry.make("tayga")
+    assert tayga.preflight_problems("dut1", "464xlat", None, {"tayga": "absent"}) == [
+        "dut1: tayga not installed: apt-get install tayga, or set hosts.dut1.tayga_binary"]
+    assert tayga.preflight_problems("dut1", "464xlat", None, {"tayga": "0.9.2-8"}) == []
+    bpf = registry.make("bpf")
+    assert bpf.preflight_problems("dut2", "464xlat", None, {"bpftool": "absent"}) == [
+        "dut2: bpftool not found (it loads the translator): apt-get install bpftool"]
+    assert bpf.preflight_problems("dut2", "464xlat", None, {"bpftool": "/usr/sbin/bpftool"}) == []
