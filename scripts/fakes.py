@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .clock import Clock, RealClock
 from .trial import TrialResult
@@ -59,13 +60,7 @@ class FakeDut:
         return max(0.0, self.capacity_qps * (1.0 + jitter)) + self.buffer_queries / duration_s
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
-        if duration_s <= 0 or rate_qps <= 0:
-            raise ValueError(f"a trial needs a positive duration and rate, got {duration_s} s, "
-                             f"{rate_qps} queries/s")
-        self.trials += 1
-        if self.sleep:
-            self.clock.sleep(duration_s)
-        scheduled = round(rate_qps * duration_s)
+        scheduled = begin_trial(self, duration_s, rate_qps)
         if self.tester_limit_qps is not None and rate_qps > self.tester_limit_qps:
             sent = round(self.tester_limit_qps * duration_s)
             return TrialResult(rate_qps, duration_s, sent, sent, 0.0, tester_limited=True,
@@ -75,8 +70,32 @@ class FakeDut:
         valid = min(scheduled, round(capacity * duration_s))
         if self.background_loss:
             valid -= min(valid, _poisson(self._rng, valid * self.background_loss))
-        loss = 1.0 - valid / scheduled if scheduled else 1.0
-        return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)
+        return answered(rate_qps, duration_s, scheduled, valid)
+
+
+class SimulatedDut(Protocol):
+    """What every fake DUT here has: a trial count, and a clock it sleeps on when `sleep` is set."""
+
+    trials: int
+    sleep: bool
+    clock: Clock
+
+
+def begin_trial(dut: SimulatedDut, duration_s: float, rate_qps: float) -> int:
+    """Check a trial's duration and rate, count it, take its time if the DUT sleeps; the queries sent."""
+    if duration_s <= 0 or rate_qps <= 0:
+        raise ValueError(f"a trial needs a positive duration and rate, got {duration_s} s, "
+                         f"{rate_qps} queries/s")
+    dut.trials += 1
+    if dut.sleep:
+        dut.clock.sleep(duration_s)
+    return round(rate_qps * duration_s)
+
+
+def answered(rate_qps: float, duration_s: float, scheduled: int, valid: int) -> TrialResult:
+    """The trial's result when the tester sent all `scheduled` queries and `valid` came back in time."""
+    loss = 1.0 - valid / scheduled if scheduled else 1.0
+    return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)
 
 
 def _poisson(rng: random.Random, mean: float) -> int:
@@ -127,15 +146,9 @@ class QueueDut:
         return c + min(self.queue_queries, c * self.timeout_s) / duration_s
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
-        if duration_s <= 0 or rate_qps <= 0:
-            raise ValueError(f"a trial needs a positive duration and rate, got {duration_s} s, "
-                             f"{rate_qps} queries/s")
-        self.trials += 1
-        if self.sleep:
-            self.clock.sleep(duration_s)
+        scheduled = begin_trial(self, duration_s, rate_qps)
         capacity = self.capacity_qps * (1.0 + (self._rng.gauss(0.0, self.noise) if self.noise else 0.0))
         capacity = max(capacity, 1.0)
-        scheduled = round(rate_qps * duration_s)
         excess = rate_qps - capacity
         in_time = min(self.queue_queries, capacity * self.timeout_s)  # backlog still answered in time
         if excess <= 0 or excess * duration_s <= in_time:
@@ -146,8 +159,7 @@ class QueueDut:
             # Queries sent before the backlog passed capacity x timeout are answered in time; later ones
             # wait too long (or are dropped by the full queue).
             valid = min(scheduled, round(rate_qps * in_time / excess))
-        loss = 1.0 - valid / scheduled if scheduled else 1.0
-        return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)
+        return answered(rate_qps, duration_s, scheduled, valid)
 
 
 @dataclass
@@ -176,14 +188,7 @@ class GradualDut:
         return self.knee_qps * (1.0 + loss_ratio / self.slope)
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
-        if duration_s <= 0 or rate_qps <= 0:
-            raise ValueError(f"a trial needs a positive duration and rate, got {duration_s} s, "
-                             f"{rate_qps} queries/s")
-        self.trials += 1
-        if self.sleep:
-            self.clock.sleep(duration_s)
-        scheduled = round(rate_qps * duration_s)
+        scheduled = begin_trial(self, duration_s, rate_qps)
         p = min(1.0, max(0.0, self.slope * (rate_qps - self.knee_qps) / self.knee_qps))
         valid = scheduled - min(scheduled, _poisson(self._rng, scheduled * p))
-        loss = 1.0 - valid / scheduled if scheduled else 1.0
-        return TrialResult(rate_qps, duration_s, scheduled, valid, loss, achieved_rate_qps=rate_qps)
+        return answered(rate_qps, duration_s, scheduled, valid)

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..mapt import MapCe
 from ..steps import Step
-from ..topology import Host, Translator
+from ..topology import Host, MapBrRole, Translator
 
 # How a translator spends CPU: what a per-process CPU reading covers and whether one instance can use
 # more than one core. Every record's translator description carries one of these as `execution_model`.
@@ -162,3 +163,14 @@ class BackendBase:
     def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]:
         """`argv` with a host's own build of this backend's program in place of the default one."""
         return argv
+
+
+def whole_address_ces(role: MapBrRole, implementation: str) -> tuple[MapCe, ...]:
+    """The CEs a BR serves when it maps whole IPv4 addresses (one EAM per CE, no port sets); ValueError when
+    two CEs share an IPv4 address, which such a BR cannot tell apart."""
+    ces = role.served_ces()
+    addresses = [ce.ipv4_address for ce in ces]
+    if len(set(addresses)) != len(addresses):
+        raise ValueError(f"the {implementation} BR maps whole IPv4 addresses (one EAM per CE): it can serve "
+                         f"only one CE per IPv4 address, got {addresses}")
+    return tuple(ces)

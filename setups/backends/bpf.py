@@ -29,7 +29,7 @@ from pathlib import Path
 from ...paths import build_dir
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, linux
+from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, linux, whole_address_ces
 
 # Counter names, in the order of `enum stat` in siit.bpf.c.
 STATS = (
@@ -187,13 +187,7 @@ class BpfBackend(BackendBase):
                 ("ip", "-6", "route", "add", f"{ce.map_address}/128", "dev", dev),
             ]
         if isinstance(role, MapBrRole):
-            ces = role.served_ces()
-            addresses = [ce.ipv4_address for ce in ces]
-            if len(set(addresses)) != len(addresses):
-                raise ValueError(
-                    "the bpf BR maps whole IPv4 addresses (EAM): it can serve only one CE per IPv4 "
-                    f"address, got {addresses}"
-                )
+            ces = whole_address_ces(role, "bpf")
             routes = [("ip", "-6", "route", "add", prefix, "dev", dev)]
             routes += [("ip", "route", "add", fmr.ipv4_prefix, "dev", dev) for fmr in role.fmrs]
             return [(ce.ipv4_address, ce.map_address) for ce in ces], routes

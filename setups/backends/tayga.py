@@ -26,7 +26,15 @@ from ...paths import build_dir
 from ..paper import is_well_known
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import USER_SPACE_SINGLE_THREAD, BackendBase, Process, RenderContext, VariantOption, linux
+from . import (
+    USER_SPACE_SINGLE_THREAD,
+    BackendBase,
+    Process,
+    RenderContext,
+    VariantOption,
+    linux,
+    whole_address_ces,
+)
 from .linux import PLAT_DYNAMIC_POOL
 
 # The TUN device: a name of the suite's own (Debian's tayga service uses "nat64"; a DUT may have one).
@@ -171,13 +179,7 @@ class TaygaBackend(BackendBase):
                 ("ip", "-6", "route", "add", f"{ce.map_address}/128", "dev", TUN),
             ]
         elif isinstance(role, MapBrRole):
-            ces = role.served_ces()
-            addresses = [ce.ipv4_address for ce in ces]
-            if len(set(addresses)) != len(addresses):
-                raise ValueError(
-                    "a tayga BR maps whole IPv4 addresses: it can serve only one CE per IPv4 "
-                    f"address, got {addresses}"
-                )
+            ces = whole_address_ces(role, self.name)
             conf_extra += [f"map {ce.ipv4_address} {ce.map_address}" for ce in ces]
             routes += [("ip", "-6", "route", "add", prefix, "dev", TUN)]
             routes += [("ip", "route", "add", fmr.ipv4_prefix, "dev", TUN) for fmr in role.fmrs]
