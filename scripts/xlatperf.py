@@ -156,7 +156,8 @@ def xlatperf_bound_s(duration_s: float, options: TesterOptions) -> float:
     tolerance = max(_extra_value(options.extra_args, "--send-tolerance", SEND_TOLERANCE) * duration_s,
                     _extra_value(options.extra_args, "--send-tolerance-abs", SEND_TOLERANCE_ABS_S))
     max_lag = _extra_value(options.extra_args, "--max-lag", MAX_LAG_S)
-    return duration_s + tolerance + max_lag + 2 * options.timeout_s
+    lag_allowance = max_lag if max_lag > 0 else duration_s  # --max-lag 0: no lag check, one window more
+    return duration_s + tolerance + lag_allowance + 2 * options.timeout_s
 
 
 def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float, duration_s: float,

@@ -1,5 +1,7 @@
 #include "egress.hpp"
 
+#include "fd.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -16,13 +18,6 @@
 
 namespace xlatperf {
 namespace {
-
-struct Fd {
-    int fd;
-    ~Fd() {
-        if (fd >= 0) close(fd);
-    }
-};
 
 bool is_wildcard(const SockAddr& address) {
     if (address.family() == AF_INET) {

@@ -2,6 +2,8 @@
 
 #include "egress.hpp"
 
+#include "fd.hpp"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -18,13 +20,6 @@
 
 namespace xlatperf {
 namespace {
-
-struct Fd {
-    int fd;
-    ~Fd() {
-        if (fd >= 0) close(fd);
-    }
-};
 
 // ethtool's SIOCETHTOOL on `device` with `data` (a command struct); false on error.
 bool ethtool(int fd, const std::string& device, void* data) {

@@ -298,7 +298,10 @@ void plan_timing(const Config& c, Plan& plan) {
     check(std::isfinite(c.max_lag_s) && c.max_lag_s >= 0 && c.max_lag_s <= kMaxWindowS,
           "--max-lag must be 0.." + format_number(kMaxWindowS) + " s (0: no check)");
     plan.effective_send_tolerance_s = std::max(c.send_tolerance * plan.scheduled_window_s, c.send_tolerance_s);
-    plan.send_bound_s = plan.scheduled_window_s + plan.effective_send_tolerance_s + c.max_lag_s;
+    // --max-lag 0 turns the lag check off, not the bound: a sender may then run up to one more window late
+    // (twice the schedule), which still ends every trial.
+    const double lag_allowance_s = c.max_lag_s > 0 ? c.max_lag_s : plan.scheduled_window_s;
+    plan.send_bound_s = plan.scheduled_window_s + plan.effective_send_tolerance_s + lag_allowance_s;
     // The last query may leave up to one tick late; a tolerance below that fails every trial.
     check(c.send_tick_s <= plan.effective_send_tolerance_s,
           "--send-tick " + format_number(c.send_tick_s) + " s is larger than the send tolerance " +

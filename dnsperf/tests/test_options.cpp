@@ -64,6 +64,9 @@ TEST_CASE("the plan follows rate, queries, tolerance and ring sizing") {
     CHECK(plan.ring_slots == 16384);  // 2 x 6250 + 128 -> 16384
     CHECK(plan.effective_send_tolerance_s == Approx(0.01));  // 1e-5 x 1000 s beats 2 ms
     CHECK(plan.send_bound_s == Approx(1000 + 0.01 + 0.02));
+    c.max_lag_s = 0;  // no lag check: still bounded, one window more
+    CHECK(make_plan(c).send_bound_s == Approx(1000 + 0.01 + 1000));
+    c.max_lag_s = 0.02;
 
     c.queries = 12345;
     plan = make_plan(c);

@@ -66,11 +66,13 @@ def test_random_one_percent_query_loss(topology, backend, chain_factory, trial):
     result = trial(chain, RATE_QPS, DURATION_S)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
     lost = sent - valid
-    lo, hi = binomial_interval(sent, 0.01)
+    # The rule's own count is random: a 99 % interval fails one run in a hundred per parametrization (CI
+    # saw 239 of 20 000 against [165, 237]), so the range check uses 99.99 %; the exact check is the next one.
+    lo, hi = binomial_interval(sent, 0.01, confidence=0.9999)
     dropped = sum(fault_counters(chain.emulation).values())
     print(
         f"{topology} ({backend}): random 1 % loss: sent {sent}, lost {lost} ({lost / sent:.4%}), "
-        f"nft dropped {dropped}, 99 % interval [{lo}, {hi}]"
+        f"nft dropped {dropped}, 99.99 % interval [{lo}, {hi}]"
     )
     assert lo <= lost <= hi
     assert lost == dropped, "every lost query is one the rule dropped"
