@@ -17,8 +17,7 @@ from ..setups.placement import OWN_HOSTS
 from ..setups.testbed.chain import HostLost
 from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
 from ..setups.testbed.remote_idle import IdleSampler
-from .cpuload import samples_within
-from .cpuload import trial_window as cpuload_window
+from .cpuload import samples_within, trial_window
 from .envs import Environment
 from .measurers import ChainMeasurer
 from .nat44 import Cycle, chain_refusal
@@ -152,22 +151,15 @@ class TestbedEnvironment(Environment):
         assert self._chain is not None, "environment not up"
         found = self._chain.collect_idle()
         client = self._chain.preflight["hosts"]["client"].get("clock") or {}
-        window = trial_window(result, float(client.get("offset_s", 0.0))) if result is not None else None
+        offset_s = float(client.get("offset_s", 0.0))
+        window = trial_window(result.raw, result.duration_s, offset_s) if result is not None else None
         if window is None:
             return found
-        kept = {host: inside(samples, window) for host, samples in found.items()}
+        kept = {host: samples_within(samples, window, "t_controller", SAMPLE_INTERVAL_S)
+                for host, samples in found.items()}
         for host, samples in kept.items():
             if not samples:
                 raise HostLost(f"{host} ({self._inv().hosts[host].ssh}): no CPU idle sample inside the "
                                "trial: the trial is void, not stored; run the same command again to resume")
         return kept
 
-
-def trial_window(result: TrialResult, client_offset_s: float) -> tuple[float, float] | None:
-    """(start, end) of a trial on the controller's clock (cpuload.trial_window with the client's offset)."""
-    return cpuload_window(result.raw, result.duration_s, client_offset_s)
-
-
-def inside(samples: list[dict[str, Any]], window: tuple[float, float]) -> list[dict[str, Any]]:
-    """A DUT host's samples inside the trial's window (their ends on the controller's clock)."""
-    return samples_within(samples, window, "t_controller", SAMPLE_INTERVAL_S)

@@ -121,21 +121,23 @@ def test_core_counts_take_cpu0_and_the_present_offline_cpus() -> None:
 
 
 def test_host_samples_are_cut_to_the_trial_on_the_controllers_clock() -> None:
-    from xlatbench.scripts.testbed_env import inside, trial_window
+    from xlatbench.scripts.cpuload import samples_within, trial_window
+    from xlatbench.scripts.testbed_env import SAMPLE_INTERVAL_S
     from xlatbench.scripts.trial import TrialResult
 
     # The tester started at 100.0 s on the client's clock, which runs 0.5 s ahead of the controller's.
     start = dt.datetime.fromtimestamp(100.0, dt.UTC).isoformat().replace("+00:00", "Z")
     result = TrialResult(rate_qps=1000.0, duration_s=3.0, sent=3000, valid=3000, loss_ratio=0.0,
                          raw={"header": {"start_utc": start}})
-    window = trial_window(result, client_offset_s=0.5)
+    window = trial_window(result.raw, result.duration_s, clock_offset_s=0.5)
     assert window == (99.5, 102.5)
     samples = [{"t_controller": t, "t_s": 0.0, "cpus": {}} for t in (98.9, 99.9, 100.9, 101.9, 102.9, 103.9)]
-    kept = inside(samples, window)  # interval middles 98.4 .. 103.4: those in [99.5, 102.5] stay
+    # interval middles 98.4 .. 103.4: those in [99.5, 102.5] stay
+    kept = samples_within(samples, window, "t_controller", SAMPLE_INTERVAL_S)
     assert [s["t_controller"] for s in kept] == [100.9, 101.9, 102.9]
     assert [s["t_s"] for s in kept] == [1.4, 2.4, 3.4]
     no_start = TrialResult(rate_qps=1.0, duration_s=1.0, sent=1, valid=1, loss_ratio=0.0)
-    assert trial_window(no_start, 0.0) is None
+    assert trial_window(no_start.raw, no_start.duration_s, 0.0) is None
 
 
 def test_impossible_core_counts_are_refused_from_the_preflight() -> None:
