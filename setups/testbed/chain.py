@@ -9,6 +9,7 @@ dut1 (`napt_netns`). Every change is recorded in the host's state file before it
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import secrets
 import shlex
@@ -33,6 +34,7 @@ from ..topology import Endpoint, Host, Interface, Link, Topology
 from ..transports import StepError
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
+from .irqs import IrqAffinity, SavedIrqs
 from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
 from .remote_idle import IdleSampler, samples_from
@@ -153,8 +155,29 @@ def plan(inventory: Inventory) -> dict[str, list[Step]]:
             host_steps = [_with_binary(own, s, entry.binary) for s in host_steps]
         if role == "server":
             host_steps += knot_steps(inventory, topo)
-        steps[role] = host_steps
+        steps[role] = [narrow_default_route(s, topo) for s in host_steps]
     return steps
+
+
+def server_network(topo: Topology) -> str:
+    """The IPv4 network of the address the tester sends to (the server's test link, e.g. 203.0.113.0/24)."""
+    target = ipaddress.ip_address(topo.server_address)
+    for iface in topo.host("server").interfaces:
+        for address in iface.addresses:
+            network = ipaddress.ip_interface(address).network
+            if target in network:
+                return str(network)
+    return f"{target}/{target.max_prefixlen}"
+
+
+def narrow_default_route(step: Step, topo: Topology) -> Step:
+    """A real host has an IPv4 default route of its own (management, updates) that the suite must neither
+    collide with nor replace: where a translator's plan sends all IPv4 into its device (`ip route add
+    default dev TUN`, the CLAT's and the MAP-T CE's rule in emulation), only the test network the tester
+    sends to goes there on a testbed."""
+    if isinstance(step, Cmd) and step.argv[:4] == ("ip", "route", "add", "default"):
+        return dataclasses.replace(step, argv=("ip", "route", "add", server_network(topo), *step.argv[4:]))
+    return step
 
 
 def _with_binary(backend: Backend, step: Step, binary: str) -> Step:
@@ -192,6 +215,13 @@ def each(roles: list[str] | tuple[str, ...], work: Callable[[str], T]) -> dict[s
 def hotplugs(inventory: Inventory) -> dict[str, Hotplug]:
     hosts = inventory.hosts
     return {d: Hotplug(d, hosts[d].offline_cpus, hosts[d].sysfs_root, inventory.statefile(d)) for d in DUTS}
+
+
+def irq_hosts(inventory: Inventory) -> dict[str, IrqAffinity]:
+    """Per DUT, the IRQs of its test interfaces (saved before the core sweep, spread after each change)."""
+    hosts = inventory.hosts
+    return {d: IrqAffinity(d, tuple(hosts[d].interfaces.values()), inventory.statefile(d),
+                           hosts[d].sysfs_root, hosts[d].proc_root) for d in DUTS}
 
 
 def samplers(inventory: Inventory) -> dict[str, IdleSampler]:
@@ -267,6 +297,7 @@ class TestbedChain:
         self.placement: dict[str, Any] = {}
         self.knot: dict[str, Any] = {}
         self._clk_tck: dict[str, int] = {}
+        self.irqs: dict[str, SavedIrqs] = {}
 
     @classmethod
     def up(cls, inventory: Inventory, shell: SshTransport | None = None) -> TestbedChain:
@@ -288,6 +319,8 @@ class TestbedChain:
             raise
         chain = cls(inventory, shell, found)
         try:
+            # Before anything moves: the NICs' IRQ affinities (journalled, restored last by down).
+            chain.irqs = each(DUTS, lambda dut: irq_hosts(inventory)[dut].save(shell))
             if inventory.rx_flow_hash == "apply":
                 each(ORDER, chain.apply_rx_flow_hash)
             each(ORDER, lambda role: chain.apply(role, steps[role]))
@@ -356,11 +389,15 @@ class TestbedChain:
                 self.inventory.hosts["client"].tester, self.inventory.rundir("client"), "--", *argv]
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
-        plugs = hotplugs(self.inventory)
+        plugs, irqs = hotplugs(self.inventory), irq_hosts(self.inventory)
 
         def apply(dut: str) -> dict[str, Any]:
             applied = plugs[dut].apply(self.shell, list((per_dut or {}).get(dut, cpus)))
-            return {**applied, "interfaces": self.irq_placement(dut)}
+            spread = irqs[dut].spread(self.shell, self.irqs.get(dut, SavedIrqs()), list(applied["online"]))
+            interfaces = self.irq_placement(dut)
+            for iface, found in spread["affinity"].items():
+                interfaces.setdefault(iface, {})["irq_affinity"] = found
+            return {**applied, "interfaces": interfaces, "irqs": spread}
 
         self.placement = {"method": "cpu hotplug", **each(DUTS, apply)}
         return self.placement
@@ -379,21 +416,19 @@ class TestbedChain:
                                                       f"on {role}")
 
     def irq_placement(self, role: str) -> dict[str, Any]:
-        """Per test interface of a host: RPS masks of its receive queues and the CPUs its IRQs may use."""
+        """Per test interface of a host: RPS masks of its receive queues (its IRQs' affinity: irqs.py)."""
         found: dict[str, Any] = {}
         inside = {i.name: child.name for child in self.machine.children(role) for i in child.interfaces}
         for iface in self.inventory.hosts[role].interfaces.values():
             q = shlex.quote(iface)
             script = (f"for f in /sys/class/net/{q}/queues/rx-*/rps_cpus; do [ -f \"$f\" ] && "
-                      f"echo \"rps $(basename $(dirname $f)) $(cat $f)\"; done; "
-                      f"for n in $(awk -F: '/{iface}/ {{print $1}}' /proc/interrupts); do "
-                      f"echo \"irq $n $(cat /proc/irq/$n/smp_affinity_list 2>/dev/null)\"; done")
+                      f"echo \"rps $(basename $(dirname $f)) $(cat $f)\"; done; true")
             if iface in inside:  # the MAP-T CE's client-side NIC lives in the napt namespace
                 script = f"ip netns exec {shlex.quote(inside[iface])} sh -c {shlex.quote(script)}"
             out = self.shell.capture(role, script, check=False).stdout.split("\n")
             rows = [line.split() for line in out if len(line.split()) == 3]
             found[iface] = {"rps_cpus": {q_: mask for kind, q_, mask in rows if kind == "rps"},
-                            "irq_affinity": {n: cpus for kind, n, cpus in rows if kind == "irq"}}
+                            "irq_affinity": {}}
         return found
 
     def dut_cpu_times(self) -> dict[str, float]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from sshnet import ROLES, SshHosts, fake_sysfs, online_states, sh
+from sshnet import ROLES, SshHosts, fake_irqs, fake_sysfs, irq_affinities, online_states, sh
 
 from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.evidence import evidence_from
@@ -50,6 +50,7 @@ def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
     build = Path(os.environ.get("XLATBENCH_BUILD") or build_dir())
     for dut in ("dut1", "dut2"):
         fake_sysfs(tmp_path / "sys" / dut, 4)
+        fake_irqs(tmp_path / "sys" / dut, tmp_path / "proc" / dut, {"eth1": [40, 41], "eth2": [42]})
     return hosts.inventory(tmp_path / "testbed.toml", build, tmp_path / "sys", tmp_path / "run")
 
 
@@ -68,6 +69,7 @@ def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) ->
     assert hosts.snapshot() == before
     for dut in ("dut1", "dut2"):
         assert online_states(tmp_path / "sys" / dut / "devices" / "system" / "cpu", 4) == ["1", "1", "1"]
+        assert irq_affinities(tmp_path / "proc" / dut) == {"40": "0-3", "41": "0-3", "42": "0-3"}
         assert not {"tayga", "knotd", "sh"} & set(processes(hosts, dut))
     assert "knotd" not in processes(hosts, "server")
     assert "xlatperf" not in processes(hosts, "client")
@@ -77,10 +79,14 @@ def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) ->
 @pytest.mark.parametrize("topology", ["464xlat", "mapt"])
 def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, topology: str,
                              capsys: pytest.CaptureFixture[str]) -> None:
-    """464XLAT, and MAP-T with the CE's napt namespace inside dut1 (a NIC moved into it and back)."""
+    """464XLAT, and MAP-T with the CE's napt namespace inside dut1 (a NIC moved into it and back); every host
+    has an IPv4 default route of its own (as real hosts do), which the plan neither collides with nor uses."""
     text = inventory.read_text().replace('topology = "464xlat"', f'topology = "{topology}"')
     inventory.write_text(text)
+    for role in ROLES:
+        sh("ip", "-n", hosts.netns(role), "route", "add", "default", "dev", "mgmt0")
     before = hosts.snapshot()
+    assert all("default dev mgmt0" in before[role] for role in ROLES)
     assert main(["testbed", "check", str(inventory)]) == 0
     summary = capsys.readouterr().out.splitlines()  # one line per host: role, kernel, CPUs, what, verdict
     assert [line.split()[:2] for line in summary] == [[role, "ok:"] for role in ROLES], summary
@@ -95,6 +101,10 @@ def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, t
         placement = chain.set_dut_cpus([0, 1])
         assert placement["dut1"]["online"] == [0, 1] and placement["dut2"]["offline"] == [2, 3]
         assert "rx-0" in placement["dut1"]["interfaces"]["eth1"]["rps_cpus"]  # veth: one queue
+        # the NICs' IRQs (fake trees) spread over the online CPUs, the affinity found kept for down
+        assert placement["dut2"]["interfaces"]["eth1"]["irq_affinity"] == {"40": "0", "41": "1"}
+        assert placement["dut2"]["irqs"]["before_sweep"]["eth2"] == {"42": "0-3"}
+        assert irq_affinities(tmp_path / "proc" / "dut1")["42"] == "0"
         chain.start_idle()
         result = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=4)).measure(2.0, 2000.0)
         idle = chain.collect_idle()
