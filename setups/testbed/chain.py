@@ -13,8 +13,11 @@ import ipaddress
 import json
 import secrets
 import shlex
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
@@ -42,6 +45,9 @@ from .ssh import Shell, SshTransport, step_script
 from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
 
 ORDER = ("dut1", "dut2", "server", "client")
+# One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
+COUNTERS_SCRIPT = ("ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; echo '#--'; "
+                   "cat /proc/net/snmp")
 KNOT_UDP_WORKERS = 1
 T = TypeVar("T")
 
@@ -517,8 +523,7 @@ class TestbedChain:
 
     def counters(self) -> dict[str, dict[str, int]]:
         def read(role: str) -> dict[str, dict[str, int]]:
-            out = self.read(role, "ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; "
-                                  "echo '#--'; cat /proc/net/snmp", "its counters")
+            out = self.read(role, COUNTERS_SCRIPT, "its counters")
             parts = out.split("#--\n")
             if len(parts) != 3 or not parts[0].strip() or not parts[2].strip():
                 raise self.lost(role, "no counters (ip -s link, /proc/net/snmp)")
@@ -552,6 +557,46 @@ class TestbedChain:
             if not found[dut]:
                 raise self.lost(dut, "no CPU idle samples")
         return found
+
+
+def probe_trial_overhead(inventory: Inventory, shell: SshTransport, repeats: int = 3) -> dict[str, Any]:
+    """Time on these hosts, without changing them, the SSH work around every testbed trial (ChainMeasurer:
+    counters of all hosts at once before and after, CPU times of each user-space translator process before
+    and after, the daemons' pid files and their liveness once per host that runs one, the tester's start and
+    the fetch of its JSON on the client, the local wrapper that starts it) and around every idle capture
+    (clock offsets of the DUTs and the client, starting and stopping each DUT's sampler). Each part is the
+    median of `repeats` rounds over warm SSH masters, s; `per_trial_s` and `per_idle_run_s` their sums."""
+    chain = TestbedChain(inventory, shell, {"hosts": {}})
+    each(ORDER, lambda role: shell.capture(role, "true"))  # masters up, as during a campaign
+
+    def timed(work: Callable[[], object]) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.monotonic()
+            work()
+            times.append(time.monotonic() - started)
+        return statistics.median(times)
+
+    def round_trip(role: str) -> float:
+        return timed(lambda: shell.capture(role, "cat /proc/self/stat >/dev/null", check=False))
+
+    trip = {role: round_trip(role) for role in ORDER}
+    cpu_reads = {host: len(files) for host, files in chain._translator_pidfiles().items()}
+    daemon_hosts = list(chain._daemons)
+    parts = {
+        "counters (all hosts at once, before and after)":
+            2 * timed(lambda: each(ORDER, lambda role: shell.capture(role, COUNTERS_SCRIPT, check=False))),
+        "translator CPU times (before and after)": 2 * sum(n * trip[h] for h, n in cpu_reads.items()),
+        "daemon pid files and liveness": 2 * sum(trip[h] for h in daemon_hosts),
+        "tester start and result fetch on the client": 2 * trip["client"] + timed(
+            lambda: subprocess.run([sys.executable, "-c", "import xlatbench.setups.testbed.remote_run"],
+                                   check=True, capture_output=True)),
+    }
+    idle = {"clock offsets": timed(lambda: [clock_offset(shell, role) for role in (*DUTS, "client")]),
+            "samplers started and stopped": 2 * sum(trip[d] for d in DUTS)}
+    return {"ssh_round_trip_s": {r: round(t, 4) for r, t in trip.items()},
+            "per_trial": {k: round(v, 4) for k, v in parts.items()}, "per_trial_s": sum(parts.values()),
+            "per_idle_run": {k: round(v, 4) for k, v in idle.items()}, "per_idle_run_s": sum(idle.values())}
 
 
 def testbed_chain(topology: str | None = None, inventory: str = "", **_: Any) -> TestbedChain:
