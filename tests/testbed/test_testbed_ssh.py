@@ -9,6 +9,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -275,14 +276,22 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
                  f'options = {{ prefix = "{hosts.prefix}e", backend = "tayga" }}\ncpu_map = {{ 1 = [1] }}',
     }
     records = {}
+    overhead = {}
     for world, setup in runs.items():
         campaign, store = write_campaign(tmp_path, world, setup)
+        if world == "ssh":  # `campaign plan` probes the hosts for the per-trial overhead, changing nothing
+            overhead["probed"] = plan_overhead(campaign, r"probe of the hosts of \S+: SSH round trips dut1 ")
+            assert hosts.snapshot() == before
         # In a process of its own, as a user runs it (its progress output outlives pytest's capture).
         done = subprocess.run([sys.executable, "-c", RUN_CLI, "campaign", "run", str(campaign)],
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         records[world] = [json.loads(line) for line in store.read_text().splitlines()]
         if world == "ssh":
+            # the probe predicts what the trials then took beyond their duration (the stored trials' own)
+            overhead["stored"] = statistics.median(r["trial"]["wall_s"] - r["trial"]["duration_s"]
+                                                   for r in records[world] if r["type"] == "trial")
+            assert overhead["stored"] / 3 < overhead["probed"] < 3 * overhead["stored"], overhead
             assert "each DUT's CPU figures are its own host's (active cores: dut1 CPU 0, dut2 CPU 0)" \
                 in done.stderr, done.stderr[-2000:]
     assert_as_before(hosts, before, tmp_path)  # the campaign took its testbed down
@@ -305,6 +314,17 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
     assert first["dut_cpus"]["applied"]["dut1"]["online"] == [0]
     assert first["trial"]["sent"] == first["trial"]["rate_qps"] * first["trial"]["duration_s"]
     check_host_idle(records)
+
+
+def plan_overhead(campaign: Path, source: str) -> float:
+    """The per-trial overhead `campaign plan` states for the campaign's one setup, s (its source checked)."""
+    done = subprocess.run([sys.executable, "-c", RUN_CLI, "campaign", "plan", str(campaign)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r"per-trial overhead of \S+: ([0-9.]+) s \((.*)\)", done.stdout)
+    assert found and re.match(source, found.group(2)), done.stdout
+    assert re.search(r"of trials \+ ~\d+ (s|min) overhead", done.stdout), done.stdout
+    return float(found.group(1))
 
 
 def check_host_idle(records: dict[str, list[dict]]) -> None:
