@@ -148,6 +148,59 @@ def test_idle_sampler_known_answer(tmp_path: Path) -> None:
     assert not Path(sampler.pidfile).exists() and not Path(sampler.data).exists()
 
 
+def test_each_idle_capture_measures_the_clock_offsets_again(tmp_path: Path) -> None:
+    """Known answer: after a preflight that found every clock in step, dut1's clock runs 5 s ahead and dut2's
+    2 s behind (a fake `date` on each host's PATH): start_idle measures the offsets again, and the samples
+    it collects land on the controller's clock."""
+    import shutil
+
+    from xlatbench.setups.testbed.chain import TestbedChain
+    from xlatbench.setups.testbed.inventory import ROLES, parse_inventory
+
+    real_date = shutil.which("date")
+    for role, skew in {"dut1": 5.0, "dut2": -2.0, "client": 0.0}.items():
+        fake = tmp_path / "bin" / role / "date"
+        fake.parent.mkdir(parents=True)
+        fake.write_text(f"#!/bin/sh\nawk -v t=\"$({real_date} +%s.%N)\" 'BEGIN {{ printf \"%.6f\\n\", "
+                        f"t + {skew} }}'\n")
+        fake.chmod(0o755)
+
+    class SkewedShell(LocalShell):
+        """Each host's shell finds its own `date` first."""
+
+        def prefix(self, host: str) -> str:
+            return f"export PATH={tmp_path}/bin/{host}:$PATH; "
+
+        def argv(self, host: str, script: str) -> list[str]:
+            return ["sh", "-c", self.prefix(host) + script]
+
+        def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None):  # type: ignore[no-untyped-def]
+            return super().capture(host, self.prefix(host) + script, check, stdin)
+
+    data = tomllib.loads(EXAMPLE.read_text())
+    data["rundir"] = str(tmp_path / "run")
+    inv = parse_inventory(data, "lab.toml")
+    shell = SkewedShell()
+    chain = TestbedChain(inv, shell, {"hosts": {r: {"clock": {"offset_s": 0.0}} for r in ROLES}})  # type: ignore[arg-type]
+    try:
+        chain.start_idle()
+        time.sleep(2.3)
+        idle = chain.collect_idle()
+    finally:
+        for role in ("dut1", "dut2"):
+            shell.capture(role, down_script(inv.statefile(role)))
+    clocks = {r: chain.preflight["hosts"][r]["clock"] for r in ("dut1", "dut2", "client")}
+    assert abs(clocks["dut1"]["offset_s"] - 5.0) < 0.05 and abs(clocks["dut2"]["offset_s"] + 2.0) < 0.05
+    assert abs(clocks["client"]["offset_s"]) < 0.05
+    assert all(c["measured"] == "at the last idle capture" for c in clocks.values())
+    now = time.time()
+    for dut, skew in (("dut1", 5.0), ("dut2", -2.0)):
+        assert len(idle[dut]) >= 1
+        for sample in idle[dut]:
+            assert abs(sample["t_host"] - sample["t_controller"] - skew) < 0.06
+            assert -4.0 < sample["t_controller"] - now <= 0.1
+
+
 def test_undo_rules() -> None:
     assert undo_line(cmd("ip address add 10.0.0.1/24 dev eth1")) == "ip address del 10.0.0.1/24 dev eth1"
     assert undo_line(cmd("ip -6 route add 64:ff9b::/96 via 2001:db8:6::1")) == \
