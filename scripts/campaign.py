@@ -107,6 +107,13 @@ def estimate_search_s(settings: SearchSettings, method: str) -> float:
     return simulated_search_s(settings, method)
 
 
+def estimate_search_trials(settings: SearchSettings, method: str) -> float:
+    """How many trials `repetitions` searches of `method` take, from the same simulation (mean)."""
+    from .methodbench import simulated_search
+
+    return simulated_search(settings, method)[1]
+
+
 def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
     """Time of the whole idle capture of a plan, s: runs x (duration + rest) per (setup, cores)."""
     duration, rest = campaign.idle_timing()

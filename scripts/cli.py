@@ -18,6 +18,7 @@ from .bench import print_comparison, real, simulated
 from .campaign import (
     CampaignRun,
     estimate_search_s,
+    estimate_search_trials,
     idle_configurations,
     idle_estimate_s,
     planned_searches,
@@ -26,6 +27,7 @@ from .campaign import (
 from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
 from .methodbench import print_suite, simulated_suite
+from .overhead import Overhead, stored_overhead
 from .records import implementation_label, steal_note
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TesterOptions
@@ -297,30 +299,57 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     if args.dut_cores is not None and args.dut_cores < 1:
         raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
     plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
-    total = 0.0
+    overheads = {name: stored_overhead(campaign.store, name) or env.probe_trial_overhead()
+                 for name, env in envs.items()}
+    total = extra_total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
     for key in plan:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
-        total += estimate
+        extra = _overhead_s(overheads[key.setup], estimate_search_trials(settings, key.method))
+        total += estimate + (extra or 0.0)
+        extra_total += extra or 0.0
         print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s)"
               f"{sessions_text(key.sessions)}, "
               f"search {key.search!r}, {key.method}: {settings.repetitions} repetitions, "
-              f"~{_hours(estimate)} of trials")
+              f"~{_hours(estimate)} of trials" + _overhead_text(extra))
     if campaign.idle.runs:
         idle = idle_estimate_s(campaign, plan)
-        total += idle
+        runs = {name: campaign.idle.runs * len({(k.cores, k.sessions) for k in plan if k.setup == name})
+                for name in envs}
+        extra_idle = sum((o.per_trial_s + o.per_idle_run_s) * runs[name] for name, o in overheads.items()
+                         if o is not None)
+        total += idle + extra_idle
+        extra_total += extra_idle
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
-              f"~{_hours(idle)}")
+              f"~{_hours(idle)}" + _overhead_text(extra_idle))
+    for name, found in overheads.items():
+        print(f"  per-trial overhead of {name}: " + (
+            f"{found.per_trial_s:.2f} s ({found.source})" if found is not None else
+            "not measured (no stored trials of this setup yet; it is not in the estimate)"))
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
-    print(f"searches: ~{_hours(searches)} of trials; total: ~{_hours(total)} (simulated setups take no real "
+    known = [o for o in overheads.values() if o is not None]
+    beyond = f"~{_hours(extra_total)}" if known else "not measured"
+    print(f"searches: ~{_hours(searches)} of trials; overhead beyond the trials: {beyond}; "
+          f"total: ~{_hours(total)} (simulated setups take no real "
           "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
           "per-trial noise)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
 
 
+def _overhead_s(found: Overhead | None, trials: float) -> float | None:
+    """Time `trials` trials take beyond their durations, s (None: the setup's overhead is not known)."""
+    return None if found is None else found.per_trial_s * trials
+
+
+def _overhead_text(extra: float | None) -> str:
+    return "" if not extra else f" + ~{_hours(extra)} overhead"
+
+
 def _hours(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 

@@ -215,13 +215,18 @@ PLAN_NOISE = 0.01
 PLAN_SEEDS = 3
 
 
-@functools.lru_cache(maxsize=128)
 def simulated_search_s(settings: SearchSettings, method: str = MLRSEARCH) -> float:
-    """Simulated time of `settings.repetitions` searches of `method` (trial durations + rests), s: on a
+    """Simulated time of `settings.repetitions` searches of `method` (trial durations + rests), s."""
+    return simulated_search(settings, method)[0]
+
+
+@functools.lru_cache(maxsize=128)
+def simulated_search(settings: SearchSettings, method: str = MLRSEARCH) -> tuple[float, float]:
+    """(time in s, trials) of `settings.repetitions` searches of `method` (trial durations + rests): on a
     hard-cap DUT at PLAN_CAPACITY_FRACTION x max_rate_qps with PLAN_NOISE, mean over PLAN_SEEDS seeds."""
     span = settings.max_rate_qps - settings.min_rate_qps
     capacity = settings.min_rate_qps + PLAN_CAPACITY_FRACTION * span
-    total = 0.0
+    total = trials = 0.0
     for seed in range(1, PLAN_SEEDS + 1):
         clock = SimClock()
         seeds = iter(range(seed * 1000, seed * 1000 + 100_000))
@@ -229,4 +234,5 @@ def simulated_search_s(settings: SearchSettings, method: str = MLRSEARCH) -> flo
             return FakeDut(capacity, noise=PLAN_NOISE, seed=next(seeds), clock=clock, sleep=True)
         runs = run_methods(dut, settings, clock, (method,))
         total += runs[method].wall_s
-    return total / PLAN_SEEDS
+        trials += runs[method].repeated.trials
+    return total / PLAN_SEEDS, trials / PLAN_SEEDS

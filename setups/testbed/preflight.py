@@ -167,9 +167,6 @@ def collision_fix(kind: str, name: str, found: str) -> str:
     if kind == "address":
         return f"remove it (`ip address del {name} dev {found.removeprefix('on ')}`) if nothing needs it"
     family, dst = name.split(" ", 1)
-    if dst == "default" and family == "-4":
-        return ("the plan routes IPv4 by default to the translator: manage this host over IPv6 or a route "
-                "of its own and delete its IPv4 default route (`ip route del default`)")
     return f"delete it (`ip {family} route del {dst}`) if nothing needs it"
 
 
