@@ -130,7 +130,10 @@ def give_hosts_their_own_state(hosts: SshHosts) -> None:
 
 def run_in(ns: str | None, argv: list[str]) -> None:
     """`argv` in namespace `ns` (None: this machine's root namespace, where `ip netns add` works)."""
-    sh(*argv) if ns is None else sh("ip", "netns", "exec", ns, *argv)  # noqa: B018
+    if ns is None:
+        sh(*argv)
+    else:
+        sh("ip", "netns", "exec", ns, *argv)
 
 
 def add_collisions(hosts: SshHosts, napt: str) -> list[tuple[str | None, list[str]]]:
