@@ -303,9 +303,11 @@ class Recorder:
     def failure(self, err: Exception, config: ConfigKey, session: SetupSession) -> None:
         """A trial voided by a dead component or a failed tester: stored as a failure with its reason, never
         as a result (a resumed campaign measures that trial again)."""
+        failure: dict[str, Any] = {"kind": type(err).__name__, "reason": str(err)}
+        if session.runner.current is not None:
+            failure["trial"] = session.runner.current
         self.append(TrialFailed(key=trial_failed_key(config.prefix, config.method, utc_now()),
-                                context=self.context(session),
-                                failure={"kind": type(err).__name__, "reason": str(err)}))
+                                context=self.context(session), failure=failure))
 
     def summary(self, repeated: RepeatedSearch, config: ConfigKey, session: SetupSession) -> SummaryEntry:
         data = repeated.to_dict()
