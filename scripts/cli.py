@@ -77,10 +77,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
                             "Markdown table")
     bench.add_argument("--campaign", type=Path, metavar="FILE",
-                       help="--suite: MLRsearch with the first [search] of this campaign file (its goals) "
+                       help="MLRsearch with the first [search] of this campaign file (its goals) "
                             "instead of the search options above")
     bench.add_argument("--rfc-campaign", type=Path, metavar="FILE",
-                       help="--suite: the RFC 8219 search with the first [search] of this campaign file "
+                       help="the RFC 8219 search with the first [search] of this campaign file "
                             "(also the known answers' trial duration) instead of the search options above")
     bench.add_argument("--seed", type=int, default=1,
                        help="--suite: first noise seed of the simulated DUTs (default: %(default)s)")
@@ -384,12 +384,14 @@ def _bench(args: argparse.Namespace) -> int:
             print(file=sys.stdout)
             print_seed_sets(results, sys.stdout)
         return 0
-    if args.campaign or args.rfc_campaign or args.seed != 1 or args.seed_sets != 1:
-        raise ValueError("--campaign, --rfc-campaign, --seed and --seed-sets go with --suite")
+    if args.seed != 1 or args.seed_sets != 1:
+        raise ValueError("--seed and --seed-sets go with --suite")
+    rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
+    mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else None
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
-            print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,
-                                       args.background_loss), sys.stdout)
+            print_comparison(simulated(args.capacity, args.noise, args.buffer, rfc, seed,
+                                       args.background_loss, mlr), sys.stdout)
         return 0
     data = {"campaign": {"name": "bench", "cores": [args.cores]}, "search": {"name": "cli", "max_rate_qps": 2,
                                                                           "error_qps": 1},
@@ -401,10 +403,11 @@ def _bench(args: argparse.Namespace) -> int:
         try:
             applied = env.set_cores(args.cores)
             label = f"{implementation_label(env.describe())}; DUT cores {json.dumps(applied)}"
-            print(f"{label}: both searches, {settings.repetitions} repetitions each; a line per trial",
-                  file=sys.stderr, flush=True)
-            print_comparison(real(label, env.measurer(), settings, progress=sys.stderr), sys.stdout,
-                             time_kind="real")
+            reps = f"{rfc.repetitions} and {(mlr or rfc).repetitions}"
+            print(f"{label}: both searches, {reps} repetitions; a line per trial", file=sys.stderr,
+                  flush=True)
+            print_comparison(real(label, env.measurer(), rfc, progress=sys.stderr, mlr_settings=mlr),
+                             sys.stdout, time_kind="real")
         finally:
             env.down()
     return 0

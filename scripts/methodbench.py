@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from .bench import answers
+from .bench import answers, median_agrees
 from .clock import SimClock
 from .fakes import FakeDut, GradualDut, QueueDut
 from .search import (
@@ -70,12 +70,7 @@ class SuiteRow:
     def agrees(self, method: str) -> bool | None:
         """The comparison's criterion: the median inside the RFC search's [min, max]; where that range is a
         single point (every RFC repetition gave the same answer), within `width` of it instead."""
-        rfc, other = self.runs[RFC8219].values(), self.runs[method].values()
-        if not rfc or not other:
-            return None
-        if min(rfc) < max(rfc):
-            return min(rfc) <= statistics.median(other) <= max(rfc)
-        return abs(statistics.median(other) - rfc[0]) <= self.width * rfc[0]
+        return median_agrees(self.runs[RFC8219].values(), self.runs[method].values(), self.width)
 
     def rfc_is_a_point(self) -> bool:
         rfc = self.runs[RFC8219].values()
