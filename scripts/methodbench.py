@@ -221,7 +221,8 @@ def print_seed_sets(results: list[tuple[int, list[SuiteRow]]], out: TextIO) -> N
     """Issue 25's three criteria over every row of every seed set, then each row that disagrees (its RFC
     [min, max], the MLRsearch median and how far outside it lies, % of the nearer end)."""
     rows = [row for _, set_rows in results for row in set_rows]
-    seeds = ", ".join(str(seed) for seed, _ in results)
+    firsts = [str(seed) for seed, _ in results]
+    seeds = ", ".join(firsts if len(firsts) <= 5 else [*firsts[:2], "...", firsts[-1]])
     print(f"Over {len(results)} seed sets (first seeds {seeds}): {criteria(rows)}", file=out)
     for seed, set_rows in results:
         for row in set_rows:
