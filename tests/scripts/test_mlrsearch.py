@@ -115,6 +115,10 @@ def test_paper_fast_goal_on_a_noisy_cap_lies_within_its_width_and_the_noise_of_t
         runner.measurer = FakeDut(capacity, noise=noise, clock=clock, sleep=True, seed=100 + rep)
         outcome = mlrsearch_search(runner, s, f"t/paper-fast/rep{rep}")
         assert outcome.status == OK
+        # The figure rests on a measured full-length trial: a 25 s trial passed at its relevant lower bound.
+        lower = outcome.goals[0]["relevant_lower_bound_qps"]
+        assert any(t.result.duration_s == 25 and t.verdict == "pass" and abs(t.result.rate_qps - lower) <= 0.5
+                   for t in outcome.trials)
         values.append(outcome.throughput_qps)
     # One search: its relevant lower bound passed a trial and lies within the goal width below a load that
     # failed one, so the answer lies between (capacity - 3 sigma) x (1 - width) x (1 - L) and
