@@ -26,7 +26,7 @@ from .campaign import (
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
-from .methodbench import print_suite, simulated_suite
+from .methodbench import print_seed_sets, print_suite, seed_sets
 from .overhead import Overhead, stored_overhead
 from .records import implementation_label, steal_note
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
@@ -79,13 +79,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
                             "Markdown table")
     bench.add_argument("--campaign", type=Path, metavar="FILE",
-                       help="--suite: MLRsearch with the first [search] of this campaign file (its goals) "
+                       help="MLRsearch with the first [search] of this campaign file (its goals) "
                             "instead of the search options above")
     bench.add_argument("--rfc-campaign", type=Path, metavar="FILE",
-                       help="--suite: the RFC 8219 search with the first [search] of this campaign file "
+                       help="the RFC 8219 search with the first [search] of this campaign file "
                             "(also the known answers' trial duration) instead of the search options above")
     bench.add_argument("--seed", type=int, default=1,
                        help="--suite: first noise seed of the simulated DUTs (default: %(default)s)")
+    bench.add_argument("--seed-sets", type=int, default=1, metavar="N",
+                       help="--suite: run the DUT set N times (first seeds SEED, SEED + 1000, ...): the "
+                            "first table in full, then the criteria over all N x 5 rows and each row that "
+                            "disagrees (default: %(default)s)")
     bench.set_defaults(func=_bench)
 
 
@@ -400,15 +404,23 @@ def _bench(args: argparse.Namespace) -> int:
             raise ValueError("--suite runs on simulated DUTs only: use --dut fake")
         rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
         mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else settings
-        rows = simulated_suite(args.capacity, rfc, args.seed, args.buffer, args.background_loss, mlr)
-        print_suite(rows, rfc, sys.stdout, mlr if mlr is not rfc else None)
+        if args.seed_sets < 1:
+            raise ValueError(f"--seed-sets must be at least 1, got {args.seed_sets}")
+        results = seed_sets(args.capacity, rfc, args.seed, args.seed_sets, args.buffer, args.background_loss,
+                            mlr)
+        print_suite(results[0][1], rfc, sys.stdout, mlr if mlr is not rfc else None)
+        if args.seed_sets > 1:
+            print(file=sys.stdout)
+            print_seed_sets(results, sys.stdout)
         return 0
-    if args.campaign or args.rfc_campaign or args.seed != 1:
-        raise ValueError("--campaign, --rfc-campaign and --seed go with --suite")
+    if args.seed != 1 or args.seed_sets != 1:
+        raise ValueError("--seed and --seed-sets go with --suite")
+    rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
+    mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else None
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
-            print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,
-                                       args.background_loss), sys.stdout)
+            print_comparison(simulated(args.capacity, args.noise, args.buffer, rfc, seed,
+                                       args.background_loss, mlr), sys.stdout)
         return 0
     data = {"campaign": {"name": "bench", "cores": [args.cores]}, "search": {"name": "cli", "max_rate_qps": 2,
                                                                           "error_qps": 1},
@@ -420,10 +432,11 @@ def _bench(args: argparse.Namespace) -> int:
         try:
             applied = env.set_cores(args.cores)
             label = f"{implementation_label(env.describe())}; DUT cores {json.dumps(applied)}"
-            print(f"{label}: both searches, {settings.repetitions} repetitions each; a line per trial",
-                  file=sys.stderr, flush=True)
-            print_comparison(real(label, env.measurer(), settings, progress=sys.stderr), sys.stdout,
-                             time_kind="real")
+            reps = f"{rfc.repetitions} and {(mlr or rfc).repetitions}"
+            print(f"{label}: both searches, {reps} repetitions; a line per trial", file=sys.stderr,
+                  flush=True)
+            print_comparison(real(label, env.measurer(), rfc, progress=sys.stderr, mlr_settings=mlr),
+                             sys.stdout, time_kind="real")
         finally:
             env.down()
     return 0
