@@ -41,6 +41,13 @@ struct Config {
     std::string json_path;                // empty: no JSON file
     std::string run_id;                   // empty: a random one
     bool quiet = false;
+    // I/O backend: socket (UDP sockets, the default) or xdp (AF_XDP: flows without sockets, frames built
+    // by the tester, replies taken by its XDP program).
+    std::string io = "socket";
+    std::string xdp_mode = "auto";        // XDP attach mode: auto (native, else generic), native, generic
+    std::string xdp_interface;            // empty: the interface the route to the server leaves by
+    std::uint32_t xdp_queue = 0;          // the interface queue the AF_XDP socket binds to
+    std::uint32_t xdp_frames = 4096;      // UMEM frames for receiving and as many for sending (power of two)
 };
 
 // A socket address the hot path can hand to the kernel as is.
@@ -112,6 +119,8 @@ struct Plan {
     double send_bound_s = 0;
     std::size_t series_rows = 0;           // per-second rows each pair preallocates (send bound + timeout + 3)
     std::uint64_t prealloc_bytes = 0;      // what the trial allocates before the first query (estimate, bytes)
+    bool xdp = false;                      // --io xdp
+    std::uint64_t xdp_slots = 0;           // --io xdp: in-flight query slots of the flow table (power of two)
 };
 
 // Queries one socket may have waiting for a reply: half the 16-bit ID space, so

@@ -114,6 +114,26 @@ void add_options(CLI::App& app, Config& config) {
                    "reads many; latency uses kernel timestamps and is not affected, s (0: no pause)")
         ->type_name("S")->group(threads);
 
+    const char* io = "I/O";
+    app.add_option("--io", config.io,
+                   "how queries leave and replies arrive: socket (UDP sockets) or xdp (AF_XDP on one interface "
+                   "queue: each (source address, port) of --source or --bind/--first-port is a flow without a "
+                   "socket; needs root, one thread pair, source ports given)")
+        ->type_name("MODE")->group(io);
+    app.add_option("--xdp-mode", config.xdp_mode,
+                   "--io xdp: attach the reply filter in native (driver) or generic (skb) XDP mode, or auto "
+                   "(native, else generic)")
+        ->type_name("MODE")->group(io);
+    app.add_option("--xdp-interface", config.xdp_interface,
+                   "--io xdp: the interface (empty: the one the route to the server leaves by)")
+        ->type_name("IF")->group(io);
+    app.add_option("--xdp-queue", config.xdp_queue, "--io xdp: the interface queue to bind to")
+        ->type_name("N")->group(io);
+    app.add_option("--xdp-frames", config.xdp_frames,
+                   "--io xdp: UMEM frames for receiving, and as many for sending (power of two; ring sizes "
+                   "follow)")
+        ->type_name("N")->group(io);
+
     add_verdict_and_output_options(app, config);
 }
 
@@ -327,6 +347,33 @@ void plan_epochs(const Config& c, const Plan& plan) {
               "--ports-per-thread)");
 }
 
+// --io and the AF_XDP settings: flows need explicit ports (a flow is an address and a port without a
+// socket), one thread pair binds one queue, and the flow table holds every query in flight.
+void plan_io(const Config& c, Plan& plan) {
+    check(c.io == "socket" || c.io == "xdp", "--io must be socket or xdp, got '" + c.io + "'");
+    check(c.xdp_mode == "auto" || c.xdp_mode == "native" || c.xdp_mode == "generic",
+          "--xdp-mode must be auto, native or generic, got '" + c.xdp_mode + "'");
+    plan.xdp = c.io == "xdp";
+    if (!plan.xdp) return;
+    check(c.threads == 1, "--io xdp runs one sender/receiver pair on one interface queue; use --threads 1");
+    check(c.xdp_frames >= 64 && c.xdp_frames <= (1u << 20) && (c.xdp_frames & (c.xdp_frames - 1)) == 0,
+          "--xdp-frames must be a power of two, 64..1048576");
+    check(c.batch <= c.xdp_frames, "--batch must not exceed --xdp-frames");
+    for (const Source& source : plan.sources) {
+        check(!source.ranges.empty() && source.address.family() == plan.server.family() &&
+                  !(plan.server.family() == AF_INET
+                        ? reinterpret_cast<const sockaddr_in*>(&source.address.storage)->sin_addr.s_addr == 0
+                        : IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&source.address.storage)->sin6_addr)),
+              "--io xdp needs every source address and its ports: give --source ADDR,FIRST-LAST or --bind ADDR "
+              "--first-port PORT (a flow is an address and a port, with no socket to pick either)");
+    }
+    // The queries in flight at once (two timeouts of the rate, as the socket rings) and two batches.
+    const double in_flight = std::ceil(c.rate_qps * c.timeout_s) * 2 + 2.0 * c.batch;
+    std::uint64_t slots = 1024;
+    while (static_cast<double>(slots) < in_flight) slots *= 2;
+    plan.xdp_slots = slots;
+}
+
 // What the trial allocates before the first query, and a refusal with the arithmetic above kMaxPreallocBytes.
 void plan_memory(const Config& c, Plan& plan) {
     plan.series_rows = static_cast<std::size_t>(
@@ -336,7 +383,8 @@ void plan_memory(const Config& c, Plan& plan) {
     const std::uint64_t histograms =
         std::uint64_t{c.threads} * 8 *
         (LatencyHistogram::index(2 * static_cast<std::uint64_t>(plan.timeout_ns)) + 1 + LatencyHistogram::index(kMaxLagRecordedNs) + 1);
-    const std::uint64_t rings = sockets * plan.ring_slots * 3 * sizeof(std::uint64_t);
+    const std::uint64_t rings =
+        plan.xdp ? plan.xdp_slots * 16 : sockets * plan.ring_slots * 3 * sizeof(std::uint64_t);
     const std::uint64_t buffers = std::uint64_t{c.threads} * c.batch * (4096 + 512);
     plan.prealloc_bytes = series + histograms + rings + buffers;
     const auto mib = [](std::uint64_t bytes) { return format_number(std::round(static_cast<double>(bytes) / (1 << 20))) + " MiB"; };
@@ -359,6 +407,7 @@ Plan make_plan(const Config& c, std::vector<std::string> argv) {
     plan_load(c, plan);
     plan_sockets(c, plan);
     plan_timing(c, plan);
+    plan_io(c, plan);
     plan_memory(c, plan);
     plan_epochs(c, plan);
     try {

@@ -1,0 +1,58 @@
+#pragma once
+// What the I/O backend of a trial was and what it counted: the JSON's `io`
+// block. Plain numbers only, so the report needs no AF_XDP headers.
+
+#include <cstdint>
+#include <string>
+
+namespace xlatperf::io {
+
+// The AF_XDP backend's setup and counters over the trial.
+struct XdpReport {
+    std::string interface;
+    std::string attach_mode;             // "native" or "generic"
+    bool zero_copy = false;              // the driver's zero-copy mode (else copy mode)
+    std::uint32_t queue = 0;
+    std::uint32_t queues = 1;            // queues bound (one socket each)
+    std::uint32_t prog_id = 0;
+    bool stale_program_removed = false;  // a program a killed run had left was replaced
+    std::string next_hop_mac;
+    bool next_hop_probed = false;        // the neighbour entry was absent and a probe resolved it
+    std::uint32_t frame_size = 0;        // bytes per UMEM frame
+    std::uint32_t rx_frames = 0;
+    std::uint32_t tx_frames = 0;
+    std::uint32_t ring_size = 0;         // entries of each of the four rings
+    std::uint64_t query_frame_bytes = 0;
+    std::uint64_t flows = 0;             // (source address, port) pairs
+    std::uint64_t slots = 0;             // in-flight query slots of the flow table
+    std::uint64_t slot_bytes = 0;        // bytes of matching state per slot
+    std::uint64_t frames_sent = 0;       // frames put on the TX ring
+    std::uint64_t kicks = 0;             // sendto() wake-ups of the TX ring
+    std::uint64_t tx_ring_waits = 0;     // times the TX ring had no free frame
+    // XDP_STATISTICS of the socket over the trial.
+    std::uint64_t rx_dropped = 0;
+    std::uint64_t rx_invalid_descs = 0;
+    std::uint64_t tx_invalid_descs = 0;
+    std::uint64_t rx_ring_full = 0;
+    std::uint64_t rx_fill_ring_empty = 0;
+    std::uint64_t tx_ring_empty = 0;
+    // The kernel program's counters.
+    std::uint64_t redirected = 0;        // frames it handed to the socket
+    std::uint64_t passed = 0;            // frames it passed to the kernel (not replies to the tester)
+    // Frames the parser refused (the kernel would have dropped them before a socket saw them).
+    std::uint64_t frame_truncated = 0;
+    std::uint64_t frame_not_udp = 0;
+    std::uint64_t frame_fragment = 0;
+    std::uint64_t frame_bad_header = 0;
+    std::uint64_t frame_bad_checksum = 0;
+    std::uint64_t frame_not_our_flow = 0;
+    // The tester's own drops: the socket's rx_dropped + rx_ring_full + rx_invalid_descs.
+    std::uint64_t own_drops() const { return rx_dropped + rx_ring_full + rx_invalid_descs; }
+};
+
+struct IoReport {
+    std::string mode = "socket";         // "socket" or "xdp"
+    XdpReport xdp;                       // mode "xdp" only
+};
+
+}  // namespace xlatperf::io

@@ -1,0 +1,320 @@
+#include "io/xdp_io.hpp"
+
+#include <algorithm>
+#include <net/if.h>
+#include <poll.h>
+
+#include "egress.hpp"
+#include "net.hpp"
+#include "pacing.hpp"
+#include "xdp/flows.hpp"
+#include "xdp/frame.hpp"
+#include "xdp/neighbour.hpp"
+#include "xdp/program.hpp"
+#include "xdp/xsk.hpp"
+
+namespace xlatperf::io {
+
+using xdp::FlowTable;
+
+std::vector<Source> flow_sources(const Plan& plan) {
+    std::vector<Source> out;
+    for (const Source& source : plan.sources) {
+        if (source.ranges.empty()) {
+            throw StartError("--io xdp: source " + source.text + " has no ports (a flow needs an address and a port)");
+        }
+        Source kept = source;
+        kept.ranges.clear();
+        std::uint64_t left = source.sockets;
+        for (const PortRange& range : source.ranges) {
+            if (left == 0) break;
+            const std::uint64_t take = std::min(left, range.size());
+            kept.ranges.push_back(PortRange{range.first, static_cast<std::uint16_t>(range.first + take - 1)});
+            left -= take;
+        }
+        if (!kept.ranges.empty()) out.push_back(std::move(kept));
+    }
+    return out;
+}
+
+std::uint64_t flow_slots(std::uint64_t planned, std::uint64_t flows) {
+    std::uint64_t cap = 1;
+    while (cap * 2 <= flows * 65536) cap *= 2;
+    return std::min(planned, cap);
+}
+
+struct XdpLink::State {
+    State(const Plan& plan_, const QueryTemplate& query_, std::string ifname_, const xdp::NextHop& hop_,
+          const std::vector<Source>& sources, const xdp::FrameSpec& spec)
+        : plan(plan_),
+          query(query_),
+          ifname(std::move(ifname_)),
+          hop(hop_),
+          flows(sources, xdp::FlowOrder::sequential, 1),
+          table(flows.size(), flow_slots(plan_.xdp_slots, flows.size())),
+          frame(query_, spec) {}
+
+    const Plan& plan;
+    const QueryTemplate& query;
+    std::string ifname;
+    xdp::NextHop hop;
+    xdp::FlowSpace flows;
+    FlowTable table;
+    xdp::FrameTemplate frame;
+    std::unique_ptr<xdp::XdpProgram> program;  // before the socket: it goes after it
+    std::unique_ptr<xdp::XskSocket> xsk;
+    xdp::XskStats stats_before;
+    xdp::FilterStats filter_before;
+    // Written by the sender thread, read after it ended.
+    std::uint64_t frames_sent = 0;
+    std::uint64_t tx_ring_waits = 0;
+    // Written by the receiver thread, read after it ended.
+    std::uint64_t frame_errors[6] = {};  // FrameStatus 1..5, then not our flow
+};
+
+namespace {
+
+std::string interface_for(const Plan& plan) {
+    if (!plan.config.xdp_interface.empty()) return plan.config.xdp_interface;
+    std::vector<SockAddr> sources;
+    for (const Source& s : plan.sources) sources.push_back(s.address);
+    const std::vector<int> devices = egress_devices(plan.server, sources);
+    if (devices.size() != 1) {
+        throw StartError("--io xdp: the route to the server leaves by " + std::to_string(devices.size()) +
+                         " interfaces; name one with --xdp-interface");
+    }
+    char name[IF_NAMESIZE] = {};
+    if (if_indextoname(static_cast<unsigned>(devices.front()), name) == nullptr) {
+        throw StartError("--io xdp: cannot name the interface the route to the server leaves by");
+    }
+    return name;
+}
+
+xdp::AttachMode attach_mode(const std::string& text) {
+    if (text == "native") return xdp::AttachMode::native;
+    if (text == "generic") return xdp::AttachMode::generic;
+    return xdp::AttachMode::automatic;
+}
+
+xdp::FrameSpec frame_spec(const std::string& ifname, const xdp::NextHop& hop, const SockAddr& server) {
+    xdp::FrameSpec spec;
+    spec.source_mac = xdp::interface_mac(ifname);
+    spec.destination_mac = hop.mac;
+    spec.server = server;
+    return spec;
+}
+
+class XdpSend final : public SendIo {
+public:
+    explicit XdpSend(XdpLink::State& state)
+        : state_(state), batch_(state.plan.config.batch), poll_{state.xsk->fd(), POLLOUT, 0} {}
+
+    std::uint64_t round_limit() const override { return batch_; }
+
+    void send(std::uint64_t j, std::uint64_t count, SendContext& context) override {
+        xdp::XskSocket& xsk = *state_.xsk;
+        SenderStats& stats = context.stats();
+        const std::int64_t start = context.start_ns();
+        const Plan& plan = state_.plan;
+        std::uint64_t done = 0;
+        std::int64_t blocked_since = -1;
+        while (done < count) {
+            const std::int64_t before = monotonic_ns() - start;
+            const auto wanted = static_cast<std::uint32_t>(std::min<std::uint64_t>(batch_, count - done));
+            const std::uint32_t n = xsk.tx_reserve(wanted);
+            if (n == 0) {
+                // Every TX frame is in flight: wait for completions, as a socket waits for room.
+                ++stats.would_block;
+                ++state_.tx_ring_waits;
+                if (blocked_since < 0) blocked_since = before;
+                if (context.stop_now()) break;
+                poll(&poll_, 1, 1);
+                continue;
+            }
+            if (blocked_since >= 0) {
+                stats.max_retry_stall_ns = std::max(stats.max_retry_stall_ns, before - blocked_since);
+                blocked_since = -1;
+            }
+            const std::int64_t sent_at = monotonic_ns();
+            for (std::uint32_t i = 0; i < n; ++i) {
+                const std::uint64_t k = context.query_index(j + done + i);
+                const auto endpoint = state_.flows.endpoint(state_.flows.permutation().forward(state_.table.position(k)));
+                const std::uint64_t sequence = state_.table.sequence(k);
+                state_.frame.write(xsk.tx_slot(i), endpoint.address, endpoint.port, FlowTable::id_of(sequence),
+                                   plan.subnet.address(k), sequence >> 16);
+                if (state_.table.publish(k, sent_at, plan.timeout_ns)) ++stats.ring_overruns;
+            }
+            xsk.tx_submit(n, static_cast<std::uint32_t>(state_.frame.size()));
+            xsk.kick();
+            ++stats.syscalls;
+            state_.frames_sent += n;
+            context.sent(j + done, n, before, monotonic_ns() - start, sent_at);
+            done += n;
+        }
+        stats.unsent += count - done;
+    }
+
+private:
+    XdpLink::State& state_;
+    std::uint32_t batch_;
+    pollfd poll_;
+};
+
+constexpr unsigned kDrainCalls = 64;  // most RX ring reads between end-time checks
+
+class XdpReceive final : public ReceiveIo {
+public:
+    XdpReceive(XdpLink::State& state, ReceiverStats& stats)
+        : state_(state),
+          stats_(stats),
+          classifier_(state.query, state.plan.subnet, state.plan.server, state.plan.timeout_ns),
+          frames_(state.plan.config.batch),
+          poll_{state.xsk->fd(), POLLIN, 0} {}
+
+    std::size_t drain(ReplySink& sink) override {
+        xdp::XskSocket& xsk = *state_.xsk;
+        const auto batch = static_cast<std::uint32_t>(frames_.size());
+        std::size_t total = 0;
+        for (unsigned call = 0; call < kDrainCalls; ++call) {
+            const std::uint32_t got = xsk.receive(frames_.data(), batch);
+            ++stats_.syscalls;
+            if (got == 0) break;
+            // No kernel stamp: the frames of one read share the time they were read.
+            const std::int64_t now = monotonic_ns();
+            for (std::uint32_t i = 0; i < got; ++i) handle(frames_[i], now, sink);
+            xsk.release_rx(got);
+            total += got;
+            if (got < batch) break;
+        }
+        return total;
+    }
+
+    void wait(std::int64_t timeout_ns) override {
+        poll(&poll_, 1, static_cast<int>(std::max<std::int64_t>(timeout_ns, 0) / 1'000'000 + 1));
+    }
+
+    bool pending() override {
+        pollfd p = poll_;
+        return poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
+    }
+
+    void finish(ReceiverStats& stats) override {
+        const xdp::XskStats now = state_.xsk->stats();
+        const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
+        // The socket's own drops are the tester's, as a socket's receive-buffer drops are; a frame
+        // with a bad UDP checksum counts there too, as the kernel counts it at a socket.
+        stats.socket_drops += delta(now.rx_dropped, state_.stats_before.rx_dropped) +
+                              delta(now.rx_ring_full, state_.stats_before.rx_ring_full) +
+                              delta(now.rx_invalid_descs, state_.stats_before.rx_invalid_descs) +
+                              state_.frame_errors[static_cast<int>(xdp::FrameStatus::bad_checksum) - 1];
+    }
+
+private:
+    void handle(const xdp::RxFrame& frame, std::int64_t received_ns, ReplySink& sink) {
+        xdp::ParsedReply reply;
+        const xdp::FrameStatus status = xdp::parse_reply(frame.data, frame.length, reply);
+        if (status != xdp::FrameStatus::ok) {
+            ++state_.frame_errors[static_cast<int>(status) - 1];
+            return;
+        }
+        std::uint64_t flow = 0;
+        if (!state_.flows.flow_of(reply.destination, reply.destination_port, flow)) {
+            ++state_.frame_errors[5];
+            return;
+        }
+        const std::uint64_t position = state_.flows.permutation().inverse(flow);
+        auto view = state_.table.view(position);
+        const Outcome outcome = classifier_.classify(view, reply.message, reply.length, false, reply.source.get(),
+                                                     reply.source.length, received_ns);
+        sink.reply(outcome, received_ns, static_cast<std::size_t>(position));
+    }
+
+    XdpLink::State& state_;
+    ReceiverStats& stats_;
+    ReplyClassifier classifier_;
+    std::vector<xdp::RxFrame> frames_;
+    pollfd poll_;
+};
+
+}  // namespace
+
+XdpLink::XdpLink(const Plan& plan, const QueryTemplate& query) {
+    const std::string ifname = interface_for(plan);
+    const std::vector<Source> sources = flow_sources(plan);
+    try {
+        const xdp::NextHop hop = xdp::resolve_next_hop(ifname, plan.server);
+        state_ = std::make_unique<State>(plan, query, ifname, hop, sources, frame_spec(ifname, hop, plan.server));
+        const xdp::XskSizes sizes{2048, plan.config.xdp_frames, plan.config.xdp_frames,
+                                  std::max<std::uint32_t>(plan.config.xdp_frames / 2, 64)};
+        state_->program = std::make_unique<xdp::XdpProgram>(ifname, xdp::FilterSpec{plan.server, sources},
+                                                            attach_mode(plan.config.xdp_mode));
+        state_->xsk = std::make_unique<xdp::XskSocket>(ifname, plan.config.xdp_queue, sizes);
+        state_->program->bind_queue(plan.config.xdp_queue, state_->xsk->fd());
+        for (std::uint32_t i = 0; i < state_->xsk->tx_frame_count(); ++i) {
+            state_->frame.write_template(state_->xsk->tx_frame(i));
+        }
+        state_->stats_before = state_->xsk->stats();
+        state_->filter_before = state_->program->stats();
+    } catch (const xdp::XdpError& e) {
+        throw StartError(std::string("--io xdp: ") + e.what());
+    } catch (const std::invalid_argument& e) {
+        throw StartError(std::string("--io xdp: ") + e.what());
+    }
+}
+
+// The socket closes before the program goes (members in reverse order).
+XdpLink::~XdpLink() = default;
+
+std::unique_ptr<SendIo> XdpLink::sender() { return std::make_unique<XdpSend>(*state_); }
+
+std::unique_ptr<ReceiveIo> XdpLink::receiver(ReceiverStats& stats) {
+    return std::make_unique<XdpReceive>(*state_, stats);
+}
+
+int XdpLink::ifindex() const { return state_->program->ifindex(); }
+
+XdpReport XdpLink::report() const {
+    const State& s = *state_;
+    XdpReport r;
+    r.interface = s.ifname;
+    r.attach_mode = s.program->mode_name();
+    r.zero_copy = s.xsk->zero_copy();
+    r.queue = s.plan.config.xdp_queue;
+    r.queues = 1;
+    r.prog_id = s.program->prog_id();
+    r.stale_program_removed = s.program->stale_removed();
+    r.next_hop_mac = xdp::mac_text(s.hop.mac);
+    r.next_hop_probed = s.hop.probed;
+    const xdp::XskSizes& sizes = s.xsk->sizes();
+    r.frame_size = sizes.frame_size;
+    r.rx_frames = sizes.rx_frames;
+    r.tx_frames = sizes.tx_frames;
+    r.ring_size = sizes.ring;
+    r.query_frame_bytes = s.frame.size();
+    r.flows = s.flows.size();
+    r.slots = s.table.slots();
+    r.slot_bytes = xdp::kFlowSlotBytes;
+    r.frames_sent = s.frames_sent;
+    r.kicks = s.xsk->kicks();
+    r.tx_ring_waits = s.tx_ring_waits;
+    const xdp::XskStats now = s.xsk->stats();
+    const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
+    r.rx_dropped = delta(now.rx_dropped, s.stats_before.rx_dropped);
+    r.rx_invalid_descs = delta(now.rx_invalid_descs, s.stats_before.rx_invalid_descs);
+    r.tx_invalid_descs = delta(now.tx_invalid_descs, s.stats_before.tx_invalid_descs);
+    r.rx_ring_full = delta(now.rx_ring_full, s.stats_before.rx_ring_full);
+    r.rx_fill_ring_empty = delta(now.rx_fill_ring_empty, s.stats_before.rx_fill_ring_empty);
+    r.tx_ring_empty = delta(now.tx_ring_empty, s.stats_before.tx_ring_empty);
+    const xdp::FilterStats filter = s.program->stats();
+    r.redirected = delta(filter.redirected, s.filter_before.redirected);
+    r.passed = delta(filter.passed, s.filter_before.passed);
+    r.frame_truncated = s.frame_errors[0];
+    r.frame_not_udp = s.frame_errors[1];
+    r.frame_fragment = s.frame_errors[2];
+    r.frame_bad_header = s.frame_errors[3];
+    r.frame_bad_checksum = s.frame_errors[4];
+    r.frame_not_our_flow = s.frame_errors[5];
+    return r;
+}
+
+}  // namespace xlatperf::io

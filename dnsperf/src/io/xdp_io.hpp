@@ -1,0 +1,51 @@
+#pragma once
+// The AF_XDP backend of the I/O seam (io.hpp): one interface queue, one
+// AF_XDP socket, the tester's XDP program taking only its replies, flows
+// without sockets. XdpLink sets everything up before the first query and
+// takes it down (the program detached, the socket closed) when it goes, so a
+// trial that throws leaves nothing on the interface. The sender thread uses
+// only the TX and completion rings, the receiver only the RX and fill rings.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "io/io.hpp"
+#include "io/io_report.hpp"
+#include "query.hpp"
+
+namespace xlatperf::io {
+
+// The flows of a plan: each source keeps the first `sockets` ports of its ranges,
+// the (address, port) pairs the socket backend would bind. Throws StartError when a
+// source has no ports.
+std::vector<Source> flow_sources(const Plan& plan);
+
+// The flow table's slot count: the plan's, but at most 65536 per flow (a power of two).
+std::uint64_t flow_slots(std::uint64_t planned, std::uint64_t flows);
+
+class XdpLink {
+public:
+    // Resolves the interface and the next hop, loads and attaches the program, binds
+    // the socket and writes the frame template into every TX frame. Throws StartError.
+    XdpLink(const Plan& plan, const QueryTemplate& query);
+    ~XdpLink();
+    XdpLink(const XdpLink&) = delete;
+    XdpLink& operator=(const XdpLink&) = delete;
+
+    std::unique_ptr<SendIo> sender();
+    std::unique_ptr<ReceiveIo> receiver(ReceiverStats& stats);
+    // The setup and the counters so far (read the kernel's counters: call after the threads ended).
+    XdpReport report() const;
+    // The interface's index (its egress drops are the tester's).
+    int ifindex() const;
+
+    struct State;
+
+private:
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace xlatperf::io
