@@ -3,6 +3,7 @@
 // block. Plain numbers only, so the report needs no AF_XDP headers.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace xlatperf::io {
@@ -54,5 +55,9 @@ struct IoReport {
     std::string mode = "socket";         // "socket" or "xdp"
     XdpReport xdp;                       // mode "xdp" only
 };
+
+// The JSON `io` block: {"mode": "socket"}, or with mode "xdp" the setup, the ring sizes, XDP_STATISTICS,
+// the program's counters, the frame parser's refusals and the frames per kick.
+nlohmann::json to_json(const IoReport& report);
 
 }  // namespace xlatperf::io

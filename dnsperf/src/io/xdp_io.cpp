@@ -52,7 +52,16 @@ struct XdpLink::State {
           hop(hop_),
           flows(sources, xdp::FlowOrder::sequential, 1),
           table(flows.size(), flow_slots(plan_.xdp_slots, flows.size())),
-          frame(query_, spec) {}
+          frame(query_, spec) {
+        // The order is sequential: position p of a round is flow p, the sources' ports in order.
+        for (const Source& source : sources) {
+            for (const PortRange& range : source.ranges) {
+                for (std::uint64_t port = range.first; port <= range.last; ++port) {
+                    listed.push_back(Flow{source.text, static_cast<std::uint16_t>(port)});
+                }
+            }
+        }
+    }
 
     const Plan& plan;
     const QueryTemplate& query;
@@ -61,6 +70,7 @@ struct XdpLink::State {
     xdp::FlowSpace flows;
     FlowTable table;
     xdp::FrameTemplate frame;
+    std::vector<Flow> listed;
     std::unique_ptr<xdp::XdpProgram> program;  // before the socket: it goes after it
     std::unique_ptr<xdp::XskSocket> xsk;
     xdp::XskStats stats_before;
@@ -270,6 +280,8 @@ std::unique_ptr<SendIo> XdpLink::sender() { return std::make_unique<XdpSend>(*st
 std::unique_ptr<ReceiveIo> XdpLink::receiver(ReceiverStats& stats) {
     return std::make_unique<XdpReceive>(*state_, stats);
 }
+
+const std::vector<Flow>& XdpLink::flows() const { return state_->listed; }
 
 int XdpLink::ifindex() const { return state_->program->ifindex(); }
 

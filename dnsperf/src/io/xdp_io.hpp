@@ -26,6 +26,12 @@ std::vector<Source> flow_sources(const Plan& plan);
 // The flow table's slot count: the plan's, but at most 65536 per flow (a power of two).
 std::uint64_t flow_slots(std::uint64_t planned, std::uint64_t flows);
 
+// One flow as the report lists it.
+struct Flow {
+    std::string address;
+    std::uint16_t port = 0;
+};
+
 class XdpLink {
 public:
     // Resolves the interface and the next hop, loads and attaches the program, binds
@@ -39,6 +45,8 @@ public:
     std::unique_ptr<ReceiveIo> receiver(ReceiverStats& stats);
     // The setup and the counters so far (read the kernel's counters: call after the threads ended).
     XdpReport report() const;
+    // Every flow, by its position in a round of the flow table (where replies are counted).
+    const std::vector<Flow>& flows() const;
     // The interface's index (its egress drops are the tester's).
     int ifindex() const;
 
