@@ -1,4 +1,4 @@
-"""Benchmark of the AF_XDP layer (dnsperf/src/xdp through tools/xdp_probe) against Knot's kxdpgun.
+"""Benchmark of the AF_XDP layer (tools/xdp_probe, and xlatperf --io xdp) against Knot's kxdpgun.
 
 Prints figures; asserts nothing. A veth pair runs from the root namespace into a namespace where knotd
 (socket mode, 1 UDP worker, its threads pinned to CPU 1) answers (setups.emulation.xdplink); both
@@ -7,7 +7,9 @@ each fixed rate (default 100 000 and 200 000 queries/s, --duration s each). For 
 queries sent, the replies received (kxdpgun: its own count of answers; xdp_probe: replies matched to their
 query and valid) and the generator's CPU time from getrusage of the child (user + system, so the AF_XDP
 syscalls are in it; the veth receive softirq that runs the XDP program on the replying CPU is not, for
-either generator), as CPU-seconds per million queries sent, and xdp_probe's CPU relative to kxdpgun's.
+either generator), as CPU-seconds per million queries sent, and each one's CPU relative to kxdpgun's.
+xlatperf runs too, with sockets and with --io xdp (one sender/receiver pair, both threads on CPU 0, 64
+source ports or flows; its replies are the valid ones).
 Only ratios from one run mean anything on a shared 2-vCPU VM.
 
 Run as root, under the machine lock on a shared machine:
@@ -79,6 +81,36 @@ def xdp_probe(link: XdpLink, rate: int, duration_s: int, flows: int) -> dict[str
             "xdp_mode": result["xdp_mode"]}
 
 
+def xlatperf(link: XdpLink, rate: int, duration_s: int, io: str) -> dict[str, Any]:
+    argv = [str(build_dir() / "dnsperf" / "xlatperf"), "--server", SERVER_V4, "--source",
+            f"{TESTER_V4},30000-30063", "--ports-per-thread", "64", "--rate", str(rate), "--duration",
+            str(duration_s), "--sender-cpus", str(TESTER_CPU), "--receiver-cpus", str(TESTER_CPU), "--quiet",
+            "--json", "-", "--io", io]
+    if io == "xdp":
+        argv += ["--xdp-interface", link.outer]
+    stdout, _, user_s, system_s = run_metered(argv)
+    result = json.loads(stdout)
+    run = {"sent": result["totals"]["sent"], "replies": result["totals"]["valid"], "user_s": user_s,
+           "system_s": system_s, "max_lag_ms": result["send"]["max_lag_s"] * 1e3,
+           "verdict": result["verdict"]["status"]}
+    if io == "xdp":
+        io_block = result["io"]
+        run.update(frames_per_kick=io_block["frames_per_kick"], xsk_statistics=io_block["xdp_statistics"],
+                   xdp_mode=io_block["xdp_mode"])
+    return run
+
+
+GENERATORS = ("kxdpgun", "xdp_probe", "xlatperf-socket", "xlatperf-xdp")
+
+
+def generate(name: str, link: XdpLink, queries: Path, rate: int, args: argparse.Namespace) -> dict[str, Any]:
+    if name == "kxdpgun":
+        return kxdpgun(link, queries, rate, args.duration)
+    if name == "xdp_probe":
+        return xdp_probe(link, rate, args.duration, args.flows)
+    return xlatperf(link, rate, args.duration, name.removeprefix("xlatperf-"))
+
+
 def per_million(run: dict[str, Any]) -> float:
     return (run["user_s"] + run["system_s"]) / run["sent"] * 1e6 if run["sent"] else float("nan")
 
@@ -88,12 +120,18 @@ def main() -> int:
     parser.add_argument("--rates", default="100000,200000", help="fixed rates, queries/s, comma-separated")
     parser.add_argument("--duration", type=int, default=3, help="seconds per run")
     parser.add_argument("--flows", type=int, default=10000, help="xdp_probe's flows (source ports)")
+    parser.add_argument("--generators", default=",".join(GENERATORS),
+                        help="which to run, comma-separated, of " + ", ".join(GENERATORS))
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
     try:
         rates = [int(r) for r in args.rates.split(",")]
     except ValueError:
         print(f"xdp_bench: bad --rates {args.rates!r}: integers, comma-separated", file=sys.stderr)
+        return 2
+    args.generators = args.generators.split(",")
+    if not args.generators or any(g not in GENERATORS for g in args.generators):
+        print(f"xdp_bench: bad --generators: choose from {', '.join(GENERATORS)}", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("xdp_bench: run as root (namespaces, XDP programs)", file=sys.stderr)
@@ -128,10 +166,9 @@ def run_all(link: XdpLink, queries: Path, rates: list[int], args: argparse.Names
     with KnotServer(tmp / "knot", config, netns=link.netns):
         for rate in rates:
             runs = {}
-            for name in ("kxdpgun", "xdp_probe"):
+            for name in args.generators:
                 time.sleep(1)  # let the server's queue drain between generators
-                run = (kxdpgun(link, queries, rate, args.duration) if name == "kxdpgun"
-                       else xdp_probe(link, rate, args.duration, args.flows))
+                run = generate(name, link, queries, rate, args)
                 run.update(generator=name, rate_qps=rate, cpu_s_per_million=per_million(run))
                 runs[name] = run
                 figures["runs"].append(run)
@@ -139,9 +176,14 @@ def run_all(link: XdpLink, queries: Path, rates: list[int], args: argparse.Names
                       f"replies {run['replies']:8d}, CPU {run['user_s'] + run['system_s']:.2f} s "
                       f"({run['user_s']:.2f} user), "
                       f"{run['cpu_s_per_million']:.2f} CPU-s per million queries")
-            ratio = runs["xdp_probe"]["cpu_s_per_million"] / runs["kxdpgun"]["cpu_s_per_million"]
-            figures.setdefault("ratios", {})[str(rate)] = ratio
-            print(f"  xdp_probe / kxdpgun CPU per query at {rate} q/s: {ratio:.2f}")
+            if "kxdpgun" not in runs:
+                continue
+            for name, run in runs.items():
+                if name == "kxdpgun":
+                    continue
+                ratio = run["cpu_s_per_million"] / runs["kxdpgun"]["cpu_s_per_million"]
+                figures.setdefault("ratios", {}).setdefault(name, {})[str(rate)] = ratio
+                print(f"  {name} / kxdpgun CPU per query at {rate} q/s: {ratio:.2f}")
 
 
 if __name__ == "__main__":
