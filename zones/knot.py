@@ -10,6 +10,12 @@ Nothing answers twice: before knotd starts, nothing may be bound to, or answer D
 port (Knot binds with SO_REUSEPORT, so a second server would silently share the queries); after it
 answers, exactly our knotd must hold the sockets there.
 
+In XDP mode (KnotConfig.xdp_interface) knotd also answers UDP/53 arriving on that interface through its
+own XDP program and AF_XDP sockets (Knot's `xdp: listen: IFACE@53`), before the kernel's UDP stack sees
+it; its sockets at `listen` stay (they answer what does not arrive on that interface, e.g. the readiness
+query over loopback, and TCP). A start checks that the program is attached and says in which mode
+(native or generic); describe() names the I/O mode ("io": "socket" or "xdp") so every record does.
+
 The loopback self-test keeps its workdir in a fixed per-user run directory (loopback_rundir), so that
 `xlatbench setup down` finds what a killed run left (cleanup_loopback).
 """
@@ -29,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
+from .. import xdp
 from ..procs import alive, start_time, terminate
 from .zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 
 TEMPLATE = Path(__file__).with_name("knot.conf.in")
+IO_MODES = ("socket", "xdp")  # how the echo server takes its queries: the kernel's UDP sockets, or AF_XDP
 
 
 class KnotError(RuntimeError):
@@ -47,6 +55,8 @@ class KnotConfig:
     udp_workers: number of UDP worker threads (knotd pins worker i to CPU i mod ncpu itself).
     cpus: CPUs every knotd thread is re-pinned to after start; None leaves knotd's own placement.
     domain, subnet: the zone (one AAAA record per address of the subnet).
+    xdp_interface: answer UDP arriving on this interface (in knotd's network namespace) in XDP mode, at
+        the first listen port; None: sockets only.
     """
 
     listen: tuple[tuple[str, int], ...] = (("127.0.0.1", 53),)
@@ -54,6 +64,19 @@ class KnotConfig:
     cpus: tuple[int, ...] | None = None
     domain: str = DEFAULT_DOMAIN
     subnet: str = DEFAULT_SUBNET
+    xdp_interface: str | None = None
+
+    @property
+    def io(self) -> str:
+        """"xdp" when knotd answers in XDP mode, else "socket" (one of IO_MODES)."""
+        return "xdp" if self.xdp_interface else "socket"
+
+
+def check_io(io: object, where: str = "io") -> str:
+    """`io` if it is one of IO_MODES, else ValueError in one line."""
+    if io not in IO_MODES:
+        raise ValueError(f"{where} must be one of {list(IO_MODES)}, got {io!r}")
+    return str(io)
 
 
 @dataclass
@@ -118,6 +141,8 @@ class KnotServer:
         try:
             self._wait_until_answering(timeout_s)
             self.check_sole_holder()
+            if self.config.xdp_interface:
+                self._wait_for_xdp(timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -135,6 +160,22 @@ class KnotServer:
         stop_stale(self.workdir, timeout_s)
         with contextlib.suppress(FileNotFoundError):
             self.ownerfile.unlink()
+
+    def xdp_program(self) -> xdp.Attached | None:
+        """knotd's XDP program on its interface (None: sockets only, or none attached)."""
+        if not self.config.xdp_interface:
+            return None
+        found = xdp.attached(self.netns, self.config.xdp_interface)
+        return found[0] if found else None
+
+    def _wait_for_xdp(self, timeout_s: float) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + timeout_s
+        while self.xdp_program() is None:
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                raise KnotError(f"knotd attached no XDP program to {self.config.xdp_interface} (XDP mode): "
+                                f"{self._log_tail()}")
+            time.sleep(0.1)
 
     def check_sole_holder(self) -> None:
         """Exactly our knotd holds the sockets at each listen address, or KnotError naming the others."""
@@ -155,7 +196,12 @@ class KnotServer:
             "netns": self.netns,
             "zone": {"domain": self.config.domain, "subnet": self.config.subnet},
             "ready_s": self._ready_s,
+            "io": self.config.io,
         }
+        if self.config.xdp_interface:
+            program = self.xdp_program()
+            info["xdp"] = {"listen": f"{self.config.xdp_interface}@{self.config.listen[0][1]}",
+                           "attached": program.record() if program else None}
         if self.pid is not None:
             info["pid"] = self.pid
             info["rss_kib"] = _rss_kib(self.pid)
@@ -170,6 +216,7 @@ class KnotServer:
             listen=listen,
             domain=self.config.domain,
             zonefile=str(self.zonefile),
+            xdp=xdp_section(self.config),
         )
         self.conffile.write_text(text)
 
@@ -205,6 +252,16 @@ class KnotServer:
         except OSError:
             return "(no log)"
         return " | ".join(lines[-3:]) or "(empty log)"
+
+
+def xdp_section(config: KnotConfig) -> str:
+    """knot.conf's `xdp:` section for XDP mode: UDP only (TCP stays on the sockets), replies back out of
+    the interface the query came in on without a route lookup (route-check off); empty in socket mode."""
+    if not config.xdp_interface:
+        return ""
+    port = config.listen[0][1]
+    return (f"\nxdp:\n    listen: [ {config.xdp_interface}@{port} ]\n    udp: on\n    tcp: off\n"
+            "    route-check: off\n")
 
 
 def _listen_item(address: str, port: int) -> str:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...procs import alive
-from ...zones import KnotConfig, KnotServer
+from ...zones import KnotConfig, KnotServer, check_io
 from ..backends import Process, RenderContext, linux
 from ..backends.registry import EMULATION_DEFAULT
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
@@ -48,7 +48,9 @@ class EmulationConfig:
     translator's checksum bug cannot hide (NOTES). knot_cpus / dut_cpus: CPU lists (None = unpinned); the
     server's interfaces steer their receive softirq (RPS) to knot_cpus. client_cpus: the tester's CPUs,
     where the client's interfaces steer theirs (None: the kernel's default, the CPU that sent the packet,
-    i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only).
+    i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only). knot_io: how Knot takes its queries,
+    "socket" (the kernel's UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to
+    the chain; its sockets stay for the readiness query over loopback).
     """
 
     topology: str
@@ -64,8 +66,10 @@ class EmulationConfig:
     dut_cpus: tuple[int, ...] | None = None
     client_cpus: tuple[int, ...] | None = None
     ces: int = 1
+    knot_io: str = "socket"
 
     def __post_init__(self) -> None:
+        check_io(self.knot_io, "knot_io")
         topology(self.topology, self.effective_nat64_prefix, self.ces)  # a bad name or CE count: ValueError
 
     @property
@@ -91,6 +95,7 @@ class Emulation:
                 listen=((self.topology.knot_address, 53),),
                 udp_workers=config.knot_workers,
                 cpus=config.knot_cpus,
+                xdp_interface=self.server_interface() if config.knot_io == "xdp" else None,
             ),
             netns=self.netns_of["server"],
         )
@@ -98,6 +103,14 @@ class Emulation:
     @property
     def prefix(self) -> str:
         return self.config.prefix
+
+    def server_interface(self) -> str:
+        """The server host's interface toward the chain (where Knot's XDP mode listens)."""
+        interfaces = self.topology.host("server").interfaces
+        if len(interfaces) != 1:
+            raise EmulationError(f"the server host of {self.topology.name} has {len(interfaces)} interfaces; "
+                                 "Knot's XDP mode needs exactly one")
+        return interfaces[0].name
 
     # -- the plan ---------------------------------------------------------------------------------
     def plan(self) -> list[tuple[str | None, Step]]:
@@ -300,6 +313,7 @@ class Emulation:
             "paper_prefix": self.topology.nat64_prefix is None or is_well_known(self.topology.nat64_prefix),
             "max_flows": self.topology.max_flows(),
             "tx_offload_off": ["client", "server"] if self.config.tx_offload_off else [],
+            "server_io": self.config.knot_io,
             "notes": list(self.topology.notes),
         }
         if not info["paper_prefix"]:
