@@ -14,7 +14,9 @@ In XDP mode (KnotConfig.xdp_interface) knotd also answers UDP/53 arriving on tha
 own XDP program and AF_XDP sockets (Knot's `xdp: listen: IFACE@53`), before the kernel's UDP stack sees
 it; its sockets at `listen` stay (they answer what does not arrive on that interface, e.g. the readiness
 query over loopback, and TCP). A start checks that the program is attached and says in which mode
-(native or generic); describe() names the I/O mode ("io": "socket" or "xdp") so every record does.
+(native or generic); describe() names the I/O mode ("io": "socket" or "xdp") so every record does. knotd
+leaves its program attached when it exits: the workdir records the interface (xdp.json) and every stop,
+also of a knotd a killed run left, detaches Knot's program from it.
 
 The loopback self-test keeps its workdir in a fixed per-user run directory (loopback_rundir), so that
 `xlatbench setup down` finds what a killed run left (cleanup_loopback).
@@ -23,6 +25,7 @@ The loopback self-test keeps its workdir in a fixed per-user run directory (loop
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -129,6 +132,8 @@ class KnotServer:
         write_owner(self.ownerfile)
         self._write_config()
         write_zone(self.zonefile, self.config.domain, self.config.subnet)
+        if self.config.xdp_interface:
+            remember_xdp(self.workdir, self.netns, self.config.xdp_interface)
         argv = ["knotd", "-c", str(self.conffile)]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
@@ -360,11 +365,11 @@ def stop_stale(workdir: Path, timeout_s: float = 10.0, force: bool = True) -> in
     """
     pidfile = workdir / "knot.pid"
     try:
-        pid = int(pidfile.read_text().strip())
+        pid: int | None = int(pidfile.read_text().strip())
     except (FileNotFoundError, ValueError):
-        return None
+        pid = None
     ended = None
-    if _is_knotd_of(pid, workdir) and alive(pid):
+    if pid is not None and _is_knotd_of(pid, workdir) and alive(pid):
         if _uid(pid) != os.getuid():
             raise KnotError(f"knotd (pid {pid}) of {workdir} belongs to user {_uid(pid)}, not to us: "
                             "leaving it; ask its owner to stop it, or use another port/run directory")
@@ -376,7 +381,39 @@ def stop_stale(workdir: Path, timeout_s: float = 10.0, force: bool = True) -> in
         ended = pid
     with contextlib.suppress(FileNotFoundError):
         pidfile.unlink()
+    release_xdp(workdir)
     return ended
+
+
+XDP_RECORD = "xdp.json"  # in the workdir: where knotd was told to attach its XDP program
+KNOT_XDP_PROGRAM = "xdp_redirect_dn"  # Knot's program (xdp_redirect_dns) as the kernel names it: 15 chars
+
+
+def remember_xdp(workdir: Path, netns: str | None, interface: str) -> None:
+    """Write down, before knotd starts, the interface it will attach its XDP program to."""
+    (workdir / XDP_RECORD).write_text(json.dumps({"netns": netns, "interface": interface}) + "\n")
+
+
+def release_xdp(workdir: Path) -> list[str]:
+    """Detach Knot's XDP program from the interface the workdir's knotd was told to use, once no knotd
+    runs there: knotd leaves it attached when it exits (a later knotd would reuse it), and one killed with
+    SIGKILL certainly does. A program of another name on that interface is left alone. Returns what was
+    detached ("PROGRAM (id N, MODE) on IF")."""
+    record = workdir / XDP_RECORD
+    try:
+        where = json.loads(record.read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    netns, interface = where.get("netns"), str(where.get("interface"))
+    done = []
+    for program in xdp.attached(netns, interface):
+        if program.program == KNOT_XDP_PROGRAM:
+            error = xdp.detach(program, netns)
+            if error:
+                raise KnotError(f"cannot detach knotd's XDP program from {interface}: {error}")
+            done.append(program.text())
+    record.unlink()
+    return done
 
 
 def _terminate(pid: int, timeout_s: float) -> None:
