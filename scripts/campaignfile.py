@@ -261,7 +261,10 @@ def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
                                     f"[server] io = {io!r}: drop one")
         if io == "socket" and "knot_io" not in options:
             return setup  # the default: a factory that knows no knot_io still gets the options it knew
-        return replace(setup, params={**setup.params, "options": {**options, "knot_io": io}})
+        options["knot_io"] = io
+        if setup.params.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
+            _check_emulation_options(where, str(setup.params["topology"]), options)
+        return replace(setup, params={**setup.params, "options": options})
     if io == "xdp" and setup.kind == "loopback":
         raise CampaignFileError(f"{where}: [server] io = \"xdp\" needs a network interface for Knot's XDP "
                                 "mode; a loopback setup has none: use a chain setup (or io = \"socket\")")

@@ -70,13 +70,29 @@ class EmulationConfig:
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
-        topology(self.topology, self.effective_nat64_prefix, self.ces)  # a bad name or CE count: ValueError
+        chain = topology(self.topology, self.effective_nat64_prefix, self.ces)  # ValueError: bad name or CEs
+        refusal = knot_xdp_refusal(chain) if self.knot_io == "xdp" else None
+        if refusal:
+            raise ValueError(refusal)
 
     @property
     def effective_nat64_prefix(self) -> str:
         if self.nat64_prefix:
             return self.nat64_prefix
         return BackendChoice.parse(self.backend, self.variants).default_prefix() or WELL_KNOWN_PREFIX
+
+
+def knot_xdp_refusal(chain: Topology) -> str | None:
+    """Why Knot's XDP mode cannot answer through `chain`, or None. Knot 3.2's XDP mode sends its IPv4 UDP
+    replies with checksum 0 (no checksum, which RFC 768 allows); a stateless translator that carries them to
+    IPv6, where UDP needs a checksum, may drop them (RFC 7915 section 4.5) and tayga 0.9.2 does (seen here:
+    the 464XLAT PLAT received every reply and passed none on). Over IPv6 Knot computes the checksum."""
+    if ":" in chain.knot_address or not chain.translators():
+        return None
+    return (f"knot_io = 'xdp' cannot serve the {chain.name} chain: Knot's XDP mode answers IPv4 queries with "
+            "UDP checksum 0 (RFC 768 allows it) and the translator carrying the replies to IPv6 drops them "
+            "(RFC 7915 section 4.5; tayga does): use knot_io = 'socket', the baseline, or a chain whose Knot "
+            "listens on IPv6 (clat, ce)")
 
 
 class Emulation:
