@@ -4,7 +4,8 @@ Knot in XDP mode as the echo server: a campaign with `[server] io = "xdp"` measu
 every trial up to a modest rate answers every query, and the known answer that XDP (not the kernel's UDP
 stack) answered is the server namespace's UDP counter: it stays at zero while thousands of queries are
 answered. Every record says io = "xdp". Then: a program left attached by a process killed with SIGKILL
-(knotd's, and the tester's reply filter through xdp_probe) is detached by `xlatbench setup down`, the
+(knotd's, the tester's reply filter through xdp_probe, and the one kxdpgun leaves even when it ends
+normally) is detached by `xlatbench setup down`, the
 kernel frees it (bpftool no longer finds its id) and nothing of the prefix is left.
 """
 
@@ -28,7 +29,7 @@ from xlatbench.setups.emulation import leftovers
 from xlatbench.setups.emulation.cleanup import down
 from xlatbench.setups.emulation.names import read_pid
 from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, attached_program, xdp_link
-from xlatbench.zones import KnotConfig, KnotServer
+from xlatbench.zones import KnotConfig, KnotServer, query_name
 
 pytestmark = [pytest.mark.root]
 
@@ -171,4 +172,21 @@ def test_setup_down_detaches_the_reply_filter_of_a_killed_tester(prefix):
     assert not _program_exists(program_id)
     links = subprocess.run(["ip", "-d", "link"], capture_output=True, text=True, check=True).stdout
     assert link.outer not in links and "xlb_reply_filt" not in links
+    assert leftovers(prefix) == []
+
+
+def test_setup_down_detaches_the_program_kxdpgun_leaves(prefix, tmp_path):
+    queries = tmp_path / "queries"
+    queries.write_text("".join(f"{query_name(i)} AAAA\n" for i in range(100)))
+    with xdp_link(prefix) as link:
+        argv = ["kxdpgun", "-t", "1", "-Q", "100", "-I", link.outer, "-i", str(queries), SERVER_V4]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        left = attached_program(link.outer)  # kxdpgun ends without detaching its program
+        assert left is not None and left["prog"]["name"] == "xdp_redirect_dn", left
+        program_id = int(left["prog"]["id"])
+        removed = _setup_down(prefix)
+    assert any(line.startswith(f"xdp_redirect_dn (id {program_id}, ") and link.outer in line
+               for line in removed["xdp_programs"]), removed
+    assert not _program_exists(program_id)
     assert leftovers(prefix) == []
