@@ -314,6 +314,15 @@ class Emulation:
                     found[p.name] = pid
         return found
 
+    def translator_counters(self) -> dict[str, dict[str, int]]:
+        """"host:translator" -> the translator's own counters, for the backends that keep any."""
+        found = {}
+        for host, role in self.topology.translators().items():
+            counts = self.choice.backend(role).counters(host, self.ctx)
+            if counts:
+                found[f"{host}:translator"] = counts
+        return found
+
     def describe(self) -> dict[str, object]:
         roles = {}
         for host, role in self.topology.translators().items():
