@@ -85,14 +85,15 @@ class EmulationConfig:
 def knot_xdp_refusal(chain: Topology) -> str | None:
     """Why Knot's XDP mode cannot answer through `chain`, or None. Knot 3.2's XDP mode sends its IPv4 UDP
     replies with checksum 0 (no checksum, which RFC 768 allows); a stateless translator that carries them to
-    IPv6, where UDP needs a checksum, may drop them (RFC 7915 section 4.5) and tayga 0.9.2 does (seen here:
-    the 464XLAT PLAT received every reply and passed none on). Over IPv6 Knot computes the checksum."""
+    IPv6, where UDP needs a checksum, may drop them (RFC 7915 section 4.5), and the emulation's default
+    translator does (seen here: the 464XLAT PLAT received every reply and passed none on). Over IPv6 Knot
+    computes the checksum."""
     if ":" in chain.knot_address or not chain.translators():
         return None
     return (f"knot_io = 'xdp' cannot serve the {chain.name} chain: Knot's XDP mode answers IPv4 queries with "
             "UDP checksum 0 (RFC 768 allows it) and the translator carrying the replies to IPv6 drops them "
-            "(RFC 7915 section 4.5; tayga does): use knot_io = 'socket', the baseline, or a chain whose Knot "
-            "listens on IPv6 (clat, ce)")
+            "(RFC 7915 section 4.5; the default one here does): use knot_io = 'socket', the baseline, or a "
+            "chain whose Knot listens on IPv6 (clat, ce)")
 
 
 class Emulation:
