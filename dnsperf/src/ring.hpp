@@ -21,7 +21,7 @@ public:
     struct Snapshot {
         std::uint64_t tag = 0;
         std::uint64_t query_index = 0;   // global query number k (decides the QNAME)
-        std::int64_t sent_ns = 0;        // CLOCK_REALTIME just before the send
+        std::int64_t sent_ns = 0;        // CLOCK_MONOTONIC when the query left
         State state() const { return static_cast<State>(tag & 3u); }
         std::uint64_t sequence() const { return tag >> 2; }
     };

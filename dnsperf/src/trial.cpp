@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -121,6 +122,7 @@ struct Shared {
     std::atomic<bool> signalled{false};  // of them: a signal
     std::atomic<std::size_t> ready{0};  // threads started and waiting for `go`
     std::atomic<bool> go{false};        // start_ns is set: the threads may run
+    std::atomic<bool> case_warned{false};  // the case-rewrite warning went to stderr (once per run)
     std::int64_t start_ns = 0;        // monotonic time of query 0
     std::int64_t start_real_ns = 0;   // the same instant on CLOCK_REALTIME
     std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start): the send bound
@@ -384,6 +386,10 @@ public:
           recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)),
           pollfds_(pair.sockets.size()) {
         for (std::size_t s = 0; s < pair.sockets.size(); ++s) pollfds_[s] = {pair.sockets[s].fd(), POLLIN, 0};
+        // Only a socket whose IDs wrap can see its epoch-0 answers spelled again.
+        if (shared.schedule.thread_queries(pair.index) > kIdsPerEpoch) {
+            epoch0_answered_.assign(pair.sockets.size(), std::vector<std::uint64_t>(kIdsPerEpoch / 64, 0));
+        }
         for (std::size_t m = 0; m < batch_; ++m) {
             iovecs_[m] = {buffers_.data() + m * kReplyBufferSize, kReplyBufferSize};
             msghdr& header = messages_[m].msg_hdr;
@@ -498,6 +504,7 @@ private:
             std::min<std::size_t>(message.msg_len, kReplyBufferSize), cut,
             reinterpret_cast<const sockaddr*>(&sources_[m]), message.msg_hdr.msg_namelen, received_ns);
         ++stats_.received;
+        note_case(socket, outcome, received_ns);
         SeriesRow& by_query = pair_.reply_rows[second_of(shared_, outcome.sent_ns)];
         SeriesRow& by_arrival = pair_.reply_rows[second_of(shared_, received_ns)];
         switch (outcome.kind) {
@@ -540,9 +547,46 @@ private:
         }
     }
 
+    static constexpr std::uint64_t kIdsPerEpoch = 65536;
+
+    // Keeps which epoch-0 queries got a reply and counts the replies whose letter
+    // case proves that the server rewrote it; the first one is recorded and said
+    // on stderr, once per run.
+    void note_case(std::size_t socket, const Outcome& outcome, std::int64_t received_ns) {
+        const bool matched = outcome.kind != ReplyKind::malformed && outcome.kind != ReplyKind::unexpected;
+        if (matched) {
+            if (!epoch0_answered_.empty() && outcome.sequence < kIdsPerEpoch) {
+                epoch0_answered_[socket][outcome.sequence / 64] |= std::uint64_t{1} << (outcome.sequence % 64);
+            }
+            return;
+        }
+        if (!outcome.other_epoch) return;
+        const std::uint64_t id = outcome.sequence % kIdsPerEpoch;
+        const bool answered = !epoch0_answered_.empty() && ((epoch0_answered_[socket][id / 64] >> (id % 64)) & 1u) != 0;
+        const CaseRewrite evidence =
+            case_rewrite_evidence(outcome.sequence, outcome.spelled_epoch, shared_.query.epoch_bits(), answered);
+        if (evidence == CaseRewrite::none) return;
+        ++stats_.case_rewritten;
+        if (stats_.case_first.seen) return;
+        CaseRewriteSeen& first = stats_.case_first;
+        first = {true, socket, static_cast<std::uint16_t>(id), outcome.sequence / kIdsPerEpoch, outcome.spelled_epoch,
+                 evidence, received_ns - shared_.start_ns};
+        if (shared_.case_warned.exchange(true)) return;
+        std::ostringstream line;
+        line << "xlatperf: warning: the server rewrites the letter case of the query name: a reply to ID " << id
+             << " on port " << pair_.sockets[socket].local_port() << " spells epoch " << first.spelled_epoch
+             << " where its query carried epoch " << first.query_epoch
+             << (evidence == CaseRewrite::never_sent ? " (no query with that ID has carried that case yet)"
+                                                     : " (epoch 0's query with that ID already had its reply)")
+             << "; such replies match no query (unexpected, their queries unanswered): measure with a server "
+                "that echoes the case it received (RFC 4343)\n";
+        std::cerr << line.str() << std::flush;
+    }
+
     Shared& shared_;
     Pair& pair_;
     ReceiverStats& stats_;
+    std::vector<std::vector<std::uint64_t>> epoch0_answered_;  // per socket, a bit per ID: epoch 0's query answered
     ReplyClassifier classifier_;
     std::size_t batch_;
     std::vector<std::uint8_t> buffers_;
