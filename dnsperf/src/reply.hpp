@@ -167,7 +167,11 @@ Outcome ReplyClassifier::classify(Ring& ring, const std::uint8_t* message, std::
         return out;
     }
     out.rcode = header.rcode;
-    out.latency_ns = received_ns - query.sent_ns;
+    // From when the query left within its send call, once the sender knows it (and it
+    // is not after the reply, which would prove the interpolation wrong); else from
+    // the clock read before the call.
+    const bool left_known = query.left_ns > 0 && query.left_ns <= received_ns;
+    out.latency_ns = received_ns - (left_known ? query.left_ns : query.sent_ns);
     out.kind = out.latency_ns > timeout_ns_ ? ReplyKind::late : kind;
     return out;
 }

@@ -92,6 +92,33 @@ private:
     std::uint64_t total_ = 0;
 };
 
+// The kernel time per message of a sender's recent sendmmsg calls of at least
+// kMinMessages messages (call duration / messages), and their median: what a
+// call's own pace is checked against, so that a call preempted before it returned
+// does not spread its messages over the preemption.
+class MessagePace {
+public:
+    static constexpr std::size_t kMinMessages = 8;
+    void add(std::int64_t per_message_ns) {
+        recent_[next_] = per_message_ns;
+        next_ = (next_ + 1) % recent_.size();
+        count_ = std::min(count_ + 1, recent_.size());
+    }
+    // -1 before the first call long enough to count.
+    std::int64_t median() const {
+        if (count_ == 0) return -1;
+        std::array<std::int64_t, 15> copy = recent_;
+        const auto middle = copy.begin() + static_cast<std::ptrdiff_t>(count_ / 2);
+        std::nth_element(copy.begin(), middle, copy.begin() + static_cast<std::ptrdiff_t>(count_));
+        return *middle;
+    }
+
+private:
+    std::array<std::int64_t, 15> recent_{};
+    std::size_t next_ = 0;
+    std::size_t count_ = 0;
+};
+
 // Everything one sender/receiver pair shares.
 struct Pair {
     unsigned index = 0;
@@ -275,6 +302,7 @@ private:
                 const auto n = static_cast<std::size_t>(result);
                 // The end of the call bounds when its last query left: time spent inside the call is lag too.
                 const std::int64_t after = monotonic_ns() - shared_.start_ns;
+                if (!last_call_gso_) set_left(ring, done, n, before + shared_.start_ns, after - before);
                 record_sent(n, before, after, sent_at, deadline_of(j + done) - shared_.start_ns,
                             deadline_of(j + done + n - 1) - shared_.start_ns);
                 if (blocked_since >= 0) {
@@ -313,6 +341,26 @@ private:
         }
     }
 
+    // Messages done..done+n-1 left in one sendmmsg call that started at `start_ns`
+    // (CLOCK_MONOTONIC) and took `call_ns`: the kernel takes them one after the
+    // other, so message i left about i per-message times after the start, the per-
+    // message time being the call's own (duration / n), or the median of recent
+    // calls when the call's own is more than twice that (a call preempted before it
+    // returned would otherwise put its later messages after they left; the median
+    // alone would undercut every call slower than it). Message 0 keeps the start.
+    // Their latencies count from these times, not from the clock read before the call.
+    void set_left(OutstandingRing& ring, std::size_t done, std::size_t n, std::int64_t start_ns,
+                  std::int64_t call_ns) {
+        const std::int64_t own = call_ns / static_cast<std::int64_t>(n);
+        if (n >= MessagePace::kMinMessages) pace_.add(own);
+        const std::int64_t median = pace_.median();
+        if (median < 0) return;  // no call long enough to know the pace yet: the start stands for all
+        const std::int64_t per_message = own > 2 * median ? median : own;
+        for (std::size_t i = 0; i < n; ++i) {
+            ring.set_left(sequences_on_socket_[done + i], start_ns + static_cast<std::int64_t>(i) * per_message);
+        }
+    }
+
     // Messages done..count-1 in one call: a UDP_SEGMENT sendmsg of up to
     // kMaxGsoSegments of them, or sendmmsg. A socket or device that refuses
     // UDP_SEGMENT sends this sender back to sendmmsg for the rest of the trial.
@@ -322,6 +370,7 @@ private:
             const std::size_t chunk = std::min(left, kMaxGsoSegments);
             const int sent = send_segmented(fd, shared_.plan.server.get(), shared_.plan.server.length,
                                             iovecs_.data() + done, chunk, query_size_);
+            last_call_gso_ = true;
             if (sent >= 0 || !gso_refused(errno)) {
                 stats_.gso_calls += sent >= 0 ? 1 : 0;
                 return sent;
@@ -329,6 +378,7 @@ private:
             stats_.gso_refused_errno = errno;
             gso_ = false;
         }
+        last_call_gso_ = false;
         return sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(left), MSG_DONTWAIT);
     }
 
@@ -368,6 +418,8 @@ private:
     std::vector<std::uint64_t> sequences_on_socket_;
     std::vector<std::uint64_t> sequences_;
     bool gso_;
+    bool last_call_gso_ = false;  // the last send call was a UDP_SEGMENT sendmsg (its messages leave together)
+    MessagePace pace_;
 };
 
 class Receiver {

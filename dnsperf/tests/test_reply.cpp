@@ -325,3 +325,23 @@ TEST_CASE("case-rewrite evidence: what each spelling proves") {
     CHECK(case_rewrite_evidence(5, 1, 0, false) == CaseRewrite::none);  // no letters, no epochs
     CHECK(std::string(case_rewrite_name(CaseRewrite::never_sent)) == "never-sent");
 }
+
+TEST_CASE("latency counts from when the query left within its send call, once the sender knows it") {
+    Fixture f;
+    const Bytes first = f.send(1, 1);
+    const Bytes second = f.send(2, 2);
+    // Query 2 was the second message of its call and left 3 us after the clock read before it.
+    f.ring.set_left(2, kSent + 3'000);
+    const Outcome known = f.receive(reply_to(second), 50'000);
+    CHECK(known.kind == ReplyKind::valid);
+    CHECK(known.latency_ns == 47'000);
+    // Not known yet (the reply beat the end of the call): from the clock read before the call.
+    CHECK(f.receive(reply_to(first), 50'000).latency_ns == 50'000);
+    // A time after the reply proves the interpolation wrong for it: the read before the call stands.
+    const Bytes third = f.send(3, 3);
+    f.ring.set_left(3, kSent + 60'000);
+    CHECK(f.receive(reply_to(third), 50'000).latency_ns == 50'000);
+    // A slot reused by a later query forgets the old time.
+    const Bytes reused = f.send(3 + 64, 3 + 64);
+    CHECK(f.receive(reply_to(reused), 50'000).latency_ns == 50'000);
+}
