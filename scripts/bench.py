@@ -41,6 +41,17 @@ class Comparison:
     rfc_wall_s: float
     mlr_wall_s: float
     settings: SearchSettings
+    mlr_settings: SearchSettings | None = None  # MLRsearch's own, when they differ from the RFC search's
+
+    @property
+    def mlr_search(self) -> SearchSettings:
+        return self.mlr_settings or self.settings
+
+    @property
+    def inside_rfc_range(self) -> bool | None:
+        """Issue 25's criterion (`median_agrees`) with MLRsearch's first goal width."""
+        return median_agrees(answers(self.rfc.outcomes), answers(self.mlr.outcomes),
+                             self.mlr_search.mlr_goals()[0].relative_width)
 
     @property
     def time_ratio(self) -> float:
@@ -78,6 +89,18 @@ def answers(outcomes: Iterable[SearchOutcome]) -> list[float]:
     return [o.throughput_qps for o in outcomes if o.throughput_qps is not None]
 
 
+def median_agrees(rfc: list[float], other: list[float], width: float) -> bool | None:
+    """Issue 25's criterion: the other method's median lies inside the RFC search's [min, max]; where that
+    range is a single point (every RFC repetition gave the same answer), within `width` (a fraction) of it
+    instead. None without answers on both sides."""
+    if not rfc or not other:
+        return None
+    median = statistics.median(other)
+    if min(rfc) < max(rfc):
+        return min(rfc) <= median <= max(rfc)
+    return abs(median - rfc[0]) <= width * rfc[0]
+
+
 @dataclass
 class TrialLog:
     """Wraps a Measurer and writes one line per trial: a real-time benchmark runs for many minutes."""
@@ -100,10 +123,14 @@ class TrialLog:
 
 
 def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchSettings,
-            clock: Clock, progress: TextIO | None = None) -> Comparison:
+            clock: Clock, progress: TextIO | None = None,
+            mlr_settings: SearchSettings | None = None) -> Comparison:
     """R repetitions of each search, interleaved (RFC, MLRsearch, RFC, MLRsearch, ...) so a machine whose
     load drifts treats both alike.
-    progress: where to write a line per search and per trial (None: silent)."""
+    progress: where to write a line per search and per trial (None: silent).
+    mlr_settings: MLRsearch's own settings (e.g. another campaign file's), each method its own repetitions;
+    None: both run `settings`."""
+    chosen = {RFC8219: settings, MLRSEARCH: mlr_settings or settings}
     begin = clock.now()
     if progress is not None:
         inner = make_measurer
@@ -113,27 +140,30 @@ def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchS
     runner = TrialRunner(make_measurer(), clock=clock)
     outcomes: dict[str, list[SearchOutcome]] = {RFC8219: [], MLRSEARCH: []}
     walls = {RFC8219: 0.0, MLRSEARCH: 0.0}
-    for repetition in range(1, settings.repetitions + 1):
+    for repetition in range(1, max(c.repetitions for c in chosen.values()) + 1):
         for method in (RFC8219, MLRSEARCH):
+            if repetition > chosen[method].repetitions:
+                continue
             runner.measurer = make_measurer()
             started = clock.now()
             sid = f"bench/{method}/rep{repetition}"
             if progress is not None:
-                print(f"  {method} search, repetition {repetition} of {settings.repetitions}", file=progress,
-                      flush=True)
+                print(f"  {method} search, repetition {repetition} of {chosen[method].repetitions}",
+                      file=progress, flush=True)
             if method == RFC8219:
                 outcome = rfc8219_search(runner, settings, sid)
             else:
-                outcome = mlrsearch_search(runner, settings, sid)
+                outcome = mlrsearch_search(runner, chosen[method], sid)
             walls[method] += clock.now() - started
             outcomes[method].append(outcome)
     return Comparison(label, summarize_outcomes(RFC8219, outcomes[RFC8219]),
                       summarize_outcomes(MLRSEARCH, outcomes[MLRSEARCH]), walls[RFC8219], walls[MLRSEARCH],
-                      settings)
+                      settings, mlr_settings)
 
 
 def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings: SearchSettings,
-              seed: int, background_loss: float = 0.0) -> Comparison:
+              seed: int, background_loss: float = 0.0,
+              mlr_settings: SearchSettings | None = None) -> Comparison:
     clock = SimClock()
     seeds = iter(range(seed, seed + 1000))
 
@@ -145,25 +175,35 @@ def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings
              f"per-trial noise {100 * noise:g} % (1 sigma), "
              f"buffer {buffer_queries:.0f} queries, random loss {100 * background_loss:g} % of queries, "
              f"seed {seed}")
-    return compare(label, make, settings, clock)
+    return compare(label, make, settings, clock, mlr_settings=mlr_settings)
 
 
 def real(label: str, measurer: Measurer, settings: SearchSettings,
-         progress: TextIO | None = None) -> Comparison:
-    return compare(label, lambda: measurer, settings, RealClock(), progress)
+         progress: TextIO | None = None, mlr_settings: SearchSettings | None = None) -> Comparison:
+    return compare(label, lambda: measurer, settings, RealClock(), progress, mlr_settings)
+
+
+def _settings_line(s: SearchSettings) -> str:
+    err = f"{s.error_qps:g} queries/s" if s.error_qps else f"{100 * (s.error_ratio or 0):g} % of the result"
+    return (f"bounds {s.min_rate_qps:.0f}-{s.max_rate_qps:.0f} queries/s, error {err}, loss <= "
+            f"{100 * s.loss_ratio:g} %, full trials {s.duration_s:g} s + {s.rest_s:g} s rest, shorter trials "
+            f"+ {s.short_rest_s:g} s rest, {s.repetitions} repetitions")
 
 
 def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -> None:
-    s = c.settings
-    err = f"{s.error_qps:g} queries/s" if s.error_qps else f"{100 * (s.error_ratio or 0):g} % of the result"
+    goals = "; ".join(g.describe() for g in c.mlr_search.mlr_goals())
     print(c.label, file=out)
-    print(f"  settings: bounds {s.min_rate_qps:.0f}-{s.max_rate_qps:.0f} queries/s, error {err}, loss <= "
-          f"{100 * s.loss_ratio:g} %, full trials {s.duration_s:g} s + {s.rest_s:g} s rest, shorter trials "
-          f"+ {s.short_rest_s:g} s rest, {s.repetitions} repetitions; MLRsearch "
-          f"{'; '.join(g.describe() for g in s.mlr_goals())}", file=out)
+    if c.mlr_settings is None:
+        print(f"  settings: {_settings_line(c.settings)}; MLRsearch {goals}", file=out)
+    else:
+        print(f"  settings: RFC 8219 {_settings_line(c.settings)}; MLRsearch "
+              f"{_settings_line(c.mlr_settings)}, {goals}", file=out)
     for rep, wall in ((c.rfc, c.rfc_wall_s), (c.mlr, c.mlr_wall_s)):
         print(f"  {rep.describe()}; {rep.trials} trials; {time_kind} wall time {wall:.0f} s",
               file=out)
+    inside = {True: "yes", False: "NO", None: "n/a"}[c.inside_rfc_range]
+    print(f"  MLRsearch median inside the RFC 8219 search's [min, max] (within the first goal's width where "
+          f"that is a point): {inside}", file=out)
     same = {True: "yes", False: "NO", None: "n/a"}[c.same_answer]
     error = f"{c.error_qps:.0f} queries/s" if c.error_qps is not None else "n/a"
     print(f"  same median within the error bound ({error}): {same}; MLRsearch/RFC wall time "

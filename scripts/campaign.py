@@ -107,6 +107,13 @@ def estimate_search_s(settings: SearchSettings, method: str) -> float:
     return simulated_search_s(settings, method)
 
 
+def estimate_search_trials(settings: SearchSettings, method: str) -> float:
+    """How many trials `repetitions` searches of `method` take, from the same simulation (mean)."""
+    from .methodbench import simulated_search
+
+    return simulated_search(settings, method)[1]
+
+
 def idle_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
     """Time of the whole idle capture of a plan, s: runs x (duration + rest) per (setup, cores)."""
     duration, rest = campaign.idle_timing()
@@ -296,9 +303,11 @@ class Recorder:
     def failure(self, err: Exception, config: ConfigKey, session: SetupSession) -> None:
         """A trial voided by a dead component or a failed tester: stored as a failure with its reason, never
         as a result (a resumed campaign measures that trial again)."""
+        failure: dict[str, Any] = {"kind": type(err).__name__, "reason": str(err)}
+        if session.runner.current is not None:
+            failure["trial"] = session.runner.current
         self.append(TrialFailed(key=trial_failed_key(config.prefix, config.method, utc_now()),
-                                context=self.context(session),
-                                failure={"kind": type(err).__name__, "reason": str(err)}))
+                                context=self.context(session), failure=failure))
 
     def summary(self, repeated: RepeatedSearch, config: ConfigKey, session: SetupSession) -> SummaryEntry:
         data = repeated.to_dict()

@@ -18,6 +18,7 @@ from .bench import print_comparison, real, simulated
 from .campaign import (
     CampaignRun,
     estimate_search_s,
+    estimate_search_trials,
     idle_configurations,
     idle_estimate_s,
     planned_searches,
@@ -25,7 +26,8 @@ from .campaign import (
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
-from .methodbench import print_suite, simulated_suite
+from .methodbench import print_seed_sets, print_suite, seed_sets
+from .overhead import Overhead, stored_overhead
 from .records import implementation_label, steal_note
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TesterOptions
@@ -77,13 +79,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "0/1/2 %%, a deep queue, a gradual loss curve; --capacity is their capacity): a "
                             "Markdown table")
     bench.add_argument("--campaign", type=Path, metavar="FILE",
-                       help="--suite: MLRsearch with the first [search] of this campaign file (its goals) "
+                       help="MLRsearch with the first [search] of this campaign file (its goals) "
                             "instead of the search options above")
     bench.add_argument("--rfc-campaign", type=Path, metavar="FILE",
-                       help="--suite: the RFC 8219 search with the first [search] of this campaign file "
+                       help="the RFC 8219 search with the first [search] of this campaign file "
                             "(also the known answers' trial duration) instead of the search options above")
     bench.add_argument("--seed", type=int, default=1,
                        help="--suite: first noise seed of the simulated DUTs (default: %(default)s)")
+    bench.add_argument("--seed-sets", type=int, default=1, metavar="N",
+                       help="--suite: run the DUT set N times (first seeds SEED, SEED + 1000, ...): the "
+                            "first table in full, then the criteria over all N x 5 rows and each row that "
+                            "disagrees (default: %(default)s)")
     bench.set_defaults(func=_bench)
 
 
@@ -297,30 +303,57 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     if args.dut_cores is not None and args.dut_cores < 1:
         raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
     plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
-    total = 0.0
+    overheads = {name: stored_overhead(campaign.store, name) or env.probe_trial_overhead()
+                 for name, env in envs.items()}
+    total = extra_total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
     for key in plan:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
-        total += estimate
+        extra = _overhead_s(overheads[key.setup], estimate_search_trials(settings, key.method))
+        total += estimate + (extra or 0.0)
+        extra_total += extra or 0.0
         print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s)"
               f"{sessions_text(key.sessions)}, "
               f"search {key.search!r}, {key.method}: {settings.repetitions} repetitions, "
-              f"~{_hours(estimate)} of trials")
+              f"~{_hours(estimate)} of trials" + _overhead_text(extra))
     if campaign.idle.runs:
         idle = idle_estimate_s(campaign, plan)
-        total += idle
+        runs = {name: campaign.idle.runs * len({(k.cores, k.sessions) for k in plan if k.setup == name})
+                for name in envs}
+        extra_idle = sum((o.per_trial_s + o.per_idle_run_s) * runs[name] for name, o in overheads.items()
+                         if o is not None)
+        total += idle + extra_idle
+        extra_total += extra_idle
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
-              f"~{_hours(idle)}")
+              f"~{_hours(idle)}" + _overhead_text(extra_idle))
+    for name, found in overheads.items():
+        print(f"  per-trial overhead of {name}: " + (
+            f"{found.per_trial_s:.2f} s ({found.source})" if found is not None else
+            "not measured (no stored trials of this setup yet; it is not in the estimate)"))
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
-    print(f"searches: ~{_hours(searches)} of trials; total: ~{_hours(total)} (simulated setups take no real "
+    known = [o for o in overheads.values() if o is not None]
+    beyond = f"~{_hours(extra_total)}" if known else "not measured"
+    print(f"searches: ~{_hours(searches)} of trials; overhead beyond the trials: {beyond}; "
+          f"total: ~{_hours(total)} (simulated setups take no real "
           "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
           "per-trial noise)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
 
 
+def _overhead_s(found: Overhead | None, trials: float) -> float | None:
+    """Time `trials` trials take beyond their durations, s (None: the setup's overhead is not known)."""
+    return None if found is None else found.per_trial_s * trials
+
+
+def _overhead_text(extra: float | None) -> str:
+    return "" if not extra else f" + ~{_hours(extra)} overhead"
+
+
 def _hours(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
@@ -371,15 +404,23 @@ def _bench(args: argparse.Namespace) -> int:
             raise ValueError("--suite runs on simulated DUTs only: use --dut fake")
         rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
         mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else settings
-        rows = simulated_suite(args.capacity, rfc, args.seed, args.buffer, args.background_loss, mlr)
-        print_suite(rows, rfc, sys.stdout, mlr if mlr is not rfc else None)
+        if args.seed_sets < 1:
+            raise ValueError(f"--seed-sets must be at least 1, got {args.seed_sets}")
+        results = seed_sets(args.capacity, rfc, args.seed, args.seed_sets, args.buffer, args.background_loss,
+                            mlr)
+        print_suite(results[0][1], rfc, sys.stdout, mlr if mlr is not rfc else None)
+        if args.seed_sets > 1:
+            print(file=sys.stdout)
+            print_seed_sets(results, sys.stdout)
         return 0
-    if args.campaign or args.rfc_campaign or args.seed != 1:
-        raise ValueError("--campaign, --rfc-campaign and --seed go with --suite")
+    if args.seed != 1 or args.seed_sets != 1:
+        raise ValueError("--seed and --seed-sets go with --suite")
+    rfc = load_campaign(args.rfc_campaign).searches[0][1] if args.rfc_campaign else settings
+    mlr = load_campaign(args.campaign).searches[0][1] if args.campaign else None
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
-            print_comparison(simulated(args.capacity, args.noise, args.buffer, settings, seed,
-                                       args.background_loss), sys.stdout)
+            print_comparison(simulated(args.capacity, args.noise, args.buffer, rfc, seed,
+                                       args.background_loss, mlr), sys.stdout)
         return 0
     data = {"campaign": {"name": "bench", "cores": [args.cores]}, "search": {"name": "cli", "max_rate_qps": 2,
                                                                           "error_qps": 1},
@@ -391,10 +432,11 @@ def _bench(args: argparse.Namespace) -> int:
         try:
             applied = env.set_cores(args.cores)
             label = f"{implementation_label(env.describe())}; DUT cores {json.dumps(applied)}"
-            print(f"{label}: both searches, {settings.repetitions} repetitions each; a line per trial",
-                  file=sys.stderr, flush=True)
-            print_comparison(real(label, env.measurer(), settings, progress=sys.stderr), sys.stdout,
-                             time_kind="real")
+            reps = f"{rfc.repetitions} and {(mlr or rfc).repetitions}"
+            print(f"{label}: both searches, {reps} repetitions; a line per trial", file=sys.stderr,
+                  flush=True)
+            print_comparison(real(label, env.measurer(), rfc, progress=sys.stderr, mlr_settings=mlr),
+                             sys.stdout, time_kind="real")
         finally:
             env.down()
     return 0

@@ -22,6 +22,7 @@ from .fakes import FakeDut
 from .hostinfo import usable_cpus
 from .measurers import ChainMeasurer, LoopbackMeasurer
 from .nat44 import Cycle, chain_refusal
+from .overhead import Overhead
 from .trial import Measurer, TrialResult
 from .xlatperf import TesterOptions, flows
 
@@ -76,6 +77,11 @@ class Environment:
         """Once up: why the tester's flows on ephemeral ports do not fit a MAP-T CE's port set with the
         conntrack timeout its NAT44 really has (scripts.nat44), or None."""
         return None
+
+    def probe_trial_overhead(self) -> Overhead | None:
+        """What a trial takes beyond its duration here, measured without bringing the setup up (campaign
+        plan); None: this environment cannot measure it before running."""
+        return Overhead(0.0, "simulated time: trials take only their duration") if self.simulated else None
 
     def start_host_idle(self) -> None:
         """Start per-host CPU samplers (a real testbed's DUT hosts) before an idle-capture trial."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from .bench import answers
+from .bench import answers, median_agrees
 from .clock import SimClock
 from .fakes import FakeDut, GradualDut, QueueDut
 from .search import (
@@ -70,12 +70,7 @@ class SuiteRow:
     def agrees(self, method: str) -> bool | None:
         """The comparison's criterion: the median inside the RFC search's [min, max]; where that range is a
         single point (every RFC repetition gave the same answer), within `width` of it instead."""
-        rfc, other = self.runs[RFC8219].values(), self.runs[method].values()
-        if not rfc or not other:
-            return None
-        if min(rfc) < max(rfc):
-            return min(rfc) <= statistics.median(other) <= max(rfc)
-        return abs(statistics.median(other) - rfc[0]) <= self.width * rfc[0]
+        return median_agrees(self.runs[RFC8219].values(), self.runs[method].values(), self.width)
 
     def rfc_is_a_point(self) -> bool:
         rfc = self.runs[RFC8219].values()
@@ -208,6 +203,37 @@ def criteria(rows: list[SuiteRow]) -> str:
             f"{trials:.2f} x its trials (target ≤ 2) and {100 * time:.0f} % of its time.")
 
 
+# Seed sets of `search-bench --suite --seed-sets N`: the k-th set's first seed is seed + k x SEED_SET_STRIDE
+# (each set draws up to a few hundred seeds, one per search, so the sets do not overlap).
+SEED_SET_STRIDE = 1000
+
+
+def seed_sets(capacity_qps: float, settings: SearchSettings, first_seed: int, sets: int,
+              buffer_queries: float = 5000.0, background_loss: float = 0.00002,
+              mlr_settings: SearchSettings | None = None) -> list[tuple[int, list[SuiteRow]]]:
+    """The suite `sets` times, first seeds first_seed, first_seed + SEED_SET_STRIDE, ...: (seed, rows)."""
+    return [(seed, simulated_suite(capacity_qps, settings, seed, buffer_queries, background_loss,
+                                   mlr_settings))
+            for seed in range(first_seed, first_seed + sets * SEED_SET_STRIDE, SEED_SET_STRIDE)]
+
+
+def print_seed_sets(results: list[tuple[int, list[SuiteRow]]], out: TextIO) -> None:
+    """Issue 25's three criteria over every row of every seed set, then each row that disagrees (its RFC
+    [min, max], the MLRsearch median and how far outside it lies, % of the nearer end)."""
+    rows = [row for _, set_rows in results for row in set_rows]
+    firsts = [str(seed) for seed, _ in results]
+    seeds = ", ".join(firsts if len(firsts) <= 5 else [*firsts[:2], "...", firsts[-1]])
+    print(f"Over {len(results)} seed sets (first seeds {seeds}): {criteria(rows)}", file=out)
+    for seed, set_rows in results:
+        for row in set_rows:
+            if row.agrees(MLRSEARCH) is not False:
+                continue
+            rfc, mlr = row.runs[RFC8219].values(), statistics.median(row.runs[MLRSEARCH].values())
+            nearer = min(rfc) if mlr < min(rfc) else max(rfc)
+            print(f"- seed {seed}, {row.dut}: MLRsearch median {mlr:,.0f}, RFC 8219 [{min(rfc):,.0f}, "
+                  f"{max(rfc):,.0f}] ({100 * (mlr / nearer - 1):+.2f} % of its nearer end)", file=out)
+
+
 # campaign plan: the simulated DUT sits at this fraction of max_rate_qps (the RFC estimate's choice) with
 # this per-trial noise (1 sigma); the estimate is the mean over PLAN_SEEDS simulated campaigns.
 PLAN_CAPACITY_FRACTION = 0.25
@@ -215,13 +241,18 @@ PLAN_NOISE = 0.01
 PLAN_SEEDS = 3
 
 
-@functools.lru_cache(maxsize=128)
 def simulated_search_s(settings: SearchSettings, method: str = MLRSEARCH) -> float:
-    """Simulated time of `settings.repetitions` searches of `method` (trial durations + rests), s: on a
+    """Simulated time of `settings.repetitions` searches of `method` (trial durations + rests), s."""
+    return simulated_search(settings, method)[0]
+
+
+@functools.lru_cache(maxsize=128)
+def simulated_search(settings: SearchSettings, method: str = MLRSEARCH) -> tuple[float, float]:
+    """(time in s, trials) of `settings.repetitions` searches of `method` (trial durations + rests): on a
     hard-cap DUT at PLAN_CAPACITY_FRACTION x max_rate_qps with PLAN_NOISE, mean over PLAN_SEEDS seeds."""
     span = settings.max_rate_qps - settings.min_rate_qps
     capacity = settings.min_rate_qps + PLAN_CAPACITY_FRACTION * span
-    total = 0.0
+    total = trials = 0.0
     for seed in range(1, PLAN_SEEDS + 1):
         clock = SimClock()
         seeds = iter(range(seed * 1000, seed * 1000 + 100_000))
@@ -229,4 +260,5 @@ def simulated_search_s(settings: SearchSettings, method: str = MLRSEARCH) -> flo
             return FakeDut(capacity, noise=PLAN_NOISE, seed=next(seeds), clock=clock, sleep=True)
         runs = run_methods(dut, settings, clock, (method,))
         total += runs[method].wall_s
-    return total / PLAN_SEEDS
+        trials += runs[method].repeated.trials
+    return total / PLAN_SEEDS, trials / PLAN_SEEDS

@@ -21,6 +21,7 @@ from .cpuload import samples_within, trial_window
 from .envs import Environment
 from .measurers import ChainMeasurer
 from .nat44 import Cycle, chain_refusal
+from .overhead import Overhead
 from .trial import Measurer, TrialResult
 from .xlatperf import TesterOptions, flows
 
@@ -140,6 +141,23 @@ class TestbedEnvironment(Environment):
 
     def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
         return chain_refusal(self._chain, flows(self.tester), self.tester.first_port, cycles)
+
+    def probe_trial_overhead(self) -> Overhead:
+        """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which
+        changes nothing there), plus the tester's reply timeout after its send window."""
+        from ..setups.testbed.chain import probe_trial_overhead, transport_for
+
+        shell = transport_for(self._inv())
+        try:
+            found = probe_trial_overhead(self._inv(), shell)
+        finally:
+            shell.close()
+        trips = ", ".join(f"{role} {1000 * s:.0f} ms" for role, s in found["ssh_round_trip_s"].items())
+        return Overhead(found["per_trial_s"] + self.tester.timeout_s,
+                        f"probe of the hosts of {self.inventory}: SSH round trips {trips}; per trial "
+                        f"{found['per_trial_s']:.2f} s of SSH work + the tester's {self.tester.timeout_s} s "
+                        f"reply timeout; per idle run {found['per_idle_run_s']:.2f} s more",
+                        per_idle_run_s=found["per_idle_run_s"])
 
     def start_host_idle(self) -> None:
         assert self._chain is not None, "environment not up"

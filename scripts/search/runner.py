@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..clock import Clock, RealClock
 from ..trial import Measurer, TrialResult
@@ -85,6 +86,9 @@ class TrialRunner:
     replay: Mapping[tuple[str, int], TrialRecord] = field(default_factory=dict)
     before_real_trial: Callable[[], Measurer] | None = None
     _owed_rest_s: float = field(default=0.0, init=False)
+    # The real trial under way (search_id, step, rate_qps, duration_s), None between trials: what a
+    # failure voids names it (a resumed campaign measures exactly that trial again).
+    current: dict[str, Any] | None = field(default=None, init=False)
 
     def take_rest(self) -> float:
         """Sleep the rest owed to the previous trial (for runs outside a search, e.g. idle capture)."""
@@ -120,7 +124,9 @@ class TrialRunner:
         measurer = self.ensure_measurer()
         rest = self.take_rest()
         started = self.clock.now()
+        self.current = {"search_id": search_id, "step": step, "rate_qps": rate_qps, "duration_s": duration_s}
         result = measurer.measure(duration_s, rate_qps)
+        self.current = None
         record = TrialRecord(search_id, step, phase, bracket[0], bracket[1], verdict(result, loss_ratio),
                              result, rest_before_s=rest, wall_s=self.clock.now() - started)
         self._owed_rest_s = rest_after_s

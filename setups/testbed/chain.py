@@ -9,11 +9,15 @@ dut1 (`napt_netns`). Every change is recorded in the host's state file before it
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import secrets
 import shlex
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
@@ -33,6 +37,7 @@ from ..topology import Endpoint, Host, Interface, Link, Topology
 from ..transports import StepError
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
+from .irqs import IrqAffinity, SavedIrqs
 from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
 from .remote_idle import IdleSampler, samples_from
@@ -40,6 +45,9 @@ from .ssh import Shell, SshTransport, step_script
 from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
 
 ORDER = ("dut1", "dut2", "server", "client")
+# One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
+COUNTERS_SCRIPT = ("ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; echo '#--'; "
+                   "cat /proc/net/snmp")
 KNOT_UDP_WORKERS = 1
 T = TypeVar("T")
 
@@ -153,8 +161,29 @@ def plan(inventory: Inventory) -> dict[str, list[Step]]:
             host_steps = [_with_binary(own, s, entry.binary) for s in host_steps]
         if role == "server":
             host_steps += knot_steps(inventory, topo)
-        steps[role] = host_steps
+        steps[role] = [narrow_default_route(s, topo) for s in host_steps]
     return steps
+
+
+def server_network(topo: Topology) -> str:
+    """The IPv4 network of the address the tester sends to (the server's test link, e.g. 203.0.113.0/24)."""
+    target = ipaddress.ip_address(topo.server_address)
+    for iface in topo.host("server").interfaces:
+        for address in iface.addresses:
+            network = ipaddress.ip_interface(address).network
+            if target in network:
+                return str(network)
+    return f"{target}/{target.max_prefixlen}"
+
+
+def narrow_default_route(step: Step, topo: Topology) -> Step:
+    """A real host has an IPv4 default route of its own (management, updates) that the suite must neither
+    collide with nor replace: where a translator's plan sends all IPv4 into its device (`ip route add
+    default dev TUN`, the CLAT's and the MAP-T CE's rule in emulation), only the test network the tester
+    sends to goes there on a testbed."""
+    if isinstance(step, Cmd) and step.argv[:4] == ("ip", "route", "add", "default"):
+        return dataclasses.replace(step, argv=("ip", "route", "add", server_network(topo), *step.argv[4:]))
+    return step
 
 
 def _with_binary(backend: Backend, step: Step, binary: str) -> Step:
@@ -192,6 +221,13 @@ def each(roles: list[str] | tuple[str, ...], work: Callable[[str], T]) -> dict[s
 def hotplugs(inventory: Inventory) -> dict[str, Hotplug]:
     hosts = inventory.hosts
     return {d: Hotplug(d, hosts[d].offline_cpus, hosts[d].sysfs_root, inventory.statefile(d)) for d in DUTS}
+
+
+def irq_hosts(inventory: Inventory) -> dict[str, IrqAffinity]:
+    """Per DUT, the IRQs of its test interfaces (saved before the core sweep, spread after each change)."""
+    hosts = inventory.hosts
+    return {d: IrqAffinity(d, tuple(hosts[d].interfaces.values()), inventory.statefile(d),
+                           hosts[d].sysfs_root, hosts[d].proc_root) for d in DUTS}
 
 
 def samplers(inventory: Inventory) -> dict[str, IdleSampler]:
@@ -267,6 +303,7 @@ class TestbedChain:
         self.placement: dict[str, Any] = {}
         self.knot: dict[str, Any] = {}
         self._clk_tck: dict[str, int] = {}
+        self.irqs: dict[str, SavedIrqs] = {}
 
     @classmethod
     def up(cls, inventory: Inventory, shell: SshTransport | None = None) -> TestbedChain:
@@ -288,6 +325,8 @@ class TestbedChain:
             raise
         chain = cls(inventory, shell, found)
         try:
+            # Before anything moves: the NICs' IRQ affinities (journalled, restored last by down).
+            chain.irqs = each(DUTS, lambda dut: irq_hosts(inventory)[dut].save(shell))
             if inventory.rx_flow_hash == "apply":
                 each(ORDER, chain.apply_rx_flow_hash)
             each(ORDER, lambda role: chain.apply(role, steps[role]))
@@ -356,11 +395,15 @@ class TestbedChain:
                 self.inventory.hosts["client"].tester, self.inventory.rundir("client"), "--", *argv]
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
-        plugs = hotplugs(self.inventory)
+        plugs, irqs = hotplugs(self.inventory), irq_hosts(self.inventory)
 
         def apply(dut: str) -> dict[str, Any]:
             applied = plugs[dut].apply(self.shell, list((per_dut or {}).get(dut, cpus)))
-            return {**applied, "interfaces": self.irq_placement(dut)}
+            spread = irqs[dut].spread(self.shell, self.irqs.get(dut, SavedIrqs()), list(applied["online"]))
+            interfaces = self.irq_placement(dut)
+            for iface, found in spread["affinity"].items():
+                interfaces.setdefault(iface, {})["irq_affinity"] = found
+            return {**applied, "interfaces": interfaces, "irqs": spread}
 
         self.placement = {"method": "cpu hotplug", **each(DUTS, apply)}
         return self.placement
@@ -379,21 +422,19 @@ class TestbedChain:
                                                       f"on {role}")
 
     def irq_placement(self, role: str) -> dict[str, Any]:
-        """Per test interface of a host: RPS masks of its receive queues and the CPUs its IRQs may use."""
+        """Per test interface of a host: RPS masks of its receive queues (its IRQs' affinity: irqs.py)."""
         found: dict[str, Any] = {}
         inside = {i.name: child.name for child in self.machine.children(role) for i in child.interfaces}
         for iface in self.inventory.hosts[role].interfaces.values():
             q = shlex.quote(iface)
             script = (f"for f in /sys/class/net/{q}/queues/rx-*/rps_cpus; do [ -f \"$f\" ] && "
-                      f"echo \"rps $(basename $(dirname $f)) $(cat $f)\"; done; "
-                      f"for n in $(awk -F: '/{iface}/ {{print $1}}' /proc/interrupts); do "
-                      f"echo \"irq $n $(cat /proc/irq/$n/smp_affinity_list 2>/dev/null)\"; done")
+                      f"echo \"rps $(basename $(dirname $f)) $(cat $f)\"; done; true")
             if iface in inside:  # the MAP-T CE's client-side NIC lives in the napt namespace
                 script = f"ip netns exec {shlex.quote(inside[iface])} sh -c {shlex.quote(script)}"
             out = self.shell.capture(role, script, check=False).stdout.split("\n")
             rows = [line.split() for line in out if len(line.split()) == 3]
             found[iface] = {"rps_cpus": {q_: mask for kind, q_, mask in rows if kind == "rps"},
-                            "irq_affinity": {n: cpus for kind, n, cpus in rows if kind == "irq"}}
+                            "irq_affinity": {}}
         return found
 
     def dut_cpu_times(self) -> dict[str, float]:
@@ -422,7 +463,9 @@ class TestbedChain:
 
     def lost(self, role: str, what: str) -> HostLost:
         return HostLost(f"{role} ({self.inventory.hosts[role].ssh}): {what} during the trial: the trial is "
-                        "void, not stored; bring the host back and run the same command again to resume")
+                        f"void, not stored; once {role} answers again, run `xlatbench testbed down "
+                        f"{self.inventory.path}` (the teardown cannot reach it) and the same command "
+                        "again to resume")
 
     def read(self, role: str, script: str, what: str, check: bool = False) -> str:
         """stdout of `script` on `role` while a trial needs it; HostLost when SSH fails or times out (with
@@ -482,8 +525,7 @@ class TestbedChain:
 
     def counters(self) -> dict[str, dict[str, int]]:
         def read(role: str) -> dict[str, dict[str, int]]:
-            out = self.read(role, "ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; "
-                                  "echo '#--'; cat /proc/net/snmp", "its counters")
+            out = self.read(role, COUNTERS_SCRIPT, "its counters")
             parts = out.split("#--\n")
             if len(parts) != 3 or not parts[0].strip() or not parts[2].strip():
                 raise self.lost(role, "no counters (ip -s link, /proc/net/snmp)")
@@ -517,6 +559,46 @@ class TestbedChain:
             if not found[dut]:
                 raise self.lost(dut, "no CPU idle samples")
         return found
+
+
+def probe_trial_overhead(inventory: Inventory, shell: SshTransport, repeats: int = 3) -> dict[str, Any]:
+    """Time on these hosts, without changing them, the SSH work around every testbed trial (ChainMeasurer:
+    counters of all hosts at once before and after, CPU times of each user-space translator process before
+    and after, the daemons' pid files and their liveness once per host that runs one, the tester's start and
+    the fetch of its JSON on the client, the local wrapper that starts it) and around every idle capture
+    (clock offsets of the DUTs and the client, starting and stopping each DUT's sampler). Each part is the
+    median of `repeats` rounds over warm SSH masters, s; `per_trial_s` and `per_idle_run_s` their sums."""
+    chain = TestbedChain(inventory, shell, {"hosts": {}})
+    each(ORDER, lambda role: shell.capture(role, "true"))  # masters up, as during a campaign
+
+    def timed(work: Callable[[], object]) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.monotonic()
+            work()
+            times.append(time.monotonic() - started)
+        return statistics.median(times)
+
+    def round_trip(role: str) -> float:
+        return timed(lambda: shell.capture(role, "cat /proc/self/stat >/dev/null", check=False))
+
+    trip = {role: round_trip(role) for role in ORDER}
+    cpu_reads = {host: len(files) for host, files in chain._translator_pidfiles().items()}
+    daemon_hosts = list(chain._daemons)
+    parts = {
+        "counters (all hosts at once, before and after)":
+            2 * timed(lambda: each(ORDER, lambda role: shell.capture(role, COUNTERS_SCRIPT, check=False))),
+        "translator CPU times (before and after)": 2 * sum(n * trip[h] for h, n in cpu_reads.items()),
+        "daemon pid files and liveness": 2 * sum(trip[h] for h in daemon_hosts),
+        "tester start and result fetch on the client": 2 * trip["client"] + timed(
+            lambda: subprocess.run([sys.executable, "-c", "import xlatbench.setups.testbed.remote_run"],
+                                   check=True, capture_output=True)),
+    }
+    idle = {"clock offsets": timed(lambda: [clock_offset(shell, role) for role in (*DUTS, "client")]),
+            "samplers started and stopped": 2 * sum(trip[d] for d in DUTS)}
+    return {"ssh_round_trip_s": {r: round(t, 4) for r, t in trip.items()},
+            "per_trial": {k: round(v, 4) for k, v in parts.items()}, "per_trial_s": sum(parts.values()),
+            "per_idle_run": {k: round(v, 4) for k, v in idle.items()}, "per_idle_run_s": sum(idle.values())}
 
 
 def testbed_chain(topology: str | None = None, inventory: str = "", **_: Any) -> TestbedChain:

@@ -53,7 +53,7 @@ RX_FLOW_HASH = ("check", "apply")
 # `<backend>_binary`: a DUT's own build of its backend's program, for the backends that start one.
 BINARY_KEYS = {f"{b.name}_binary": b.name for b in registry.every() if b.programs}
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
-             "tester", *BINARY_KEYS}
+             "proc_root", "tester", *BINARY_KEYS}
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -69,7 +69,8 @@ class HostEntry:
     ssh: the destination given to ssh. interfaces: link name -> interface name on this machine.
     backend: translator backend (DUTs only). offline_cpus: CPUs hotplug may take offline.
     management: the address ssh reaches (optional; checked against the test networks).
-    sysfs_root / proc_stat: where the CPU hotplug files and /proc/stat are (tests redirect them).
+    sysfs_root / proc_stat / proc_root: where /sys (CPU hotplug, NICs' IRQ lists), /proc/stat and /proc (IRQ
+    affinities, /proc/interrupts) are (tests redirect them to fake trees).
     tester: the xlatperf binary on the client. binary: a DUT's own build of its backend's program (the
     inventory's `<backend>_binary`), or None for the one the backend names.
     """
@@ -82,6 +83,7 @@ class HostEntry:
     management: str | None = None
     sysfs_root: str = "/sys"
     proc_stat: str = "/proc/stat"
+    proc_root: str = "/proc"
     tester: str = "xlatperf"
     binary: str | None = None
 
@@ -220,6 +222,7 @@ def _host(role: str, raw: Any, fail: Any) -> HostEntry:
         except ValueError:
             raise fail(f"{key}.management", f"{management!r} is not an IP address") from None
     paths = {k: raw.get(k, d) for k, d in (("sysfs_root", "/sys"), ("proc_stat", "/proc/stat"),
+                                           ("proc_root", "/proc"),
                                            ("tester", "xlatperf"), (f"{backend}_binary", None))}
     for k, value in paths.items():
         if value is not None and (not isinstance(value, str) or any(c.isspace() for c in value)):

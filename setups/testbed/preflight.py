@@ -24,7 +24,7 @@ from ..steps import Cmd, Step
 from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
-from .undo import append_line, with_record
+from .undo import append_line, pending, with_record
 
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
 RX_OFFLOADS = ("generic-receive-offload", "large-receive-offload")
@@ -167,9 +167,6 @@ def collision_fix(kind: str, name: str, found: str) -> str:
     if kind == "address":
         return f"remove it (`ip address del {name} dev {found.removeprefix('on ')}`) if nothing needs it"
     family, dst = name.split(" ", 1)
-    if dst == "default" and family == "-4":
-        return ("the plan routes IPv4 by default to the translator: manage this host over IPv6 or a route "
-                "of its own and delete its IPv4 default route (`ip route del default`)")
     return f"delete it (`ip {family} route del {dst}`) if nothing needs it"
 
 
@@ -184,6 +181,22 @@ def collision_problems(role: str, objects: list[tuple[str, str, str]], facts: di
                             f"{collision_fix(kind, name, found)}, or run `xlatbench testbed down` if a "
                             "previous run left it")
     return problems
+
+
+def previous_run_script(statefile: str) -> str:
+    """Probe line: what a previous run left to undo on the host (its state or pending file, a tester's
+    pid file), on one line; empty when nothing is left."""
+    return f'echo "previous_run=$( ({pending(statefile)}) 2>/dev/null | tr \'\\n\' \' \')"'
+
+
+def previous_run_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:
+    """One line when a previous run left state on `role`: `up` would refuse it, so `check` says so too."""
+    left = facts.get("previous_run", "").strip()
+    if not left:
+        return []
+    shown = left if len(left) <= 120 else left[:117] + "..."
+    return [f"{role}: a previous run left state in {inventory.rundir(role)} ({shown}): run "
+            f"`xlatbench testbed down {inventory.path}` first"]
 
 
 def parse_probe(text: str) -> dict[str, str]:
@@ -310,7 +323,8 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
 
     def probe(role: str) -> tuple[dict[str, str], dict[str, float]] | str:
         host = inventory.hosts[role]
-        script = probe_script(host, machine_interfaces[role]) + "\n" + collision_script(objects[role])
+        script = (probe_script(host, machine_interfaces[role]) + "\n" + collision_script(objects[role])
+                  + "\n" + previous_run_script(inventory.statefile(role)))
         try:
             facts = parse_probe(shell.capture(role, script).stdout)
             return facts, clock_offset(shell, role)
@@ -335,6 +349,7 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
         interfaces = {i: interface_report(facts, i) for i in machine_interfaces[role]}
         problems, warnings = host_problems(inventory, role, facts, interfaces)
         problems += collision_problems(role, objects[role], facts)
+        problems += previous_run_problems(inventory, role, facts)
         if abs(clock["offset_s"]) > CLOCK_WARN_S:
             warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
         result["hosts"][role] = {

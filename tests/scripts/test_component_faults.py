@@ -92,10 +92,14 @@ def test_a_campaign_whose_knotd_dies_stops_naming_it_and_resumes(tmp_path: Path,
     failed = [r for r in stored(store) if r["type"] == "trial-failed"]
     assert len(failed) == 1 and f"knotd (pid {knotd}) died" in failed[0]["failure"]["reason"]
     assert failed[0]["failure"]["kind"] == "ComponentFailure"
+    void = failed[0]["failure"]["trial"]  # the trial under way: the resume measures it
 
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     keys = [r["key"] for r in stored(store)]
     assert keys[: len(kept)] == kept and len(keys) == len(set(keys)) > len(kept)
+    again = [r for r in stored(store) if r["type"] == "trial" and r["key"] not in kept
+             and (r["search"]["id"], r["search"]["step"]) == (void["search_id"], void["step"])]
+    assert [r["trial"]["rate_qps"] for r in again] == [void["rate_qps"]]
     summaries = [r for r in stored(store) if r["type"] == "summary"]
     assert len(summaries) == 1, "the resumed search must complete"

@@ -285,3 +285,22 @@ def test_zero_loss_allowed_works_with_every_method(method: str) -> None:
     # Zero loss: the highest passing rate is the capacity itself (the fake answers CAPACITY exactly; the
     # MLRsearch figure is a load between trials, within its width of it).
     assert CAPACITY - settings.error_qps < repeated.summary.median <= CAPACITY + 1
+
+
+class DiesAtThirdTrial(FakeDut):
+    """A fake DUT whose third trial fails as a dead component does (the trial is void)."""
+
+    def measure(self, duration_s: float, rate_qps: float):  # type: ignore[override]
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 3:
+            raise RuntimeError("translator died")
+        return super().measure(duration_s, rate_qps)
+
+
+def test_the_runner_names_the_trial_a_failure_voids() -> None:
+    """What a trial-failed record stores: the search, step and rate of the trial under way."""
+    clock = SimClock()
+    runner = TrialRunner(DiesAtThirdTrial(CAPACITY, clock=clock, sleep=True), clock=clock)
+    with pytest.raises(RuntimeError, match="translator died"):
+        rfc8219_search(runner, SETTINGS, "s")
+    assert runner.current == {"search_id": "s", "step": 2, "rate_qps": 125_000, "duration_s": 60}

@@ -166,7 +166,9 @@ class SshHosts:
                 lines.append(f'tester = "{build / "dnsperf" / "xlatperf"}"')
             if role in ("dut1", "dut2"):
                 lines += ['backend = "tayga"', f'tayga_binary = "{build / "tayga" / "tayga"}"',
-                          "offline_cpus = [1, 2, 3]", f'sysfs_root = "{sysfs}/{role}"']
+                          "offline_cpus = [1, 2, 3]", f'sysfs_root = "{sysfs}/{role}"',
+                          # never the machine's own /proc/irq: a fake tree (fake_irqs) or nothing
+                          f'proc_root = "{sysfs.parent / "proc" / role}"']
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -185,3 +187,20 @@ def fake_sysfs(root: Path, cpus: int) -> Path:
 
 def online_states(base: Path, cpus: int) -> list[str]:
     return [(base / f"cpu{n}" / "online").read_text().strip() for n in range(1, cpus)]
+
+
+def fake_irqs(sysfs_root: Path, proc_root: Path, irqs: dict[str, list[int]], affinity: str = "0-3") -> None:
+    """Per interface its MSI IRQs (`<sysfs>/class/net/IF/device/msi_irqs/N`) and each IRQ's affinity file
+    (`<proc>/irq/N/smp_affinity_list`, all `affinity`), as a host with real NICs has them."""
+    for iface, numbers in irqs.items():
+        msi = sysfs_root / "class" / "net" / iface / "device" / "msi_irqs"
+        msi.mkdir(parents=True)
+        for n in numbers:
+            (msi / str(n)).write_text("msi\n")
+            (proc_root / "irq" / str(n)).mkdir(parents=True)
+            (proc_root / "irq" / str(n) / "smp_affinity_list").write_text(f"{affinity}\n")
+
+
+def irq_affinities(proc_root: Path) -> dict[str, str]:
+    return {d.name: (d / "smp_affinity_list").read_text().strip()
+            for d in sorted((proc_root / "irq").iterdir())}

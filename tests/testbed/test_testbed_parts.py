@@ -12,12 +12,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from sshnet import fake_sysfs, online_states
+from sshnet import fake_irqs, fake_sysfs, irq_affinities, online_states
 
 from xlatbench.setups.steps import Cmd, cmd
 from xlatbench.setups.testbed.cli import dry_run
 from xlatbench.setups.testbed.hotplug import Hotplug, HotplugError
 from xlatbench.setups.testbed.inventory import load_inventory
+from xlatbench.setups.testbed.irqs import IrqAffinity, IrqError, SavedIrqs
 from xlatbench.setups.testbed.remote_idle import IdleSampler
 from xlatbench.setups.testbed.ssh import LocalShell
 from xlatbench.setups.testbed.undo import UndoError, down_script, record_script, undo_line
@@ -68,6 +69,47 @@ def test_hotplug_reads_back_what_the_host_really_has_online(tmp_path: Path) -> N
     assert hotplug.apply(LocalShell(), [0, 1, 2, 3])["online"] == [0, 1, 2, 3]
 
 
+def test_nic_irqs_saved_spread_after_each_core_change_and_restored_by_down(tmp_path: Path) -> None:
+    """Known answers on fake trees: eth1 has IRQs 40-41 (msi_irqs), eth2 IRQ 50 (found by name in
+    /proc/interrupts), all on 0-3; IRQ 60 is a kernel-managed queue (its affinity file refuses writes)."""
+    sysfs, proc = tmp_path / "sys", tmp_path / "proc"
+    base = fake_sysfs(sysfs, 4)
+    fake_irqs(sysfs, proc, {"eth1": [40, 41]})
+    fake_irqs(tmp_path / "elsewhere", proc, {"other": [50]})
+    (proc / "irq" / "60").mkdir()
+    (proc / "irq" / "60" / "smp_affinity_list").symlink_to("/proc/sys/kernel/ostype")  # read-only
+    (proc / "interrupts").write_text("           CPU0       CPU1\n 50:  1  2  PCI-MSI 1-edge  eth2\n"
+                                     " 60:  1  2  PCI-MSI 2-edge  eth2-TxRx-0\n"
+                                     " 70:  1  2  PCI-MSI 3-edge  eth22\n")
+    statefile = str(tmp_path / "state" / "undo.sh")
+    shell = LocalShell()
+    irqs = IrqAffinity("dut1", ("eth1", "eth2"), statefile, str(sysfs), str(proc))
+    hotplug = Hotplug("dut1", (1, 2, 3), str(sysfs), statefile)
+    saved = irqs.save(shell)
+    assert saved.saved == {"eth1": {40: "0-3", 41: "0-3"}, "eth2": {50: "0-3", 60: "Linux"}}
+    assert saved.fixed == [60]
+    online = hotplug.apply(shell, [0, 1])["online"]
+    record = irqs.spread(shell, saved, online)
+    assert record["affinity"] == {"eth1": {"40": "0", "41": "1"}, "eth2": {"50": "0", "60": "Linux"}}
+    assert record["before_sweep"]["eth1"] == {"40": "0-3", "41": "0-3"} and record["kernel_managed"] == [60]
+    for n in (40, 41, 50):  # what offlining does to a non-managed IRQ: it ends on CPU 0
+        (proc / "irq" / str(n) / "smp_affinity_list").write_text("0\n")
+    online = hotplug.apply(shell, [0, 1, 2])["online"]
+    assert irqs.spread(shell, saved, online)["affinity"]["eth1"] == {"40": "0", "41": "1"}
+    assert irq_affinities(proc)["50"] == "2"
+    shell.capture("dut1", down_script(statefile))  # CPUs back online first, then each IRQ as found
+    assert online_states(base, 4) == ["1", "1", "1"]
+    restored = {k: v for k, v in irq_affinities(proc).items() if k != "60"}
+    assert restored == {"40": "0-3", "41": "0-3", "50": "0-3"}
+    assert not Path(statefile).exists()
+    # An IRQ that does not take its CPU (irqbalance moved it, the kernel refused) is refused, not recorded.
+    stuck = IrqAffinity("dut1", ("eth1",), statefile, str(sysfs), str(proc))
+    (proc / "irq" / "41" / "smp_affinity_list").unlink()
+    (proc / "irq" / "41" / "smp_affinity_list").symlink_to("/proc/sys/kernel/ostype")
+    with pytest.raises(IrqError, match="dut1: IRQ 41 was set to CPU 1 but reads back Linux"):
+        stuck.spread(shell, SavedIrqs({"eth1": {40: "0-3", 41: "0-3"}}), [0, 1])
+
+
 def _ticking_stat(path: Path, stop: threading.Event) -> None:
     """A /proc/stat whose cpu0 spends 3 of 4 ticks in user time and 1 idle, cpu1 4 of 4 idle."""
     ticks = 0
@@ -106,6 +148,59 @@ def test_idle_sampler_known_answer(tmp_path: Path) -> None:
     assert not Path(sampler.pidfile).exists() and not Path(sampler.data).exists()
 
 
+def test_each_idle_capture_measures_the_clock_offsets_again(tmp_path: Path) -> None:
+    """Known answer: after a preflight that found every clock in step, dut1's clock runs 5 s ahead and dut2's
+    2 s behind (a fake `date` on each host's PATH): start_idle measures the offsets again, and the samples
+    it collects land on the controller's clock."""
+    import shutil
+
+    from xlatbench.setups.testbed.chain import TestbedChain
+    from xlatbench.setups.testbed.inventory import ROLES, parse_inventory
+
+    real_date = shutil.which("date")
+    for role, skew in {"dut1": 5.0, "dut2": -2.0, "client": 0.0}.items():
+        fake = tmp_path / "bin" / role / "date"
+        fake.parent.mkdir(parents=True)
+        fake.write_text(f"#!/bin/sh\nawk -v t=\"$({real_date} +%s.%N)\" 'BEGIN {{ printf \"%.6f\\n\", "
+                        f"t + {skew} }}'\n")
+        fake.chmod(0o755)
+
+    class SkewedShell(LocalShell):
+        """Each host's shell finds its own `date` first."""
+
+        def prefix(self, host: str) -> str:
+            return f"export PATH={tmp_path}/bin/{host}:$PATH; "
+
+        def argv(self, host: str, script: str) -> list[str]:
+            return ["sh", "-c", self.prefix(host) + script]
+
+        def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None):  # type: ignore[no-untyped-def]
+            return super().capture(host, self.prefix(host) + script, check, stdin)
+
+    data = tomllib.loads(EXAMPLE.read_text())
+    data["rundir"] = str(tmp_path / "run")
+    inv = parse_inventory(data, "lab.toml")
+    shell = SkewedShell()
+    chain = TestbedChain(inv, shell, {"hosts": {r: {"clock": {"offset_s": 0.0}} for r in ROLES}})  # type: ignore[arg-type]
+    try:
+        chain.start_idle()
+        time.sleep(2.3)
+        idle = chain.collect_idle()
+    finally:
+        for role in ("dut1", "dut2"):
+            shell.capture(role, down_script(inv.statefile(role)))
+    clocks = {r: chain.preflight["hosts"][r]["clock"] for r in ("dut1", "dut2", "client")}
+    assert abs(clocks["dut1"]["offset_s"] - 5.0) < 0.05 and abs(clocks["dut2"]["offset_s"] + 2.0) < 0.05
+    assert abs(clocks["client"]["offset_s"]) < 0.05
+    assert all(c["measured"] == "at the last idle capture" for c in clocks.values())
+    now = time.time()
+    for dut, skew in (("dut1", 5.0), ("dut2", -2.0)):
+        assert len(idle[dut]) >= 1
+        for sample in idle[dut]:
+            assert abs(sample["t_host"] - sample["t_controller"] - skew) < 0.06
+            assert -4.0 < sample["t_controller"] - now <= 0.1
+
+
 def test_undo_rules() -> None:
     assert undo_line(cmd("ip address add 10.0.0.1/24 dev eth1")) == "ip address del 10.0.0.1/24 dev eth1"
     assert undo_line(cmd("ip -6 route add 64:ff9b::/96 via 2001:db8:6::1")) == \
@@ -138,6 +233,25 @@ def test_sysctl_previous_value_is_restored(tmp_path: Path) -> None:
     assert value.read_text().strip() == "1"
     shell.capture("h", f"export {env_path}; {down_script(statefile)}")
     assert value.read_text().strip() == "0"
+
+
+@pytest.mark.parametrize("topology", ["464xlat", "mapt"])
+def test_the_plan_leaves_a_hosts_ipv4_default_route_alone(topology: str) -> None:
+    """tayga's CLAT/CE rule in emulation sends all IPv4 into its tun (`default dev TUN`); on a testbed, whose
+    hosts have a default route of their own, only the server's test network goes there."""
+    from xlatbench.setups.testbed.chain import plan
+    from xlatbench.setups.testbed.inventory import parse_inventory
+    from xlatbench.setups.testbed.preflight import planned_objects
+
+    data = tomllib.loads(EXAMPLE.read_text())
+    data["topology"] = topology
+    for dut in ("dut1", "dut2"):
+        data["hosts"][dut]["backend"] = "tayga"
+    steps = plan(parse_inventory(data, "lab.toml"))
+    lines = {role: [s.shell() for s in host_steps] for role, host_steps in steps.items()}
+    assert "ip route add 203.0.113.0/24 dev xlatbench64" in lines["dut1"]
+    assert not [line for role in lines for line in lines[role] if line.startswith("ip route add default")]
+    assert ("route", "-4 default") not in {o[:2] for role in steps for o in planned_objects(steps[role])}
 
 
 def test_dry_run_prints_the_papers_mapt_ce() -> None:

@@ -9,6 +9,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from sshnet import ROLES, SshHosts, fake_sysfs, online_states, sh
+from sshnet import ROLES, SshHosts, fake_irqs, fake_sysfs, irq_affinities, online_states, sh
 
 from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.evidence import evidence_from
@@ -50,6 +51,7 @@ def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
     build = Path(os.environ.get("XLATBENCH_BUILD") or build_dir())
     for dut in ("dut1", "dut2"):
         fake_sysfs(tmp_path / "sys" / dut, 4)
+        fake_irqs(tmp_path / "sys" / dut, tmp_path / "proc" / dut, {"eth1": [40, 41], "eth2": [42]})
     return hosts.inventory(tmp_path / "testbed.toml", build, tmp_path / "sys", tmp_path / "run")
 
 
@@ -68,6 +70,7 @@ def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) ->
     assert hosts.snapshot() == before
     for dut in ("dut1", "dut2"):
         assert online_states(tmp_path / "sys" / dut / "devices" / "system" / "cpu", 4) == ["1", "1", "1"]
+        assert irq_affinities(tmp_path / "proc" / dut) == {"40": "0-3", "41": "0-3", "42": "0-3"}
         assert not {"tayga", "knotd", "sh"} & set(processes(hosts, dut))
     assert "knotd" not in processes(hosts, "server")
     assert "xlatperf" not in processes(hosts, "client")
@@ -77,10 +80,14 @@ def assert_as_before(hosts: SshHosts, before: dict[str, str], tmp_path: Path) ->
 @pytest.mark.parametrize("topology", ["464xlat", "mapt"])
 def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, topology: str,
                              capsys: pytest.CaptureFixture[str]) -> None:
-    """464XLAT, and MAP-T with the CE's napt namespace inside dut1 (a NIC moved into it and back)."""
+    """464XLAT, and MAP-T with the CE's napt namespace inside dut1 (a NIC moved into it and back); every host
+    has an IPv4 default route of its own (as real hosts do), which the plan neither collides with nor uses."""
     text = inventory.read_text().replace('topology = "464xlat"', f'topology = "{topology}"')
     inventory.write_text(text)
+    for role in ROLES:
+        sh("ip", "-n", hosts.netns(role), "route", "add", "default", "dev", "mgmt0")
     before = hosts.snapshot()
+    assert all("default dev mgmt0" in before[role] for role in ROLES)
     assert main(["testbed", "check", str(inventory)]) == 0
     summary = capsys.readouterr().out.splitlines()  # one line per host: role, kernel, CPUs, what, verdict
     assert [line.split()[:2] for line in summary] == [[role, "ok:"] for role in ROLES], summary
@@ -95,6 +102,10 @@ def test_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, t
         placement = chain.set_dut_cpus([0, 1])
         assert placement["dut1"]["online"] == [0, 1] and placement["dut2"]["offline"] == [2, 3]
         assert "rx-0" in placement["dut1"]["interfaces"]["eth1"]["rps_cpus"]  # veth: one queue
+        # the NICs' IRQs (fake trees) spread over the online CPUs, the affinity found kept for down
+        assert placement["dut2"]["interfaces"]["eth1"]["irq_affinity"] == {"40": "0", "41": "1"}
+        assert placement["dut2"]["irqs"]["before_sweep"]["eth2"] == {"42": "0-3"}
+        assert irq_affinities(tmp_path / "proc" / "dut1")["42"] == "0"
         chain.start_idle()
         result = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=4)).measure(2.0, 2000.0)
         idle = chain.collect_idle()
@@ -265,14 +276,22 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
                  f'options = {{ prefix = "{hosts.prefix}e", backend = "tayga" }}\ncpu_map = {{ 1 = [1] }}',
     }
     records = {}
+    overhead = {}
     for world, setup in runs.items():
         campaign, store = write_campaign(tmp_path, world, setup)
+        if world == "ssh":  # `campaign plan` probes the hosts for the per-trial overhead, changing nothing
+            overhead["probed"] = plan_overhead(campaign, r"probe of the hosts of \S+: SSH round trips dut1 ")
+            assert hosts.snapshot() == before
         # In a process of its own, as a user runs it (its progress output outlives pytest's capture).
         done = subprocess.run([sys.executable, "-c", RUN_CLI, "campaign", "run", str(campaign)],
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         records[world] = [json.loads(line) for line in store.read_text().splitlines()]
         if world == "ssh":
+            # the probe predicts what the trials then took beyond their duration (the stored trials' own)
+            overhead["stored"] = statistics.median(r["trial"]["wall_s"] - r["trial"]["duration_s"]
+                                                   for r in records[world] if r["type"] == "trial")
+            assert overhead["stored"] / 3 < overhead["probed"] < 3 * overhead["stored"], overhead
             assert "each DUT's CPU figures are its own host's (active cores: dut1 CPU 0, dut2 CPU 0)" \
                 in done.stderr, done.stderr[-2000:]
     assert_as_before(hosts, before, tmp_path)  # the campaign took its testbed down
@@ -295,6 +314,17 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
     assert first["dut_cpus"]["applied"]["dut1"]["online"] == [0]
     assert first["trial"]["sent"] == first["trial"]["rate_qps"] * first["trial"]["duration_s"]
     check_host_idle(records)
+
+
+def plan_overhead(campaign: Path, source: str) -> float:
+    """The per-trial overhead `campaign plan` states for the campaign's one setup, s (its source checked)."""
+    done = subprocess.run([sys.executable, "-c", RUN_CLI, "campaign", "plan", str(campaign)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r"per-trial overhead of \S+: ([0-9.]+) s \((.*)\)", done.stdout)
+    assert found and re.match(source, found.group(2)), done.stdout
+    assert re.search(r"of trials \+ ~\d+ (s|min) overhead", done.stdout), done.stdout
+    return float(found.group(1))
 
 
 def check_host_idle(records: dict[str, list[dict]]) -> None:

@@ -1,0 +1,67 @@
+"""`campaign plan` adds each setup's measured per-trial overhead: here from a store whose trials' wall times
+are set by hand to duration + 2 s (the known answer), and 0 s for a simulated setup with no store."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from xlatbench.cli import main
+from xlatbench.scripts.campaign import estimate_search_trials
+from xlatbench.scripts.campaignfile import load_campaign
+
+CAMPAIGN = """
+[campaign]
+name = "overhead"
+store = "{store}"
+methods = ["rfc8219-binary"]
+cores = [1]
+
+[search]
+max_rate_qps = 100000
+error_qps = 5000
+duration_s = 2
+rest_s = 1
+repetitions = 2
+
+[idle]
+runs = 0
+
+[[setup]]
+name = "sim"
+kind = "fake"
+capacity_qps = 30000
+"""
+
+
+def test_plan_adds_the_stored_trials_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store.jsonl"
+    path = tmp_path / "c.toml"
+    path.write_text(CAMPAIGN.format(store=store))
+    assert main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "per-trial overhead of sim: 0.00 s (simulated time: trials take only their duration)" in out
+    assert main(["campaign", "run", "--no-progress", str(path)]) == 0
+    capsys.readouterr()
+    lines = store.read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    stored = 0
+    for record in records:
+        if record["type"] == "trial":
+            record["trial"]["wall_s"] = record["trial"]["duration_s"] + 2.0
+            stored += 1
+    store.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (f"per-trial overhead of sim: 2.00 s (median wall time minus duration of its {stored} trials in "
+            f"{store})") in out, out
+    campaign = load_campaign(path)
+    trials = estimate_search_trials(campaign.settings("default"), "rfc8219-binary")
+    extra = 2.0 * trials  # s; the line rounds it to whole seconds or minutes
+    shown = f"{extra:.0f} s" if extra < 60 else f"{extra / 60:.0f} min"
+    assert re.search(rf"search 'default', rfc8219-binary: 2 repetitions, ~\S+ \S+ of trials \+ ~{shown} "
+                     "overhead", out), out
+    assert f"overhead beyond the trials: ~{shown};" in out
