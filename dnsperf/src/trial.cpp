@@ -92,32 +92,13 @@ private:
     std::uint64_t total_ = 0;
 };
 
-// The kernel time per message of a sender's recent sendmmsg calls of at least
-// kMinMessages messages (call duration / messages), and their median: what a
-// call's own pace is checked against, so that a call preempted before it returned
-// does not spread its messages over the preemption.
-class MessagePace {
-public:
-    static constexpr std::size_t kMinMessages = 8;
-    void add(std::int64_t per_message_ns) {
-        recent_[next_] = per_message_ns;
-        next_ = (next_ + 1) % recent_.size();
-        count_ = std::min(count_ + 1, recent_.size());
-    }
-    // -1 before the first call long enough to count.
-    std::int64_t median() const {
-        if (count_ == 0) return -1;
-        std::array<std::int64_t, 15> copy = recent_;
-        const auto middle = copy.begin() + static_cast<std::ptrdiff_t>(count_ / 2);
-        std::nth_element(copy.begin(), middle, copy.begin() + static_cast<std::ptrdiff_t>(count_));
-        return *middle;
-    }
-
-private:
-    std::array<std::int64_t, 15> recent_{};
-    std::size_t next_ = 0;
-    std::size_t count_ = 0;
-};
+// CPU time of the calling thread (user + system, ns): unlike the wall clock it
+// stops while the thread waits for a CPU.
+std::int64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 // Everything one sender/receiver pair shares.
 struct Pair {
@@ -295,14 +276,17 @@ private:
         std::int64_t blocked_since = -1;
         stamp(socket, 0, count, sent_at);
         while (done < count) {
+            const bool several = count - done > 1 && !gso_;  // a GSO call keeps its start for all
+            const std::int64_t cpu_before = several ? thread_cpu_ns() : 0;
             const std::int64_t before = monotonic_ns() - shared_.start_ns;
             const int result = send_some(fd, done, count);
+            const std::int64_t cpu_call = several ? thread_cpu_ns() - cpu_before : 0;
             ++stats_.syscalls;
             if (result > 0) {
                 const auto n = static_cast<std::size_t>(result);
                 // The end of the call bounds when its last query left: time spent inside the call is lag too.
                 const std::int64_t after = monotonic_ns() - shared_.start_ns;
-                if (!last_call_gso_) set_left(ring, done, n, before + shared_.start_ns, after - before);
+                if (!last_call_gso_ && n > 1) set_left(ring, done, n, before + shared_.start_ns, cpu_call);
                 record_sent(n, before, after, sent_at, deadline_of(j + done) - shared_.start_ns,
                             deadline_of(j + done + n - 1) - shared_.start_ns);
                 if (blocked_since >= 0) {
@@ -342,21 +326,17 @@ private:
     }
 
     // Messages done..done+n-1 left in one sendmmsg call that started at `start_ns`
-    // (CLOCK_MONOTONIC) and took `call_ns`: the kernel takes them one after the
-    // other, so message i left about i per-message times after the start, the per-
-    // message time being the call's own (duration / n), or the median of recent
-    // calls when the call's own is more than twice that (a call preempted before it
-    // returned would otherwise put its later messages after they left; the median
-    // alone would undercut every call slower than it). Message 0 keeps the start.
-    // Their latencies count from these times, not from the clock read before the call.
+    // (CLOCK_MONOTONIC) and cost the thread `cpu_ns` of CPU: the kernel takes them
+    // one after the other, so message i left about i x cpu_ns / n after the start.
+    // CPU time, not the call's wall time: a thread descheduled inside the call or on
+    // its way out (a receiver woken on its CPU) would otherwise spread the messages
+    // over time they were not sent in and put later ones after they left. A call
+    // preempted between two messages leaves the later ones stamped early (latency
+    // too high, as with one stamp per call), never late. Message 0 keeps the start.
     void set_left(OutstandingRing& ring, std::size_t done, std::size_t n, std::int64_t start_ns,
-                  std::int64_t call_ns) {
-        const std::int64_t own = call_ns / static_cast<std::int64_t>(n);
-        if (n >= MessagePace::kMinMessages) pace_.add(own);
-        const std::int64_t median = pace_.median();
-        if (median < 0) return;  // no call long enough to know the pace yet: the start stands for all
-        const std::int64_t per_message = own > 2 * median ? median : own;
-        for (std::size_t i = 0; i < n; ++i) {
+                  std::int64_t cpu_ns) {
+        const std::int64_t per_message = cpu_ns / static_cast<std::int64_t>(n);
+        for (std::size_t i = 1; i < n; ++i) {
             ring.set_left(sequences_on_socket_[done + i], start_ns + static_cast<std::int64_t>(i) * per_message);
         }
     }
@@ -419,7 +399,6 @@ private:
     std::vector<std::uint64_t> sequences_;
     bool gso_;
     bool last_call_gso_ = false;  // the last send call was a UDP_SEGMENT sendmsg (its messages leave together)
-    MessagePace pace_;
 };
 
 class Receiver {
