@@ -27,6 +27,7 @@ from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info, suite_build
 from .measurers import ComponentFailure
+from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .records import (
     CampaignRef,
     ConfigKey,
@@ -125,6 +126,30 @@ def idle_configurations(plan: list[ConfigKey]) -> int:
     return len({(key.setup, key.cores, key.sessions) for key in plan})
 
 
+def idle_runs(campaign: Campaign, plan: list[ConfigKey]) -> dict[str, int]:
+    """How many idle-capture runs each setup of a plan makes."""
+    return {setup: campaign.idle.runs * len({(k.cores, k.sessions) for k in plan if k.setup == setup})
+            for setup in {k.setup for k in plan}}
+
+
+def eta_estimates(campaign: Campaign, plan: list[ConfigKey], overheads: Mapping[str, Overhead | None]
+                  ) -> tuple[list[float], float]:
+    """What a running campaign's ETA starts from, s: per planned search its simulated trial time plus, where
+    its setup's per-trial overhead is known, that overhead times its simulated number of trials; and the
+    idle capture's time plus its runs' overhead (as `campaign plan` adds them)."""
+    searches = []
+    for key in plan:
+        settings = campaign.settings(key.search)
+        found = overheads.get(key.setup)
+        trials = estimate_search_trials(settings, key.method) if found is not None else 0.0
+        searches.append(estimate_search_s(settings, key.method) + (trials_overhead_s(found, trials) or 0.0))
+    if not campaign.idle.runs:
+        return searches, 0.0
+    extra_idle = sum(idle_overhead_s(overheads.get(setup), runs) or 0.0
+                     for setup, runs in idle_runs(campaign, plan).items())
+    return searches, idle_estimate_s(campaign, plan) + extra_idle
+
+
 @dataclass
 class ConfigResult:
     """One configuration's repeated search and the summary record written (or that would be) for it."""
@@ -193,23 +218,31 @@ class SetupSession:
 
 
 class Progress:
-    """The tqdm bar over trial time (s) and the campaign's messages. out: where they go; show: draw it."""
+    """The tqdm bar over trial time (s) and the campaign's messages. out: where they go; show: draw it.
+    Setups in `counted` (their per-trial overhead is known and in the estimates) count each trial's rest and
+    wall time, the others its rest and duration."""
 
     def __init__(self, out: TextIO, show: bool) -> None:
         self.out, self.show = out, show
         self.estimates: list[float] = []
         self.idle_left_s = self.remaining_s = 0.0
         self.finished = 0
+        self.counted: set[str] = set()
         self.bar = tqdm(disable=True)
+
+    def trial_time_s(self, setup: str, duration_s: float, rest_s: float, wall_s: float) -> float:
+        """What one measured trial (or idle run) moves the bar by, s."""
+        return rest_s + (wall_s if setup in self.counted else duration_s)
 
     def start(self, name: str, estimates: list[float], idle_s: float, done_s: float) -> None:
         """estimates: of each planned search, s; idle_s: of the idle capture, s; done_s: trial time stored."""
         self.estimates, self.idle_left_s = estimates, idle_s
         self.remaining_s = sum(estimates) + idle_s
+        what = "s of trials and their overhead" if self.counted else "s of trials"
         self.bar = tqdm(total=max(self.remaining_s, done_s), initial=done_s, unit="s", disable=not self.show,
                         file=self.out, desc=name, dynamic_ncols=True,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} s of trials "
-                                   "[{elapsed}<{remaining}]{postfix}")
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} " + what +
+                                   " [{elapsed}<{remaining}]{postfix}")
 
     def advance(self, seconds: float) -> None:
         """Move the bar by trial time; an underestimated total grows instead of overflowing."""
@@ -289,7 +322,8 @@ class Recorder:
             self.progress.say(f"{config.setup}, {config.cores} core(s), trial at "
                               f"{record.result.rate_qps:.0f} queries/s: {note}; its figure may be low for a "
                               "reason that is neither the DUT nor the tester")
-        self.progress.advance(record.result.duration_s + record.rest_before_s)
+        self.progress.advance(self.progress.trial_time_s(config.setup, record.result.duration_s,
+                                                         record.rest_before_s, record.wall_s))
 
     def outcome(self, outcome: SearchOutcome, config: ConfigKey, session: SetupSession) -> None:
         key = search_key(outcome.search_id)
@@ -372,8 +406,14 @@ class CampaignRun:
         envs = {s.name: make_environment(s, c.tester) for s in c.setups}
         plan = planned_searches(c, {name: env.max_cores() for name, env in envs.items()})
         self._report_capped(envs)
-        progress.start(c.name, [estimate_search_s(c.settings(k.search), k.method) for k in plan],
-                       idle_estimate_s(c, plan) if c.idle.runs else 0.0, sum(t.time_s for t in trials))
+        # The ETA counts each setup's per-trial overhead as `campaign plan` measures it (a testbed without
+        # stored trials is probed, read-only); only where the bar is shown.
+        overheads = setup_overheads(c.store, envs) if self.progress else {}
+        progress.counted = {name for name, found in overheads.items() if found is not None}
+        searches, idle_s = eta_estimates(c, plan, overheads)
+        progress.start(c.name, searches, idle_s, sum(progress.trial_time_s(
+            str(t.context.setup.get("name")), float(t.result["duration_s"]), t.rest_before_s, t.wall_s)
+            for t in trials))
         if stored:
             progress.say(f"resuming {c.name}: {len(trials)} trials already in {c.store} are replayed, "
                          "not measured again")
@@ -552,7 +592,9 @@ class IdleCapture:
                                       f"{run}/{c.idle.runs}")
         measurer = runner.ensure_measurer()
         rest_taken = runner.take_rest()
+        started = runner.clock.now()
         result, samples, hosts = self._measure(measurer, duration, rate)
+        wall = runner.clock.now() - started
         runner.owe_rest(rest)
         self.recorder.append(IdleRun(
             key=key, context=self.recorder.context(session), run=run, rate_qps=rate,
@@ -560,7 +602,8 @@ class IdleCapture:
             result={**result.to_dict(with_raw=False), "rest_before_s": rest_taken}, samples=samples,
             raw=result.raw, note="simulated time: no CPU samples" if session.env.simulated else None,
             hosts=hosts, rate_of=self._rate_of()))
-        self.recorder.progress.advance(duration + rest_taken)
+        self.recorder.progress.advance(self.recorder.progress.trial_time_s(session.spec.name, duration,
+                                                                          rest_taken, wall))
         return samples, hosts, idle_run_exclusion(result.to_dict(with_raw=False))
 
     def _measure(self, measurer: Measurer, duration: float, rate: float

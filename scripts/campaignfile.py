@@ -15,6 +15,7 @@ from typing import Any
 
 from ..setups.cpulist import format_cpu_list, parse_user_cpu_list
 from ..setups.paper import TOPOLOGIES
+from ..zones import check_io
 from .clock import RealClock, SimClock
 from .envs import (
     DEFAULT_CHAIN_FACTORY,
@@ -81,7 +82,8 @@ class SetupSpec:
 @dataclass(frozen=True)
 class Campaign:
     """A parsed campaign file. sha256: hash of its normalized content (every record carries it).
-    sessions: the tester flow counts swept ([campaign] sessions); () = no sweep, [tester] as given."""
+    sessions: the tester flow counts swept ([campaign] sessions); () = no sweep, [tester] as given.
+    server_io: how the echo server takes its queries ([server] io: "socket" or "xdp", Knot's XDP mode)."""
 
     name: str
     file: str
@@ -94,6 +96,7 @@ class Campaign:
     setups: tuple[SetupSpec, ...]
     sha256: str
     sessions: tuple[int, ...] = ()
+    server_io: str = "socket"
 
     def session_counts(self) -> tuple[int | None, ...]:
         """The sweep's session counts in order; (None,) without a sweep."""
@@ -137,7 +140,7 @@ def load_campaign(path: Path, store: Path | None = None) -> Campaign:
 
 
 def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -> Campaign:
-    _only(data, "top level", {"campaign", "search", "tester", "idle", "setup"})
+    _only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server"})
     head = _table(data, "campaign")
     _only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
     name = _str(head, "name", "[campaign]")
@@ -166,7 +169,8 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
         raise CampaignFileError(f"[idle] search {idle.search!r} names no [[search]] table")
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
-    setups = _setups(data.get("setup"))
+    server_io = _server_io(_table(data, "server", required=False))
+    setups = tuple(_with_server_io(setup, server_io, i) for i, setup in enumerate(_setups(data.get("setup"))))
     sessions = _sessions(head, _table(data, "tester", required=False))
     try:
         testers = [tester if s is None else options_for_sessions(tester, s) for s in sessions or (None,)]
@@ -178,7 +182,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
                 _check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
     campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                        campaign_sha256(data), sessions)
+                        campaign_sha256(data), sessions, server_io)
     for setup in setups:
         _check_flows(setup, most, tester.first_port, trial_cycles(campaign))
     if any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
@@ -235,6 +239,40 @@ def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:
         raise CampaignFileError("[tester] ports_per_thread and [campaign] sessions both given: sessions sets "
                                 "ports_per_thread = sessions / threads; remove ports_per_thread")
     return tuple(sessions)
+
+
+def _server_io(server: dict[str, Any]) -> str:
+    """[server] io: "socket" (default) or "xdp" (Knot answers in XDP mode on the server's interface)."""
+    _only(server, "[server]", {"io"})
+    try:
+        return check_io(server.get("io", "socket"), "[server] io")
+    except ValueError as err:
+        raise CampaignFileError(str(err)) from None
+
+
+def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
+    """The setup with [server] io applied: an emulated chain gets it as its `knot_io` option (a setup that
+    sets knot_io itself must agree); loopback and testbed setups refuse XDP mode; a fake has no server."""
+    where = f"[[setup]] #{index + 1} ({setup.name})"
+    if setup.kind == "chain":
+        options = dict(setup.params.get("options", {}))
+        if options.get("knot_io", io) != io:
+            raise CampaignFileError(f"{where}: options knot_io = {options['knot_io']!r} contradicts "
+                                    f"[server] io = {io!r}: drop one")
+        if io == "socket" and "knot_io" not in options:
+            return setup  # the default: a factory that knows no knot_io still gets the options it knew
+        options["knot_io"] = io
+        if setup.params.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
+            _check_emulation_options(where, str(setup.params["topology"]), options)
+        return replace(setup, params={**setup.params, "options": options})
+    if io == "xdp" and setup.kind == "loopback":
+        raise CampaignFileError(f"{where}: [server] io = \"xdp\" needs a network interface for Knot's XDP "
+                                "mode; a loopback setup has none: use a chain setup (or io = \"socket\")")
+    if io == "xdp" and setup.kind == "testbed":
+        raise CampaignFileError(f"{where}: [server] io = \"xdp\" is not supported on a testbed yet (Knot's "
+                                "XDP program on the server's test NIC is not in the undo journal): use "
+                                "io = \"socket\"")
+    return setup
 
 
 def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:

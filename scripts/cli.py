@@ -21,13 +21,14 @@ from .campaign import (
     estimate_search_trials,
     idle_configurations,
     idle_estimate_s,
+    idle_runs,
     planned_searches,
     sessions_text,
 )
 from .campaignfile import load_campaign, make_environment, parse_campaign
 from .envs import KINDS
 from .methodbench import print_seed_sets, print_suite, seed_sets
-from .overhead import Overhead, stored_overhead
+from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
 from .records import implementation_label, steal_note
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TesterOptions
@@ -303,14 +304,13 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     if args.dut_cores is not None and args.dut_cores < 1:
         raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
     plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
-    overheads = {name: stored_overhead(campaign.store, name) or env.probe_trial_overhead()
-                 for name, env in envs.items()}
+    overheads = setup_overheads(campaign.store, envs)
     total = extra_total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
     for key in plan:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
-        extra = _overhead_s(overheads[key.setup], estimate_search_trials(settings, key.method))
+        extra = trials_overhead_s(overheads[key.setup], estimate_search_trials(settings, key.method))
         total += estimate + (extra or 0.0)
         extra_total += extra or 0.0
         print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s)"
@@ -319,10 +319,8 @@ def _campaign_plan(args: argparse.Namespace) -> int:
               f"~{_hours(estimate)} of trials" + _overhead_text(extra))
     if campaign.idle.runs:
         idle = idle_estimate_s(campaign, plan)
-        runs = {name: campaign.idle.runs * len({(k.cores, k.sessions) for k in plan if k.setup == name})
-                for name in envs}
-        extra_idle = sum((o.per_trial_s + o.per_idle_run_s) * runs[name] for name, o in overheads.items()
-                         if o is not None)
+        runs = idle_runs(campaign, plan)
+        extra_idle = sum(idle_overhead_s(overheads[name], runs.get(name, 0)) or 0.0 for name in envs)
         total += idle + extra_idle
         extra_total += extra_idle
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
@@ -340,11 +338,6 @@ def _campaign_plan(args: argparse.Namespace) -> int:
           "per-trial noise)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
-
-
-def _overhead_s(found: Overhead | None, trials: float) -> float | None:
-    """Time `trials` trials take beyond their durations, s (None: the setup's overhead is not known)."""
-    return None if found is None else found.per_trial_s * trials
 
 
 def _overhead_text(extra: float | None) -> str:

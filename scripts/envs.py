@@ -221,7 +221,8 @@ class LoopbackEnvironment(Environment):
 
     def describe(self) -> dict[str, Any]:
         server = self._server.describe() if self._server is not None else {"implementation": "knot"}
-        return {"implementation": "loopback (no DUT)", "server": server, "root_sysctls": self._sysctls}
+        return {"implementation": "loopback (no DUT)", "server": server, "server_io": "socket",
+                "root_sysctls": self._sysctls}
 
     def tester_version(self) -> str | None:
         return self._measurer.last_tester_version if self._measurer else None

@@ -3,13 +3,15 @@ reply timeout, and on a testbed the SSH round trips around every trial (counters
 daemons' pid files and liveness, the translators' CPU times, the tester's start and the fetch of its JSON
 from the client). Always measured, never assumed: from the store's own trial records of the setup (their
 wall time minus their duration) when it holds enough of them, else by the setup's environment (a testbed
-probes its hosts), else said to be unknown."""
+probes its hosts), else said to be unknown. `campaign plan` prints it; a running campaign's ETA counts it."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .records import TrialEntry
 from .store import ResultStore
@@ -25,6 +27,28 @@ class Overhead:
     per_trial_s: float
     source: str
     per_idle_run_s: float = 0.0
+
+
+class Probe(Protocol):
+    """What can time a trial's overhead before running one (scripts.envs.Environment)."""
+
+    def probe_trial_overhead(self) -> Overhead | None: ...
+
+
+def setup_overheads(store: Path, envs: Mapping[str, Probe]) -> dict[str, Overhead | None]:
+    """Per setup name: the overhead of its trials in `store`, else its environment's probe, else None (not
+    known)."""
+    return {name: stored_overhead(store, name) or env.probe_trial_overhead() for name, env in envs.items()}
+
+
+def trials_overhead_s(found: Overhead | None, trials: float) -> float | None:
+    """Time `trials` trials take beyond their durations, s (None: the setup's overhead is not known)."""
+    return None if found is None else found.per_trial_s * trials
+
+
+def idle_overhead_s(found: Overhead | None, runs: int) -> float | None:
+    """Time `runs` idle-capture runs take beyond their durations, s (None: not known)."""
+    return None if found is None else (found.per_trial_s + found.per_idle_run_s) * runs
 
 
 def stored_overhead(store: Path, setup: str) -> Overhead | None:

@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--cpus", type=cpu_list_arg,
                        help="pin all knotd threads to these CPUs, e.g. 1 (default: knotd's own placement)")
     start.add_argument("--netns", help="network namespace to run knotd in (default: the current one)")
+    start.add_argument("--xdp", metavar="INTERFACE",
+                       help="also answer UDP arriving on this interface in Knot's XDP mode (default: sockets "
+                            "only)")
     start.add_argument("--domain", default=DEFAULT_DOMAIN, help="zone apex (default: %(default)s)")
     start.add_argument("--subnet", default=DEFAULT_SUBNET,
                        help="one AAAA record per address of this IPv4 subnet (default: %(default)s)")
@@ -45,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _start(args: argparse.Namespace) -> int:
     config = KnotConfig(listen=tuple(args.listen or [("127.0.0.1", 53)]), udp_workers=args.udp_workers,
-                        cpus=args.cpus, domain=args.domain, subnet=args.subnet)
+                        cpus=args.cpus, domain=args.domain, subnet=args.subnet, xdp_interface=args.xdp)
     server = KnotServer(args.workdir, config, netns=args.netns)
     server.start()
     print(json.dumps(server.describe(), indent=2))

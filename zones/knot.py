@@ -10,6 +10,14 @@ Nothing answers twice: before knotd starts, nothing may be bound to, or answer D
 port (Knot binds with SO_REUSEPORT, so a second server would silently share the queries); after it
 answers, exactly our knotd must hold the sockets there.
 
+In XDP mode (KnotConfig.xdp_interface) knotd also answers UDP/53 arriving on that interface through its
+own XDP program and AF_XDP sockets (Knot's `xdp: listen: IFACE@53`), before the kernel's UDP stack sees
+it; its sockets at `listen` stay (they answer what does not arrive on that interface, e.g. the readiness
+query over loopback, and TCP). A start checks that the program is attached and says in which mode
+(native or generic); describe() names the I/O mode ("io": "socket" or "xdp") so every record does. knotd
+leaves its program attached when it exits: the workdir records the interface (xdp.json) and every stop,
+also of a knotd a killed run left, detaches Knot's program from it.
+
 The loopback self-test keeps its workdir in a fixed per-user run directory (loopback_rundir), so that
 `xlatbench setup down` finds what a killed run left (cleanup_loopback).
 """
@@ -17,6 +25,7 @@ The loopback self-test keeps its workdir in a fixed per-user run directory (loop
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -29,10 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
+from .. import xdp
 from ..procs import alive, start_time, terminate
 from .zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 
 TEMPLATE = Path(__file__).with_name("knot.conf.in")
+IO_MODES = ("socket", "xdp")  # how the echo server takes its queries: the kernel's UDP sockets, or AF_XDP
 
 
 class KnotError(RuntimeError):
@@ -47,6 +58,8 @@ class KnotConfig:
     udp_workers: number of UDP worker threads (knotd pins worker i to CPU i mod ncpu itself).
     cpus: CPUs every knotd thread is re-pinned to after start; None leaves knotd's own placement.
     domain, subnet: the zone (one AAAA record per address of the subnet).
+    xdp_interface: answer UDP arriving on this interface (in knotd's network namespace) in XDP mode, at
+        the first listen port; None: sockets only.
     """
 
     listen: tuple[tuple[str, int], ...] = (("127.0.0.1", 53),)
@@ -54,6 +67,19 @@ class KnotConfig:
     cpus: tuple[int, ...] | None = None
     domain: str = DEFAULT_DOMAIN
     subnet: str = DEFAULT_SUBNET
+    xdp_interface: str | None = None
+
+    @property
+    def io(self) -> str:
+        """"xdp" when knotd answers in XDP mode, else "socket" (one of IO_MODES)."""
+        return "xdp" if self.xdp_interface else "socket"
+
+
+def check_io(io: object, where: str = "io") -> str:
+    """`io` if it is one of IO_MODES, else ValueError in one line."""
+    if io not in IO_MODES:
+        raise ValueError(f"{where} must be one of {list(IO_MODES)}, got {io!r}")
+    return str(io)
 
 
 @dataclass
@@ -106,6 +132,8 @@ class KnotServer:
         write_owner(self.ownerfile)
         self._write_config()
         write_zone(self.zonefile, self.config.domain, self.config.subnet)
+        if self.config.xdp_interface:
+            remember_xdp(self.workdir, self.netns, self.config.xdp_interface)
         argv = ["knotd", "-c", str(self.conffile)]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
@@ -118,6 +146,8 @@ class KnotServer:
         try:
             self._wait_until_answering(timeout_s)
             self.check_sole_holder()
+            if self.config.xdp_interface:
+                self._wait_for_xdp(timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -135,6 +165,22 @@ class KnotServer:
         stop_stale(self.workdir, timeout_s)
         with contextlib.suppress(FileNotFoundError):
             self.ownerfile.unlink()
+
+    def xdp_program(self) -> xdp.Attached | None:
+        """knotd's XDP program on its interface (None: sockets only, or none attached)."""
+        if not self.config.xdp_interface:
+            return None
+        found = xdp.attached(self.netns, self.config.xdp_interface)
+        return found[0] if found else None
+
+    def _wait_for_xdp(self, timeout_s: float) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + timeout_s
+        while self.xdp_program() is None:
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                raise KnotError(f"knotd attached no XDP program to {self.config.xdp_interface} (XDP mode): "
+                                f"{self._log_tail()}")
+            time.sleep(0.1)
 
     def check_sole_holder(self) -> None:
         """Exactly our knotd holds the sockets at each listen address, or KnotError naming the others."""
@@ -155,7 +201,12 @@ class KnotServer:
             "netns": self.netns,
             "zone": {"domain": self.config.domain, "subnet": self.config.subnet},
             "ready_s": self._ready_s,
+            "io": self.config.io,
         }
+        if self.config.xdp_interface:
+            program = self.xdp_program()
+            info["xdp"] = {"listen": f"{self.config.xdp_interface}@{self.config.listen[0][1]}",
+                           "attached": program.record() if program else None}
         if self.pid is not None:
             info["pid"] = self.pid
             info["rss_kib"] = _rss_kib(self.pid)
@@ -170,6 +221,7 @@ class KnotServer:
             listen=listen,
             domain=self.config.domain,
             zonefile=str(self.zonefile),
+            xdp=xdp_section(self.config),
         )
         self.conffile.write_text(text)
 
@@ -205,6 +257,16 @@ class KnotServer:
         except OSError:
             return "(no log)"
         return " | ".join(lines[-3:]) or "(empty log)"
+
+
+def xdp_section(config: KnotConfig) -> str:
+    """knot.conf's `xdp:` section for XDP mode: UDP only (TCP stays on the sockets), replies back out of
+    the interface the query came in on without a route lookup (route-check off); empty in socket mode."""
+    if not config.xdp_interface:
+        return ""
+    port = config.listen[0][1]
+    return (f"\nxdp:\n    listen: [ {config.xdp_interface}@{port} ]\n    udp: on\n    tcp: off\n"
+            "    route-check: off\n")
 
 
 def _listen_item(address: str, port: int) -> str:
@@ -303,11 +365,11 @@ def stop_stale(workdir: Path, timeout_s: float = 10.0, force: bool = True) -> in
     """
     pidfile = workdir / "knot.pid"
     try:
-        pid = int(pidfile.read_text().strip())
+        pid: int | None = int(pidfile.read_text().strip())
     except (FileNotFoundError, ValueError):
-        return None
+        pid = None
     ended = None
-    if _is_knotd_of(pid, workdir) and alive(pid):
+    if pid is not None and _is_knotd_of(pid, workdir) and alive(pid):
         if _uid(pid) != os.getuid():
             raise KnotError(f"knotd (pid {pid}) of {workdir} belongs to user {_uid(pid)}, not to us: "
                             "leaving it; ask its owner to stop it, or use another port/run directory")
@@ -319,7 +381,39 @@ def stop_stale(workdir: Path, timeout_s: float = 10.0, force: bool = True) -> in
         ended = pid
     with contextlib.suppress(FileNotFoundError):
         pidfile.unlink()
+    release_xdp(workdir)
     return ended
+
+
+XDP_RECORD = "xdp.json"  # in the workdir: where knotd was told to attach its XDP program
+KNOT_XDP_PROGRAM = "xdp_redirect_dn"  # Knot's program (xdp_redirect_dns) as the kernel names it: 15 chars
+
+
+def remember_xdp(workdir: Path, netns: str | None, interface: str) -> None:
+    """Write down, before knotd starts, the interface it will attach its XDP program to."""
+    (workdir / XDP_RECORD).write_text(json.dumps({"netns": netns, "interface": interface}) + "\n")
+
+
+def release_xdp(workdir: Path) -> list[str]:
+    """Detach Knot's XDP program from the interface the workdir's knotd was told to use, once no knotd
+    runs there: knotd leaves it attached when it exits (a later knotd would reuse it), and one killed with
+    SIGKILL certainly does. A program of another name on that interface is left alone. Returns what was
+    detached ("PROGRAM (id N, MODE) on IF")."""
+    record = workdir / XDP_RECORD
+    try:
+        where = json.loads(record.read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    netns, interface = where.get("netns"), str(where.get("interface"))
+    done = []
+    for program in xdp.attached(netns, interface):
+        if program.program == KNOT_XDP_PROGRAM:
+            error = xdp.detach(program, netns)
+            if error:
+                raise KnotError(f"cannot detach knotd's XDP program from {interface}: {error}")
+            done.append(program.text())
+    record.unlink()
+    return done
 
 
 def _terminate(pid: int, timeout_s: float) -> None:

@@ -100,6 +100,7 @@ class Backend(Protocol):
     def owns_undo(self, argv: tuple[str, ...]) -> bool: ...
     def created_device(self, argv: tuple[str, ...]) -> str | None: ...
     def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]: ...
+    def counters(self, host: str, ctx: RenderContext) -> dict[str, int]: ...
 
 
 class BackendBase:
@@ -163,6 +164,11 @@ class BackendBase:
     def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]:
         """`argv` with a host's own build of this backend's program in place of the default one."""
         return argv
+
+    def counters(self, host: str, ctx: RenderContext) -> dict[str, int]:
+        """The translator's own counters on `host` (translated, dropped per reason), where it keeps any
+        outside the interfaces' statistics; {} if none or unreadable."""
+        return {}
 
 
 def whole_address_ces(role: MapBrRole, implementation: str) -> tuple[MapCe, ...]:

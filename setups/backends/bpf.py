@@ -124,6 +124,13 @@ class BpfBackend(BackendBase):
         """Directory of this host's pinned program (`siit`) and maps (`maps/siit_*`)."""
         return f"{bpffs(ctx)}/{host}"
 
+    def counters(self, host: str, ctx: RenderContext) -> dict[str, int]:
+        """siit_stats of `host`'s program: what it translated and what it dropped, per reason."""
+        try:
+            return read_stats(self.pins(host, ctx))
+        except (OSError, subprocess.CalledProcessError, ValueError):
+            return {}
+
     def machine_steps(self, ctx: RenderContext) -> list[Step]:
         """The bpffs for the pins, mounted once per machine outside any namespace."""
         where = bpffs(ctx)

@@ -106,7 +106,8 @@ class EmulatedChain:
         return dead_processes(pids)
 
     def counters(self) -> dict[str, dict[str, int]]:
-        return counters_mod.collect(self.emulation.netns_of)
+        """Every hop's counters: interfaces, nft rules, UDP per namespace, and the translators' own."""
+        return counters_mod.collect(self.emulation.netns_of) | self.emulation.translator_counters()
 
     def nat44_udp_timeout(self) -> tuple[float, str] | None:
         """How long conntrack keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace (a namespace

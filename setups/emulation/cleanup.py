@@ -1,4 +1,9 @@
-"""Finding and removing everything of a prefix, whatever state a previous run left (also after kill -9)."""
+"""Finding and removing everything of a prefix, whatever state a previous run left (also after kill -9).
+
+That includes XDP programs a killed process left attached (the tester's reply filter, Knot's or kxdpgun's
+redirect program): they are detached from the prefix's interfaces, in its namespaces and in the root
+namespace (`<prefix>-*`), before the namespaces go.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from ... import xdp
 from ...procs import terminate
 from ...zones.knot import stop_stale
 from ..topology import DUT_HOSTS
@@ -79,6 +85,7 @@ def down(prefix: str) -> dict[str, object]:
     pids = sorted({p for ns in namespaces for p in _netns_pids(ns)} | set(_ours_by_pidfile(run)))
     _end(pids)
     removed["processes"] = pids
+    removed["xdp_programs"] = detach_xdp(prefix, namespaces)
     removed["cpusets"] = [str(p) for p in cpusets(prefix)]
     for path in cpusets(prefix):
         _remove_cpuset(path)
@@ -96,6 +103,23 @@ def down(prefix: str) -> dict[str, object]:
     if run.exists():
         shutil.rmtree(run, ignore_errors=True)
     removed["down_s"] = round(time.monotonic() - started, 3)
+    return removed
+
+
+def root_interfaces(prefix: str) -> list[str]:
+    """Interfaces of the root namespace named `<prefix>-*` (e.g. the tester's end of an XDP link)."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
+    names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.count(":") >= 2]
+    return [name for name in names if name.startswith(f"{prefix}-")]
+
+
+def detach_xdp(prefix: str, namespaces: list[str]) -> list[str]:
+    """Detach every XDP program on the prefix's interfaces (all of its namespaces' and its root ones);
+    "PROGRAM (id N, MODE) on IF" for each, with the namespace."""
+    removed = [f"{text} in {ns}" for ns in namespaces for text in xdp.detach_all(ns)]
+    own = tuple(root_interfaces(prefix))
+    if own:
+        removed += [f"{text} in the root namespace" for text in xdp.detach_all(None, own)]
     return removed
 
 
@@ -146,10 +170,7 @@ def leftovers(prefix: str) -> list[str]:
                 continue
     if rootsysctl.held_by(prefix):
         found.append(f"root sysctl lease {prefix}")
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    found += [
-        f"root interface {line.split(':')[1].strip()}"
-        for line in out.splitlines()
-        if line.split(":")[1].strip().split("@")[0].startswith(f"{prefix}-")
-    ]
+    own = root_interfaces(prefix)
+    found += [f"root interface {name}" for name in own]
+    found += [f"XDP program {p.text()}" for p in xdp.attached() if p.interface in own]
     return found

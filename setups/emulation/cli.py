@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ...zones import IO_MODES
 from ..backends import RenderContext, registry
 from ..cpulist import cpu_list_arg
 from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
@@ -98,6 +99,9 @@ def _register_up(actions: argparse._SubParsersAction) -> None:
                     help="confine both DUTs to these CPUs (cpuset + RPS), e.g. 1")
     up.add_argument("--knot-cpus", type=cpu_list_arg, help="pin Knot's threads to these CPUs")
     up.add_argument("--knot-workers", type=int, default=1, help="Knot UDP workers (default: %(default)s)")
+    up.add_argument("--knot-io", choices=IO_MODES, default="socket",
+                    help="how Knot takes its queries: the kernel's UDP sockets, or its XDP mode on the "
+                         "server namespace's interface (default: %(default)s)")
     _add_ces_option(up)
     up.add_argument(
         "--keep-offload",
@@ -160,6 +164,7 @@ def _config(args: argparse.Namespace) -> EmulationConfig:
         tx_offload_off=not args.keep_offload,
         knot_workers=args.knot_workers,
         knot_cpus=args.knot_cpus,
+        knot_io=args.knot_io,
         dut_cpus=args.dut_cpus,
         ces=args.ces,
     )

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...procs import alive
-from ...zones import KnotConfig, KnotServer
+from ...zones import KnotConfig, KnotServer, check_io
 from ..backends import Process, RenderContext, linux
 from ..backends.registry import EMULATION_DEFAULT
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
@@ -48,7 +48,9 @@ class EmulationConfig:
     translator's checksum bug cannot hide (NOTES). knot_cpus / dut_cpus: CPU lists (None = unpinned); the
     server's interfaces steer their receive softirq (RPS) to knot_cpus. client_cpus: the tester's CPUs,
     where the client's interfaces steer theirs (None: the kernel's default, the CPU that sent the packet,
-    i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only).
+    i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only). knot_io: how Knot takes its queries,
+    "socket" (the kernel's UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to
+    the chain; its sockets stay for the readiness query over loopback).
     """
 
     topology: str
@@ -64,15 +66,34 @@ class EmulationConfig:
     dut_cpus: tuple[int, ...] | None = None
     client_cpus: tuple[int, ...] | None = None
     ces: int = 1
+    knot_io: str = "socket"
 
     def __post_init__(self) -> None:
-        topology(self.topology, self.effective_nat64_prefix, self.ces)  # a bad name or CE count: ValueError
+        check_io(self.knot_io, "knot_io")
+        chain = topology(self.topology, self.effective_nat64_prefix, self.ces)  # ValueError: bad name or CEs
+        refusal = knot_xdp_refusal(chain) if self.knot_io == "xdp" else None
+        if refusal:
+            raise ValueError(refusal)
 
     @property
     def effective_nat64_prefix(self) -> str:
         if self.nat64_prefix:
             return self.nat64_prefix
         return BackendChoice.parse(self.backend, self.variants).default_prefix() or WELL_KNOWN_PREFIX
+
+
+def knot_xdp_refusal(chain: Topology) -> str | None:
+    """Why Knot's XDP mode cannot answer through `chain`, or None. Knot 3.2's XDP mode sends its IPv4 UDP
+    replies with checksum 0 (no checksum, which RFC 768 allows); a stateless translator that carries them to
+    IPv6, where UDP needs a checksum, may drop them (RFC 7915 section 4.5), and the emulation's default
+    translator does (seen here: the 464XLAT PLAT received every reply and passed none on). Over IPv6 Knot
+    computes the checksum."""
+    if ":" in chain.knot_address or not chain.translators():
+        return None
+    return (f"knot_io = 'xdp' cannot serve the {chain.name} chain: Knot's XDP mode answers IPv4 queries with "
+            "UDP checksum 0 (RFC 768 allows it) and the translator carrying the replies to IPv6 drops them "
+            "(RFC 7915 section 4.5; the default one here does): use knot_io = 'socket', the baseline, or a "
+            "chain whose Knot listens on IPv6 (clat, ce)")
 
 
 class Emulation:
@@ -91,6 +112,7 @@ class Emulation:
                 listen=((self.topology.knot_address, 53),),
                 udp_workers=config.knot_workers,
                 cpus=config.knot_cpus,
+                xdp_interface=self.server_interface() if config.knot_io == "xdp" else None,
             ),
             netns=self.netns_of["server"],
         )
@@ -98,6 +120,14 @@ class Emulation:
     @property
     def prefix(self) -> str:
         return self.config.prefix
+
+    def server_interface(self) -> str:
+        """The server host's interface toward the chain (where Knot's XDP mode listens)."""
+        interfaces = self.topology.host("server").interfaces
+        if len(interfaces) != 1:
+            raise EmulationError(f"the server host of {self.topology.name} has {len(interfaces)} interfaces; "
+                                 "Knot's XDP mode needs exactly one")
+        return interfaces[0].name
 
     # -- the plan ---------------------------------------------------------------------------------
     def plan(self) -> list[tuple[str | None, Step]]:
@@ -285,6 +315,15 @@ class Emulation:
                     found[p.name] = pid
         return found
 
+    def translator_counters(self) -> dict[str, dict[str, int]]:
+        """"host:translator" -> the translator's own counters, for the backends that keep any."""
+        found = {}
+        for host, role in self.topology.translators().items():
+            counts = self.choice.backend(role).counters(host, self.ctx)
+            if counts:
+                found[f"{host}:translator"] = counts
+        return found
+
     def describe(self) -> dict[str, object]:
         roles = {}
         for host, role in self.topology.translators().items():
@@ -300,6 +339,7 @@ class Emulation:
             "paper_prefix": self.topology.nat64_prefix is None or is_well_known(self.topology.nat64_prefix),
             "max_flows": self.topology.max_flows(),
             "tx_offload_off": ["client", "server"] if self.config.tx_offload_off else [],
+            "server_io": self.config.knot_io,
             "notes": list(self.topology.notes),
         }
         if not info["paper_prefix"]:

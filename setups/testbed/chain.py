@@ -113,7 +113,7 @@ def knot_steps(inventory: Inventory, topo: Topology) -> list[Step]:
     zonefile = f"{workdir}/{DEFAULT_DOMAIN}.zone"
     conf = Template(TEMPLATE.read_text()).substitute(
         rundir=workdir, udp_workers=KNOT_UDP_WORKERS, listen=f"{topo.server_address}@53",
-        domain=DEFAULT_DOMAIN, zonefile=zonefile)
+        domain=DEFAULT_DOMAIN, zonefile=zonefile, xdp="")  # sockets: a testbed refuses Knot's XDP mode
     with tempfile.TemporaryDirectory() as tmp:
         write_zone(Path(tmp) / "zone", DEFAULT_DOMAIN, DEFAULT_SUBNET)
         zone = (Path(tmp) / "zone").read_text()
@@ -137,7 +137,7 @@ def knot_placement(inventory: Inventory, shell: Shell) -> dict[str, Any]:
     rows = [line.split() for line in out.splitlines() if len(line.split()) == 4]
     return {"threads": [{"tid": int(tid), "name": name, "cpus_allowed": cpus, "last_cpu": int(last)}
                         for tid, name, cpus, last in rows if tid.isdigit() and last.isdigit()],
-            "udp_workers": KNOT_UDP_WORKERS}
+            "udp_workers": KNOT_UDP_WORKERS, "io": "socket"}
 
 
 def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
@@ -379,6 +379,7 @@ class TestbedChain:
                 "inventory": self.inventory.path, "translators": translators,
                 "nat64_prefix": self.machine.nat64_prefix, "max_flows": self.max_flows,
                 "preflight": self.preflight, "placement": self.placement, "knot": self.knot,
+                "server_io": self.knot.get("io", "socket"),
                 "rx_flow_hash": {"mode": self.inventory.rx_flow_hash,
                                  "before_up": {r: h.get("rx_flow_hash")
                                                for r, h in self.preflight["hosts"].items()},

@@ -4,7 +4,8 @@ Taking a CPU offline breaks the affinity of the IRQs that pointed at it (the ker
 CPU, usually CPU 0) and bringing it back does not move them back: in an ascending sweep every later core
 count would take its NICs' interrupts on CPU 0. So, before the first core change, the affinity of every IRQ
 of the host's test interfaces is saved (`<proc_root>/irq/N/smp_affinity_list`; the IRQs are those listed in
-`<sysfs_root>/class/net/IF/device/msi_irqs`, else the `<proc_root>/interrupts` lines named IF or IF-...),
+`<sysfs_root>/class/net/IF/device/msi_irqs`, else for a virtio NIC its queues' `<proc_root>/interrupts` lines
+`virtioN-input.Q` / `virtioN-output.Q`, else the lines named IF or IF-...),
 each write-back of the saved value journalling the line that restores it (undo.py: `down` puts it back,
 after the hotplug lines have brought the CPUs online). An IRQ whose affinity the kernel refuses to change
 (a kernel-managed queue IRQ, which follows hotplug by itself) is left alone and named. After each core
@@ -51,17 +52,26 @@ class IrqAffinity:
         return f"{self.proc_root}/irq/{irq}/smp_affinity_list"
 
     def find_script(self) -> str:
-        """Prints `IF IRQ AFFINITY` for each IRQ of each test interface that has an affinity file."""
+        """Prints `IF IRQ AFFINITY` for each IRQ of each test interface that has an affinity file. An
+        interface's IRQs, first found first: its device's `msi_irqs`; for a virtio NIC (its `device` is the
+        virtioN device, whose PCI parent holds the MSI-X vectors of its queues and of its configuration) the
+        `<proc_root>/interrupts` lines of its queues, `virtioN-input.Q` and `virtioN-output.Q`; else the
+        lines named IF or IF-..."""
         q = shlex.quote
         interrupts = q(f"{self.proc_root}/interrupts")
+        by_name = "'{ sub(\":\", \"\", $1); print $1 }'"
         parts = []
         for iface in self.interfaces:
-            msi = q(f"{self.sysfs_root}/class/net/{iface}/device/msi_irqs")
+            device = q(f"{self.sysfs_root}/class/net/{iface}/device")
             parts.append(
-                f"irqs=$(ls {msi} 2>/dev/null); [ -n \"$irqs\" ] || irqs=$(awk -v i={q(iface)} "
-                f"'$NF == i || index($NF, i \"-\") == 1 {{ sub(\":\", \"\", $1); print $1 }}' "
-                f"{interrupts} 2>/dev/null); for n in $irqs; do "
-                f"f={q(self.proc_root)}/irq/$n/smp_affinity_list; "
+                f"irqs=$(ls {device}/msi_irqs 2>/dev/null); "
+                f"dev=$(readlink -f {device} 2>/dev/null); dev=${{dev##*/}}; "
+                f"case \"$irqs:$dev\" in :virtio[0-9]*) irqs=$(awk -v d=\"$dev\" "
+                f"'index($NF, d \"-input.\") == 1 || index($NF, d \"-output.\") == 1' {interrupts} "
+                f"2>/dev/null | awk {by_name});; esac; "
+                f"[ -n \"$irqs\" ] || irqs=$(awk -v i={q(iface)} "
+                f"'$NF == i || index($NF, i \"-\") == 1' {interrupts} 2>/dev/null | awk {by_name}); "
+                f"for n in $irqs; do f={q(self.proc_root)}/irq/$n/smp_affinity_list; "
                 f"[ -f \"$f\" ] && echo \"{iface} $n $(cat \"$f\")\"; done")
         return "; ".join(parts) + "; true"
 

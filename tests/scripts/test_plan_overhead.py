@@ -1,8 +1,10 @@
-"""`campaign plan` adds each setup's measured per-trial overhead: here from a store whose trials' wall times
-are set by hand to duration + 2 s (the known answer), and 0 s for a simulated setup with no store."""
+"""`campaign plan`, and a running campaign's ETA, add each setup's measured per-trial overhead: here from a
+store whose trials' wall times are set by hand to duration + 2 s (the known answer), and 0 s for a simulated
+setup with no store."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from xlatbench.cli import main
-from xlatbench.scripts.campaign import estimate_search_trials
+from xlatbench.scripts.campaign import CampaignRun, Progress, estimate_search_s, estimate_search_trials
 from xlatbench.scripts.campaignfile import load_campaign
 
 CAMPAIGN = """
@@ -35,6 +37,50 @@ name = "sim"
 kind = "fake"
 capacity_qps = 30000
 """
+
+
+def store_with_overhead(tmp_path: Path, extra_s: float) -> tuple[Path, Path, int]:
+    """The campaign run once, its trials' wall times then set to duration + extra_s; (file, store, trials)."""
+    store = tmp_path / "store.jsonl"
+    path = tmp_path / "c.toml"
+    path.write_text(CAMPAIGN.format(store=store))
+    assert main(["campaign", "run", "--no-progress", str(path)]) == 0
+    records = [json.loads(line) for line in store.read_text().splitlines()]
+    for record in records:
+        if record["type"] == "trial":
+            record["trial"]["wall_s"] = record["trial"]["duration_s"] + extra_s
+    store.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path, store, sum(r["type"] == "trial" for r in records)
+
+
+def test_the_running_eta_counts_the_stored_trials_overhead(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume with the bar shown: each search's estimate is its simulated trial time + 2 s x its simulated
+    trials (what `campaign plan` adds), the trial time already done counts each stored trial's 2 s too, and
+    the bar says it counts overhead."""
+    path, _, stored = store_with_overhead(tmp_path, 2.0)
+    started: list[tuple[list[float], float, float]] = []
+    start = Progress.start
+
+    def spy(self: Progress, name: str, estimates: list[float], idle_s: float, done_s: float) -> None:
+        started.append((estimates, idle_s, done_s))
+        start(self, name, estimates, idle_s, done_s)
+
+    monkeypatch.setattr(Progress, "start", spy)
+    out = io.StringIO()
+    campaign = load_campaign(path)
+    CampaignRun(campaign, out=out, progress=True).run()
+    settings = campaign.settings("default")
+    expected = estimate_search_s(settings, "rfc8219-binary") + 2.0 * estimate_search_trials(settings,
+                                                                                            "rfc8219-binary")
+    ((estimates, idle_s, done_s),) = started
+    assert estimates == [pytest.approx(expected)] and idle_s == 0.0
+    # Trials of 2 s with a 1 s rest between them (none before the first of each search).
+    records = [json.loads(line) for line in campaign.store.read_text().splitlines()]
+    trials = [r for r in records if r["type"] == "trial"]
+    assert len(trials) == stored
+    assert done_s == pytest.approx(sum(2.0 + 2.0 + r["trial"]["rest_before_s"] for r in trials))
+    assert "s of trials and their overhead" in out.getvalue()
 
 
 def test_plan_adds_the_stored_trials_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import string
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from trials import run_trial
 
 from xlatbench.paths import tester_binary
 from xlatbench.setups.emulation import EmulatedChain, EmulationConfig, down, leftovers
-from xlatbench.setups.emulation.names import rundir
 
 
 def _random_prefix() -> str:
@@ -56,40 +54,3 @@ def trial(tester: Path):
         return run_trial(chain, tester, *args, **kwargs)  # type: ignore[arg-type]
 
     return run
-
-
-def run_trial(
-    chain: EmulatedChain,
-    tester: Path,
-    rate: int,
-    duration: int,
-    threads: int = 1,
-    ports_per_thread: int = 10,
-    extra: tuple[str, ...] = (),
-) -> dict:
-    """One xlatperf trial from the client namespace; returns its JSON document."""
-    out = rundir(chain.prefix) / f"trial-{rate}-{duration}.json"
-    argv = [
-        str(tester),
-        "--server",
-        chain.server_address,
-        "--rate",
-        str(rate),
-        "--duration",
-        str(duration),
-        "--threads",
-        str(threads),
-        "--ports-per-thread",
-        str(ports_per_thread),
-        "--timeout",
-        "0.25",
-        "--json",
-        str(out),
-        "--quiet",
-        *extra,
-    ]
-    done = subprocess.run(
-        chain.client_argv(argv), capture_output=True, text=True, timeout=duration + 60, check=False
-    )
-    assert done.returncode == 0, f"tester failed: {done.stderr.strip()}"
-    return json.loads(out.read_text())

@@ -11,8 +11,10 @@ Needs root and the tester.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
+from trials import explain_loss
 
 from xlatbench.setups.emulation.faults import Fault, fault_counters, inject
 
@@ -77,9 +79,13 @@ def test_random_one_percent_query_loss(topology, backend, chain_factory, trial):
     assert lo <= lost <= hi
     # The tester's count is exact: it never counts fewer lost than the rule dropped. The chain may lose a
     # query of its own: with bpf, 1 extra of 20 000 (211 lost, 210 dropped) in one of three clean-clone CI
-    # runs of 2026-11-25, cause not yet found (issue 20 stays open for it); tayga and forwarding: none seen.
-    extra = 2 if backend == "bpf" else 0
-    assert dropped <= lost <= dropped + extra, "every lost query is one the rule dropped"
+    # runs of 2026-11-25 at a 0.25 s reply timeout (now 1 s), cause not yet found (issue 20 stays open for
+    # it); tayga and forwarding: none seen. An extra loss shows in the run's warnings with every hop's drops.
+    extra = 1 if backend == "bpf" else 0
+    assert dropped <= lost <= dropped + extra, f"a loss the rule did not make; {explain_loss(result)}"
+    if lost > dropped:
+        warnings.warn(f"{topology} ({backend}) lost {lost - dropped} query(ies) beyond the rule's {dropped}: "
+                      f"{explain_loss(result)}", stacklevel=1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

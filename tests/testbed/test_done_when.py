@@ -8,7 +8,9 @@ tests/testbed/sshnet.py) that carry state of their own, as real hosts do:
    host, then a MAP-T campaign (cores 1 and 2, idle capture) during whose first trial dut2's sshd is killed:
    the trial is void (a trial-failed record, neither a result nor DUT loss), the campaign stops with one line
    naming dut2; with dut2 back, `testbed down` and the same command again resume and measure that trial; the
-   campaign's own teardown then leaves every host identical to its snapshot (diff printed otherwise).
+   campaign's own teardown then leaves every host identical to its snapshot (diff printed otherwise),
+   down to the affinity of each DUT's NIC IRQs (fake /proc and sysfs trees, as the inventory's proc_root and
+   sysfs_root name them), which every trial's record shows spread over that core count's online CPUs.
 
 What stays on the hosts throughout (and must come back exactly): IPv4 default routes on client, dut2 and
 server, non-default per-interface sysctls (forwarding=1 on an unrelated interface, rp_filter/accept_ra/
@@ -34,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshnet import ROLES, SshHosts, fake_sysfs, sh
+from sshnet import ROLES, SshHosts, fake_irqs, fake_sysfs, irq_affinities, sh
 
 from xlatbench.analysis.report import write_report
 from xlatbench.cli import main
@@ -43,7 +45,14 @@ from xlatbench.setups.testbed.chain import plan
 from xlatbench.setups.testbed.inventory import load_inventory
 from xlatbench.setups.testbed.preflight import planned_objects
 
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
 CPUS = 4  # each DUT host's fake sysfs; offline_cpus = [1, 2, 3]
+# Each DUT's NIC IRQs (fake trees: msi_irqs under the fake sysfs, smp_affinity_list under a fake /proc) and
+# the affinity each has before the campaign: not all the same, as an operator or irqbalance leaves them, so
+# that `down` must put back each one's own value, not a common one.
+NIC_IRQS = {"eth1": [40, 41], "eth2": [42]}
+IRQ_AFFINITY = {"40": "0-3", "41": "2", "42": "1,3"}
 UPLINK_GW = "198.51.100.254"  # the hosts' own IPv4 default gateway, on a veth pair inside each host
 CE_SNAT = ["-t", "nat", "-A", "POSTROUTING", "-s", "192.168.0.0/24", "-o", "to_global", "-p", "udp",
            "-j", "SNAT", "--to-source", "192.0.2.8:55296-57343"]
@@ -99,6 +108,9 @@ def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
     build = Path(os.environ.get("XLATBENCH_BUILD") or build_dir())
     for dut in ("dut1", "dut2"):
         fake_sysfs(tmp_path / "sys" / dut, CPUS)
+        fake_irqs(tmp_path / "sys" / dut, tmp_path / "proc" / dut, NIC_IRQS)
+        for irq, cpus in IRQ_AFFINITY.items():
+            (tmp_path / "proc" / dut / "irq" / irq / "smp_affinity_list").write_text(f"{cpus}\n")
     return hosts.inventory(tmp_path / "testbed.toml", build, tmp_path / "sys", tmp_path / "run",
                            topology="mapt")
 
@@ -212,17 +224,10 @@ def _tree(root: Path) -> str:
     return "\n".join(rows) or "(empty)"
 
 
-def _irq_affinity() -> str:
-    """This machine's IRQ affinities. The fixture has no fake IRQ tree: the suite must not write any real one
-    here (restoring IRQ affinity after hotplug, issue 22 item 5, is another helper's change not yet merged;
-    once it reads a fake tree, snapshot that tree here instead)."""
-    rows = []
-    for path in sorted(Path("/proc/irq").glob("*/smp_affinity_list")):
-        try:
-            rows.append(f"{path.parent.name} {path.read_text().strip()}")
-        except OSError:
-            continue
-    return "\n".join(rows)
+def _irq_affinity(tmp_path: Path, dut: str) -> str:
+    """The DUT's NIC IRQs as the suite finds and manages them: `IRQ affinity-list` per line, read from the
+    fake /proc the inventory's proc_root names (the machine's own /proc/irq is never the test's)."""
+    return "\n".join(f"{irq} {cpus}" for irq, cpus in irq_affinities(tmp_path / "proc" / dut).items())
 
 
 HOST_SECTIONS = {
@@ -242,7 +247,7 @@ HOST_SECTIONS = {
 def snapshot(hosts: SshHosts, tmp_path: Path) -> dict[str, dict[str, str]]:
     """Per host: addresses, routes, links, nft, iptables, every net.ipv4/ipv6.conf sysctl of every interface,
     processes; for this machine: the suite's namespaces, the files under the rundir (every host's files live
-    there), each DUT's fake sysfs (CPU online states), IRQ affinities."""
+    there), each DUT's fake sysfs (CPU online states) and the affinity of its NIC IRQs (fake /proc)."""
     state = {role: {name: in_ns(hosts, role, "sh", "-c", script) for name, script in HOST_SECTIONS.items()}
              for role in ROLES}
     for role in ROLES:
@@ -253,7 +258,8 @@ def snapshot(hosts: SshHosts, tmp_path: Path) -> dict[str, dict[str, str]]:
         "files under the rundir": _tree(tmp_path / "run"),
         "fake sysfs dut1": _tree(tmp_path / "sys" / "dut1") + "\n" + _online(tmp_path, "dut1"),
         "fake sysfs dut2": _tree(tmp_path / "sys" / "dut2") + "\n" + _online(tmp_path, "dut2"),
-        "irq affinity": _irq_affinity(),
+        "irq affinity dut1": _irq_affinity(tmp_path, "dut1"),
+        "irq affinity dut2": _irq_affinity(tmp_path, "dut2"),
     }  # The controller's own SSH directories: test_testbed_ssh.py (other sessions make them meanwhile).
     return state
 
@@ -288,6 +294,20 @@ def comparison(before: dict[str, dict[str, str]], after: dict[str, dict[str, str
 
 
 # --- the test ----------------------------------------------------------------------------------------------
+
+def check_irqs_spread(trials: list[dict]) -> None:
+    """Each trial's record says how each DUT's NIC IRQs were spread over its online CPUs at that core count
+    (the changeable ones in turn, interface by interface) and what each had before the sweep."""
+    spread = {1: {"eth1": {"40": "0", "41": "0"}, "eth2": {"42": "0"}},
+              2: {"eth1": {"40": "0", "41": "1"}, "eth2": {"42": "0"}}}
+    found = {"eth1": {"40": "0-3", "41": "2"}, "eth2": {"42": "1,3"}}
+    for record in trials:
+        cores = record["dut_cpus"]["cores"]
+        for dut in ("dut1", "dut2"):
+            irqs = record["dut_cpus"]["applied"][dut]["irqs"]
+            assert irqs["online"] == list(range(cores)) and irqs["kernel_managed"] == [], irqs
+            assert irqs["affinity"] == spread[cores] and irqs["before_sweep"] == found, (cores, dut, irqs)
+
 
 def check_lines(inventory: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
     code = main(["testbed", "check", str(inventory)])
@@ -353,6 +373,8 @@ def test_done_when(hosts: SshHosts, inventory: Path, tmp_path: Path,
         assert "net.ipv4.conf.uplink0.forwarding = 1" in before["dut2"]["sysctls"]
         assert "net.ipv4.conf.eth1.rp_filter = 2" in before["dut1"]["sysctls"]
         assert "default via 198.51.100.254" in before["server"]["routes"]
+        irqs_found = "\n".join(f"{irq} {cpus}" for irq, cpus in IRQ_AFFINITY.items())
+        assert before["machine"]["irq affinity dut1"] == before["machine"]["irq affinity dut2"] == irqs_found
         # 3. A campaign at 1 and 2 cores with an idle capture; dut2 lost inside its first trial.
         store, campaign = tmp_path / "store.jsonl", tmp_path / "campaign.toml"
         campaign.write_text(CAMPAIGN.format(store=store, inventory=inventory))
@@ -378,9 +400,13 @@ def test_done_when(hosts: SshHosts, inventory: Path, tmp_path: Path,
         # The snapshot sees what the lost campaign left on dut2 (its teardown could not reach it).
         mid = differences(before, snapshot(hosts, tmp_path))
         for section in ("dut2 addresses", "dut2 routes", "dut2 links", "dut2 sysctls", "dut2 processes",
-                        "machine files under the rundir", "machine fake sysfs dut2"):
+                        "machine files under the rundir", "machine fake sysfs dut2",
+                        "machine irq affinity dut2"):
             assert f"--- {section} before" in mid, (section, mid)
-        assert "--- dut1 " not in mid, mid  # reachable hosts were taken down by the campaign itself
+        # reachable hosts were taken down by the campaign itself, their NIC IRQs' affinity restored too
+        assert "--- dut1 " not in mid and "--- machine irq affinity dut1 " not in mid, mid
+        # dut2's as the lost campaign's 1-core sweep spread them (CPU 0 the only one online)
+        assert irq_affinities(tmp_path / "proc" / "dut2") == {"40": "0", "41": "0", "42": "0"}
         evidence += ["== sections differing while dut2 still carries the lost campaign ==",
                      ", ".join(re.findall(r"^--- (.*) before$", mid, re.MULTILINE)), ""]
         # 4. dut2 back: the same command refuses in one line until `testbed down` cleans dut2, then it
@@ -396,6 +422,7 @@ def test_done_when(hosts: SshHosts, inventory: Path, tmp_path: Path,
         stored = [json.loads(x) for x in store.read_text().splitlines()]
         trials = [r for r in stored if r["type"] == "trial"]
         assert {r["dut_cpus"]["cores"] for r in trials} == {1, 2}
+        check_irqs_spread(trials)
         void = failed["failure"]["trial"]  # the trial under way when dut2 went: measured by the resume
         (again,) = [r for r in trials if r["search"]["id"] == void["search_id"]
                     and r["search"]["step"] == void["step"]]

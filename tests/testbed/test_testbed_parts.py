@@ -110,6 +110,46 @@ def test_nic_irqs_saved_spread_after_each_core_change_and_restored_by_down(tmp_p
         stuck.spread(shell, SavedIrqs({"eth1": {40: "0-3", 41: "0-3"}}), [0, 1])
 
 
+def fake_virtio_nic(sysfs: Path, iface: str, pci: str, virtio: str, vectors: list[int]) -> None:
+    """A virtio NIC as sysfs shows it: class/net/IF is the virtioN device's net/IF, whose `device` is the
+    virtioN device; the MSI-X vectors (`msi_irqs`) belong to its PCI parent, not to it."""
+    parent = sysfs / "devices" / "pci0000:00" / pci
+    (parent / virtio / "net" / iface).mkdir(parents=True)
+    (parent / virtio / "net" / iface / "device").symlink_to(f"../../../{virtio}")
+    (parent / "msi_irqs").mkdir()
+    for n in vectors:
+        (parent / "msi_irqs" / str(n)).write_text("msix\n")
+    (sysfs / "class" / "net").mkdir(parents=True, exist_ok=True)
+    (sysfs / "class" / "net" / iface).symlink_to(f"../../devices/pci0000:00/{pci}/{virtio}/net/{iface}")
+
+
+def test_virtio_nic_irqs_are_its_queues_named_in_proc_interrupts(tmp_path: Path) -> None:
+    """Known answer on a fake tree: eth0 is virtio2 under PCI 0000:00:03.0, whose vectors are 37 (config),
+    38 (virtio2-input.0), 39 (virtio2-output.0), 40/41 (the second queue pair); virtio20's queue (42) and
+    another device's (43) are not eth0's. eth1 (msi_irqs of its own) is found as before."""
+    sysfs, proc = tmp_path / "sys", tmp_path / "proc"
+    fake_sysfs(sysfs, 4)
+    fake_irqs(sysfs, proc, {"eth1": [50]})
+    fake_virtio_nic(sysfs, "eth0", "0000:00:03.0", "virtio2", [37, 38, 39, 40, 41])
+    names = {37: "virtio2-config", 38: "virtio2-input.0", 39: "virtio2-output.0", 40: "virtio2-input.1",
+             41: "virtio2-output.1", 42: "virtio20-input.0", 43: "virtio1-req.0"}
+    lines = ["           CPU0       CPU1"]
+    for n, name in names.items():
+        lines.append(f" {n}:  0  35664  PCI-MSIX-0000:00:03.0   {n - 37}-edge      {name}")
+        (proc / "irq" / str(n)).mkdir(parents=True)
+        (proc / "irq" / str(n) / "smp_affinity_list").write_text("0-3\n")
+    (proc / "interrupts").write_text("\n".join(lines) + "\n")
+    statefile = str(tmp_path / "state" / "undo.sh")
+    shell = LocalShell()
+    irqs = IrqAffinity("dut1", ("eth0", "eth1"), statefile, str(sysfs), str(proc))
+    saved = irqs.save(shell)
+    assert saved.saved == {"eth0": {38: "0-3", 39: "0-3", 40: "0-3", 41: "0-3"}, "eth1": {50: "0-3"}}
+    record = irqs.spread(shell, saved, [0, 1])
+    assert record["affinity"] == {"eth0": {"38": "0", "39": "1", "40": "0", "41": "1"}, "eth1": {"50": "0"}}
+    shell.capture("dut1", down_script(statefile))
+    assert set(irq_affinities(proc).values()) == {"0-3"}  # the queues as found; the others never touched
+
+
 def _ticking_stat(path: Path, stop: threading.Event) -> None:
     """A /proc/stat whose cpu0 spends 3 of 4 ticks in user time and 1 idle, cpu1 4 of 4 idle."""
     ticks = 0

@@ -1,0 +1,76 @@
+"""One xlatperf trial through an emulated chain for the emulation tests, and what a failure message says
+about a trial that lost queries (the tester's counts and every hop's drops during it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from xlatbench.scripts.measurers import counter_deltas
+from xlatbench.setups.emulation import EmulatedChain
+from xlatbench.setups.emulation.names import rundir
+
+# These trials test paths and counts, not latency: a reply may wait for a CPU of this shared 2-vCPU VM for
+# a few hundred ms now and then (a CI run once counted one reply of 10 000 missing at 0.25 s), so a reply
+# has a second to come back before it counts as late.
+REPLY_TIMEOUT_S = 1.0
+
+
+def run_trial(
+    chain: EmulatedChain,
+    tester: Path,
+    rate: int,
+    duration: int,
+    threads: int = 1,
+    ports_per_thread: int = 10,
+    extra: tuple[str, ...] = (),
+) -> dict:
+    """One xlatperf trial from the client namespace; returns its JSON document, with the chain's counter
+    changes over the trial (every hop's drops and errors) under `chain_deltas` for failure messages."""
+    before = chain.counters()
+    out = rundir(chain.prefix) / f"trial-{rate}-{duration}.json"
+    argv = [
+        str(tester),
+        "--server",
+        chain.server_address,
+        "--rate",
+        str(rate),
+        "--duration",
+        str(duration),
+        "--threads",
+        str(threads),
+        "--ports-per-thread",
+        str(ports_per_thread),
+        "--timeout",
+        str(REPLY_TIMEOUT_S),
+        "--json",
+        str(out),
+        "--quiet",
+        *extra,
+    ]
+    done = subprocess.run(
+        chain.client_argv(argv), capture_output=True, text=True, timeout=duration + 60, check=False
+    )
+    assert done.returncode == 0, f"tester failed: {done.stderr.strip()}"
+    result = json.loads(out.read_text())
+    result["chain_deltas"] = telling(counter_deltas(before, chain.counters()))
+    return result
+
+
+def telling(deltas: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Of per-hop counter changes, the drops and errors that moved (what explains a loss)."""
+    words = ("drop", "err", "noports", "discard")
+    moved = {hop: {name: n for name, n in changes.items() if n and any(w in name.lower() for w in words)}
+             for hop, changes in deltas.items()}
+    return {hop: changes for hop, changes in moved.items() if changes}
+
+
+def explain_loss(result: dict) -> str:
+    """What a failure message says about a trial that lost queries: the tester's non-zero counts and the
+    chain's drop and error counters that moved during it."""
+    counts = {key: value for key, value in result["totals"].items() if value and not isinstance(value, dict)}
+    details = {key: {k: v for k, v in value.items() if v} for key, value in result["totals"].items()
+               if isinstance(value, dict) and any(value.values())}
+    hops = result.get("chain_deltas")
+    return f"tester counts {counts | details}; chain drops/errors during the trial {hops}"
