@@ -384,7 +384,7 @@ void plan_memory(const Config& c, Plan& plan) {
         std::uint64_t{c.threads} * 8 *
         (LatencyHistogram::index(2 * static_cast<std::uint64_t>(plan.timeout_ns)) + 1 + LatencyHistogram::index(kMaxLagRecordedNs) + 1);
     const std::uint64_t rings =
-        plan.xdp ? plan.xdp_slots * 16 : sockets * plan.ring_slots * 3 * sizeof(std::uint64_t);
+        plan.xdp ? plan.xdp_slots * 16 : sockets * plan.ring_slots * 4 * sizeof(std::uint64_t);
     const std::uint64_t buffers = std::uint64_t{c.threads} * c.batch * (4096 + 512);
     plan.prealloc_bytes = series + histograms + rings + buffers;
     const auto mib = [](std::uint64_t bytes) { return format_number(std::round(static_cast<double>(bytes) / (1 << 20))) + " MiB"; };
@@ -392,7 +392,7 @@ void plan_memory(const Config& c, Plan& plan) {
           "the trial would preallocate " + mib(plan.prealloc_bytes) + ", more than " + mib(kMaxPreallocBytes) +
               ": per-second series " + std::to_string(c.threads) + " threads x " + std::to_string(plan.series_rows) +
               " s x " + std::to_string(sizeof(std::uint64_t) + sizeof(SeriesRow)) + " B = " + mib(series) +
-              ", rings " + std::to_string(sockets) + " sockets x " + std::to_string(plan.ring_slots) + " slots x 24 B = " +
+              ", rings " + std::to_string(sockets) + " sockets x " + std::to_string(plan.ring_slots) + " slots x 32 B = " +
               mib(rings) + ", histograms and buffers " + mib(histograms + buffers) +
               "; use fewer threads or a shorter trial");
 }

@@ -150,4 +150,12 @@ QueryTemplate::Match QueryTemplate::match_question(const std::uint8_t* message, 
     return Match::same;
 }
 
+std::uint64_t QueryTemplate::spelled_epoch(const std::uint8_t* message) const {
+    std::uint64_t epoch = 0;
+    for (std::size_t b = 0; b < epoch_letters_.size(); ++b) {
+        if (message[epoch_letters_[b]] != wire_[epoch_letters_[b]]) epoch |= std::uint64_t{1} << b;
+    }
+    return epoch;
+}
+
 }  // namespace xlatperf

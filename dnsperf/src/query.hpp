@@ -59,6 +59,11 @@ public:
         return match_question(message, length, address, epoch) == Match::same;
     }
 
+    // The epoch a reply's question spells in the case of the epoch letters (bit b set
+    // when letter b differs from the domain as given); meaningful only when
+    // match_question said other_epoch (or same) for this message.
+    std::uint64_t spelled_epoch(const std::uint8_t* message) const;
+
     // Epochs told apart: 2^epoch_bits() (0 bits, no protection, for a domain without letters).
     unsigned epoch_bits() const { return static_cast<unsigned>(epoch_letters_.size()); }
 

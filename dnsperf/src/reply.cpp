@@ -38,4 +38,23 @@ bool same_endpoint(const sockaddr* a, socklen_t a_length, const SockAddr& b) {
     return false;
 }
 
+const char* case_rewrite_name(CaseRewrite evidence) {
+    switch (evidence) {
+    case CaseRewrite::never_sent: return "never-sent";
+    case CaseRewrite::answered_before: return "answered-before";
+    case CaseRewrite::none: break;
+    }
+    return "none";
+}
+
+CaseRewrite case_rewrite_evidence(std::uint64_t sequence, std::uint64_t spelled, unsigned epoch_bits,
+                                  bool epoch0_answered) {
+    const std::uint64_t epoch = sequence >> 16;
+    // Once a socket's epochs have gone round, every spelling was sent before: nothing is proved.
+    if (epoch_bits == 0 || (epoch >> epoch_bits) != 0) return CaseRewrite::none;
+    if (spelled > epoch) return CaseRewrite::never_sent;
+    if (epoch == 1 && spelled == 0 && epoch0_answered) return CaseRewrite::answered_before;
+    return CaseRewrite::none;
+}
+
 }  // namespace xlatperf

@@ -28,13 +28,32 @@ enum class ReplyKind : std::uint8_t {
 
 enum class UnexpectedCause : std::uint8_t { none, wrong_source, unknown_id, wrong_question };
 
+// Whether a reply whose question spells another 0x20 epoch than its query proves
+// that the server rewrote the name's letter case (the reply is unexpected either
+// way): it spells an epoch no query with its ID has carried yet on the socket
+// (never_sent), or it spells epoch 0 while the ID's epoch-1 query is outstanding
+// and epoch 0's query with that ID already had its reply (answered_before: a
+// second reply to it would have to arrive 65 536 of the socket's queries later).
+// Anything else may be a reply held past the ID's reuse, so it proves nothing.
+enum class CaseRewrite : std::uint8_t { none, never_sent, answered_before };
+const char* case_rewrite_name(CaseRewrite evidence);
+
+// `sequence`: the socket's query that now holds the reply's ID; `spelled`: the
+// epoch the reply's letters spell; `epoch0_answered`: epoch 0's query with that ID
+// got a reply (any matched kind).
+CaseRewrite case_rewrite_evidence(std::uint64_t sequence, std::uint64_t spelled, unsigned epoch_bits,
+                                  bool epoch0_answered);
+
 struct Outcome {
     ReplyKind kind = ReplyKind::malformed;
     UnexpectedCause cause = UnexpectedCause::none;
     std::uint8_t rcode = 0;
     std::int64_t latency_ns = 0;     // set for the matched kinds (valid .. truncated)
-    std::int64_t sent_ns = 0;        // send time of the matched query (CLOCK_REALTIME)
+    std::int64_t sent_ns = 0;        // send time of the matched query (CLOCK_MONOTONIC)
     std::uint64_t query_index = 0;
+    std::uint64_t sequence = 0;      // the socket's query number of the query holding the ID (matched kinds, other_epoch)
+    bool other_epoch = false;        // unexpected: the question differs from its query's only in the epoch letters
+    std::uint64_t spelled_epoch = 0; // then: the epoch the reply's letters spell
 };
 
 struct DnsHeader {
@@ -60,7 +79,7 @@ public:
         : query_(query), subnet_(subnet), server_(server), timeout_ns_(timeout_ns) {}
 
     // `cut`: the datagram did not fit the receive buffer. `received_ns` is
-    // CLOCK_REALTIME of its arrival. Marks the matched query answered. `Ring` is
+    // its arrival on the send times' clock (CLOCK_MONOTONIC). Marks the matched query answered. `Ring` is
     // a socket's OutstandingRing, or anything with its find / mark_answered /
     // Snapshot / Lookup (the AF_XDP layer's per-flow view, xdp/flows.hpp).
     template <class Ring>
@@ -112,6 +131,11 @@ Outcome ReplyClassifier::classify(Ring& ring, const std::uint8_t* message, std::
     if (received_ns < query.sent_ns || match == QueryTemplate::Match::other_epoch) {
         out.kind = ReplyKind::unexpected;
         out.cause = UnexpectedCause::unknown_id;
+        if (match == QueryTemplate::Match::other_epoch && received_ns >= query.sent_ns) {
+            out.other_epoch = true;
+            out.sequence = query.sequence();
+            out.spelled_epoch = query_.spelled_epoch(message);
+        }
         return out;
     }
     if (match == QueryTemplate::Match::different) {
@@ -120,6 +144,7 @@ Outcome ReplyClassifier::classify(Ring& ring, const std::uint8_t* message, std::
         return out;
     }
     out.query_index = query.query_index;
+    out.sequence = query.sequence();
     out.sent_ns = query.sent_ns;
     if (found == Ring::Lookup::answered) {
         out.kind = ReplyKind::duplicate;
@@ -142,7 +167,11 @@ Outcome ReplyClassifier::classify(Ring& ring, const std::uint8_t* message, std::
         return out;
     }
     out.rcode = header.rcode;
-    out.latency_ns = received_ns - query.sent_ns;
+    // From when the query left within its send call, once the sender knows it (and it
+    // is not after the reply, which would prove the interpolation wrong); else from
+    // the clock read before the call.
+    const bool left_known = query.left_ns > 0 && query.left_ns <= received_ns;
+    out.latency_ns = received_ns - (left_known ? query.left_ns : query.sent_ns);
     out.kind = out.latency_ns > timeout_ns_ ? ReplyKind::late : kind;
     return out;
 }

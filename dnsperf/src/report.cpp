@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -179,6 +180,25 @@ json totals_json(const Totals& t) {
     };
 }
 
+// Whether the server rewrote the query name's letter case, and the first reply that showed it.
+json case_rewrite_json(const TrialResult& trial, const Totals& t) {
+    json first = nullptr;
+    std::int64_t first_at = INT64_MAX;
+    for (const PairResult& p : trial.pairs) {
+        const CaseRewriteSeen& seen = p.receive.case_first;
+        if (!seen.seen || seen.at_ns >= first_at) continue;
+        first_at = seen.at_ns;
+        first = {{"thread", p.index},
+                 {"port", seen.socket < p.ports.size() ? p.ports[seen.socket] : 0},
+                 {"id", seen.id},
+                 {"query_epoch", seen.query_epoch},
+                 {"reply_epoch", seen.spelled_epoch},
+                 {"evidence", case_rewrite_name(seen.evidence)},
+                 {"at_s", seconds(seen.at_ns)}};
+    }
+    return json{{"detected", t.case_rewritten > 0}, {"replies", t.case_rewritten}, {"first", first}};
+}
+
 // The errno that sent a sender back to sendmmsg, by name; null when none did.
 json gso_refused_json(const SenderStats& s) {
     return s.gso_refused_errno ? json(errno_name(static_cast<std::size_t>(s.gso_refused_errno) & 0xffu)) : json(nullptr);
@@ -351,6 +371,8 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
     doc["loss_ratio"] = t.loss_ratio();
     doc["send"] = send_json(plan, trial, t, send);
     doc["verdict"] = {{"status", verdict.status()}, {"reasons", verdict.reasons}};
+    doc["warnings"] = verdict.warnings;
+    doc["case_rewrite"] = case_rewrite_json(trial, t);
     json devices = json::array();
     for (const EgressDevice& d : trial.egress) {
         devices.push_back({{"name", d.name},
@@ -420,6 +442,7 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
     s << "  GSO         " << t.gso_calls << " UDP_SEGMENT sends; " << trial.gso.reason << "\n";
     s << "  verdict     " << verdict.status() << "\n";
     for (const auto& reason : verdict.reasons) s << "              - " << reason << "\n";
+    for (const auto& warning : verdict.warnings) s << "  warning     " << warning << "\n";
     out << s.str() << std::flush;
 }
 

@@ -30,8 +30,15 @@ bool OutstandingRing::publish(std::uint64_t sequence, std::uint64_t query_index,
     slot.tag.store(make_tag(sequence, State::writing), std::memory_order_relaxed);
     slot.query_index.store(query_index, std::memory_order_release);
     slot.sent_ns.store(sent_ns, std::memory_order_release);
+    slot.left_ns.store(0, std::memory_order_release);
     slot.tag.store(make_tag(sequence, State::outstanding), std::memory_order_release);
     return overrun;
+}
+
+void OutstandingRing::set_left(std::uint64_t sequence, std::int64_t left_ns) {
+    // Not a seqlock write: the tag stays, so a reader sees 0 or this value, both
+    // true of this query; a later publish to the slot changes the tag first.
+    slots_[sequence & mask_].left_ns.store(left_ns, std::memory_order_release);
 }
 
 void OutstandingRing::retract(std::uint64_t sequence) {
@@ -49,6 +56,7 @@ OutstandingRing::Lookup OutstandingRing::find(std::uint16_t id, Snapshot& out) c
     out.tag = tag;
     out.query_index = slot.query_index.load(std::memory_order_acquire);
     out.sent_ns = slot.sent_ns.load(std::memory_order_acquire);
+    out.left_ns = slot.left_ns.load(std::memory_order_acquire);
     // Seqlock read: if the fields came from a rewrite, the tag has changed.
     if (slot.tag.load(std::memory_order_relaxed) != tag) return Lookup::unknown;
     return state == State::answered ? Lookup::answered : Lookup::outstanding;

@@ -21,7 +21,8 @@ public:
     struct Snapshot {
         std::uint64_t tag = 0;
         std::uint64_t query_index = 0;   // global query number k (decides the QNAME)
-        std::int64_t sent_ns = 0;        // CLOCK_REALTIME just before the send
+        std::int64_t sent_ns = 0;        // CLOCK_MONOTONIC read before the send call that carried it
+        std::int64_t left_ns = 0;        // when it left, interpolated within its call (0: not known)
         State state() const { return static_cast<State>(tag & 3u); }
         std::uint64_t sequence() const { return tag >> 2; }
     };
@@ -37,6 +38,10 @@ public:
     // slot still held a query sent less than `timeout_ns` before `sent_ns` that had
     // no reply yet (the ring overran: the tester sent too much too fast).
     bool publish(std::uint64_t sequence, std::uint64_t query_index, std::int64_t sent_ns, std::int64_t timeout_ns);
+
+    // Sender side, after the send call that carried query `sequence` (published
+    // before it, its slot not reused since): when within the call it left.
+    void set_left(std::uint64_t sequence, std::int64_t left_ns);
 
     // Sender side: query `sequence` was never sent after all.
     void retract(std::uint64_t sequence);
@@ -54,6 +59,7 @@ private:
         std::atomic<std::uint64_t> tag{0};
         std::atomic<std::uint64_t> query_index{0};
         std::atomic<std::int64_t> sent_ns{0};
+        std::atomic<std::int64_t> left_ns{0};
     };
     static std::uint64_t make_tag(std::uint64_t sequence, State state) {
         return (sequence << 2) | static_cast<std::uint64_t>(state);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -91,6 +92,14 @@ private:
     std::uint64_t total_ = 0;
 };
 
+// CPU time of the calling thread (user + system, ns): unlike the wall clock it
+// stops while the thread waits for a CPU.
+std::int64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 // Everything one sender/receiver pair shares.
 struct Pair {
     unsigned index = 0;
@@ -121,6 +130,7 @@ struct Shared {
     std::atomic<bool> signalled{false};  // of them: a signal
     std::atomic<std::size_t> ready{0};  // threads started and waiting for `go`
     std::atomic<bool> go{false};        // start_ns is set: the threads may run
+    std::atomic<bool> case_warned{false};  // the case-rewrite warning went to stderr (once per run)
     std::int64_t start_ns = 0;        // monotonic time of query 0
     std::int64_t start_real_ns = 0;   // the same instant on CLOCK_REALTIME
     std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start): the send bound
@@ -266,13 +276,17 @@ private:
         std::int64_t blocked_since = -1;
         stamp(socket, 0, count, sent_at);
         while (done < count) {
+            const bool several = count - done > 1 && !gso_;  // a GSO call keeps its start for all
+            const std::int64_t cpu_before = several ? thread_cpu_ns() : 0;
             const std::int64_t before = monotonic_ns() - shared_.start_ns;
             const int result = send_some(fd, done, count);
+            const std::int64_t cpu_call = several ? thread_cpu_ns() - cpu_before : 0;
             ++stats_.syscalls;
             if (result > 0) {
                 const auto n = static_cast<std::size_t>(result);
                 // The end of the call bounds when its last query left: time spent inside the call is lag too.
                 const std::int64_t after = monotonic_ns() - shared_.start_ns;
+                if (!last_call_gso_ && n > 1) set_left(ring, done, n, before + shared_.start_ns, cpu_call);
                 record_sent(n, before, after, sent_at, deadline_of(j + done) - shared_.start_ns,
                             deadline_of(j + done + n - 1) - shared_.start_ns);
                 if (blocked_since >= 0) {
@@ -311,6 +325,22 @@ private:
         }
     }
 
+    // Messages done..done+n-1 left in one sendmmsg call that started at `start_ns`
+    // (CLOCK_MONOTONIC) and cost the thread `cpu_ns` of CPU: the kernel takes them
+    // one after the other, so message i left about i x cpu_ns / n after the start.
+    // CPU time, not the call's wall time: a thread descheduled inside the call or on
+    // its way out (a receiver woken on its CPU) would otherwise spread the messages
+    // over time they were not sent in and put later ones after they left. A call
+    // preempted between two messages leaves the later ones stamped early (latency
+    // too high, as with one stamp per call), never late. Message 0 keeps the start.
+    void set_left(OutstandingRing& ring, std::size_t done, std::size_t n, std::int64_t start_ns,
+                  std::int64_t cpu_ns) {
+        const std::int64_t per_message = cpu_ns / static_cast<std::int64_t>(n);
+        for (std::size_t i = 1; i < n; ++i) {
+            ring.set_left(sequences_on_socket_[done + i], start_ns + static_cast<std::int64_t>(i) * per_message);
+        }
+    }
+
     // Messages done..count-1 in one call: a UDP_SEGMENT sendmsg of up to
     // kMaxGsoSegments of them, or sendmmsg. A socket or device that refuses
     // UDP_SEGMENT sends this sender back to sendmmsg for the rest of the trial.
@@ -320,6 +350,7 @@ private:
             const std::size_t chunk = std::min(left, kMaxGsoSegments);
             const int sent = send_segmented(fd, shared_.plan.server.get(), shared_.plan.server.length,
                                             iovecs_.data() + done, chunk, query_size_);
+            last_call_gso_ = true;
             if (sent >= 0 || !gso_refused(errno)) {
                 stats_.gso_calls += sent >= 0 ? 1 : 0;
                 return sent;
@@ -327,6 +358,7 @@ private:
             stats_.gso_refused_errno = errno;
             gso_ = false;
         }
+        last_call_gso_ = false;
         return sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(left), MSG_DONTWAIT);
     }
 
@@ -366,6 +398,7 @@ private:
     std::vector<std::uint64_t> sequences_on_socket_;
     std::vector<std::uint64_t> sequences_;
     bool gso_;
+    bool last_call_gso_ = false;  // the last send call was a UDP_SEGMENT sendmsg (its messages leave together)
 };
 
 class Receiver {
@@ -384,6 +417,10 @@ public:
           recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)),
           pollfds_(pair.sockets.size()) {
         for (std::size_t s = 0; s < pair.sockets.size(); ++s) pollfds_[s] = {pair.sockets[s].fd(), POLLIN, 0};
+        // Only a socket whose IDs wrap can see its epoch-0 answers spelled again.
+        if (shared.schedule.thread_queries(pair.index) > kIdsPerEpoch) {
+            epoch0_answered_.assign(pair.sockets.size(), std::vector<std::uint64_t>(kIdsPerEpoch / 64, 0));
+        }
         for (std::size_t m = 0; m < batch_; ++m) {
             iovecs_[m] = {buffers_.data() + m * kReplyBufferSize, kReplyBufferSize};
             msghdr& header = messages_[m].msg_hdr;
@@ -498,6 +535,7 @@ private:
             std::min<std::size_t>(message.msg_len, kReplyBufferSize), cut,
             reinterpret_cast<const sockaddr*>(&sources_[m]), message.msg_hdr.msg_namelen, received_ns);
         ++stats_.received;
+        note_case(socket, outcome, received_ns);
         SeriesRow& by_query = pair_.reply_rows[second_of(shared_, outcome.sent_ns)];
         SeriesRow& by_arrival = pair_.reply_rows[second_of(shared_, received_ns)];
         switch (outcome.kind) {
@@ -540,9 +578,46 @@ private:
         }
     }
 
+    static constexpr std::uint64_t kIdsPerEpoch = 65536;
+
+    // Keeps which epoch-0 queries got a reply and counts the replies whose letter
+    // case proves that the server rewrote it; the first one is recorded and said
+    // on stderr, once per run.
+    void note_case(std::size_t socket, const Outcome& outcome, std::int64_t received_ns) {
+        const bool matched = outcome.kind != ReplyKind::malformed && outcome.kind != ReplyKind::unexpected;
+        if (matched) {
+            if (!epoch0_answered_.empty() && outcome.sequence < kIdsPerEpoch) {
+                epoch0_answered_[socket][outcome.sequence / 64] |= std::uint64_t{1} << (outcome.sequence % 64);
+            }
+            return;
+        }
+        if (!outcome.other_epoch) return;
+        const std::uint64_t id = outcome.sequence % kIdsPerEpoch;
+        const bool answered = !epoch0_answered_.empty() && ((epoch0_answered_[socket][id / 64] >> (id % 64)) & 1u) != 0;
+        const CaseRewrite evidence =
+            case_rewrite_evidence(outcome.sequence, outcome.spelled_epoch, shared_.query.epoch_bits(), answered);
+        if (evidence == CaseRewrite::none) return;
+        ++stats_.case_rewritten;
+        if (stats_.case_first.seen) return;
+        CaseRewriteSeen& first = stats_.case_first;
+        first = {true, socket, static_cast<std::uint16_t>(id), outcome.sequence / kIdsPerEpoch, outcome.spelled_epoch,
+                 evidence, received_ns - shared_.start_ns};
+        if (shared_.case_warned.exchange(true)) return;
+        std::ostringstream line;
+        line << "xlatperf: warning: the server rewrites the letter case of the query name: a reply to ID " << id
+             << " on port " << pair_.sockets[socket].local_port() << " spells epoch " << first.spelled_epoch
+             << " where its query carried epoch " << first.query_epoch
+             << (evidence == CaseRewrite::never_sent ? " (no query with that ID has carried that case yet)"
+                                                     : " (epoch 0's query with that ID already had its reply)")
+             << "; such replies match no query (unexpected, their queries unanswered): measure with a server "
+                "that echoes the case it received (RFC 4343)\n";
+        std::cerr << line.str() << std::flush;
+    }
+
     Shared& shared_;
     Pair& pair_;
     ReceiverStats& stats_;
+    std::vector<std::vector<std::uint64_t>> epoch0_answered_;  // per socket, a bit per ID: epoch 0's query answered
     ReplyClassifier classifier_;
     std::size_t batch_;
     std::vector<std::uint8_t> buffers_;

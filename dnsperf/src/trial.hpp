@@ -15,6 +15,7 @@
 #include "egress.hpp"
 #include "gso.hpp"
 #include "histogram.hpp"
+#include "reply.hpp"
 
 namespace xlatperf {
 
@@ -49,6 +50,17 @@ struct SenderStats {
     std::int64_t stopped_ns = -1;        // when, CLOCK_MONOTONIC relative to the schedule start
 };
 
+// The first reply whose letter case proved that the server rewrote the query name's case.
+struct CaseRewriteSeen {
+    bool seen = false;
+    std::size_t socket = 0;              // index into the pair's sockets (ports)
+    std::uint16_t id = 0;
+    std::uint64_t query_epoch = 0;       // the epoch of the query holding the ID
+    std::uint64_t spelled_epoch = 0;     // the epoch the reply's letters spell
+    CaseRewrite evidence = CaseRewrite::none;
+    std::int64_t at_ns = -1;             // its arrival, CLOCK_MONOTONIC relative to the start
+};
+
 struct ReceiverStats {
     std::uint64_t received = 0;          // datagrams read
     std::uint64_t valid = 0;
@@ -62,6 +74,8 @@ struct ReceiverStats {
     std::uint64_t unknown_id = 0;
     std::uint64_t wrong_question = 0;
     std::uint64_t duplicate = 0;
+    std::uint64_t case_rewritten = 0;    // of unknown_id: replies whose letter case proves a case-rewriting server
+    CaseRewriteSeen case_first;          // the first of them
     std::uint64_t socket_drops = 0;      // datagrams the kernel dropped at our sockets
     std::uint64_t final_drain = 0;       // datagrams read after the end time (until nothing was pending)
     std::int64_t final_drain_ns = 0;     // how long that took

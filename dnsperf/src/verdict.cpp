@@ -76,6 +76,7 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.unknown_id += r.unknown_id;
         t.wrong_question += r.wrong_question;
         t.duplicate += r.duplicate;
+        t.case_rewritten += r.case_rewritten;
         t.socket_drops += r.socket_drops;
         t.final_drain += r.final_drain;
         t.final_drain_ns = std::max(t.final_drain_ns, r.final_drain_ns);
@@ -169,6 +170,13 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
         limit(std::to_string(t.buffer_drops()) +
               " datagrams were dropped at the tester's own receive sockets (buffer full): raise --rcvbuf or "
               "give the receivers more CPU");
+    }
+    if (t.case_rewritten > 0) {
+        v.warnings.push_back(
+            "the server rewrote the letter case of the query name: " + std::to_string(t.case_rewritten) +
+            " replies spelled a 0x20 epoch their query did not carry, which no held reply explains, and match no "
+            "query (counted unexpected, their queries unanswered), so the loss is the case rewrite's, not the "
+            "server's capacity: measure with a server that echoes the case it received (RFC 4343)");
     }
     return v;
 }

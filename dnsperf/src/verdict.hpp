@@ -31,6 +31,7 @@ struct Totals {
     std::uint64_t unknown_id = 0;
     std::uint64_t wrong_question = 0;
     std::uint64_t duplicate = 0;
+    std::uint64_t case_rewritten = 0;  // of unknown_id: replies whose letter case proves a case-rewriting server
     std::uint64_t final_drain = 0;     // datagrams the receivers read after their end time
     std::int64_t final_drain_ns = 0;   // the longest final read of a receiver
     bool final_drain_cut = false;      // a receiver still had datagrams waiting at its final read's deadline
@@ -70,6 +71,7 @@ SendFigures send_figures(const Plan& plan, const Totals& totals);
 struct Verdict {
     bool tester_limited = false;
     std::vector<std::string> reasons;  // each one sentence with numbers and units
+    std::vector<std::string> warnings; // what the server did that makes its loss mean less (JSON `warnings`; the status stays)
     const char* status() const { return tester_limited ? "tester-limited" : "ok"; }
 };
 

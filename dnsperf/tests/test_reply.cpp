@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ldns/ldns.h>
 #include <memory>
+#include <string>
 #include <netinet/in.h>
 #include <vector>
 
@@ -276,4 +277,71 @@ TEST_CASE("a reply received before its query was sent is never latency 0") {
     const Outcome outcome = f.receive(reply_to(query), -1'000);
     CHECK(outcome.kind == ReplyKind::unexpected);
     CHECK(outcome.cause == UnexpectedCause::unknown_id);
+}
+
+TEST_CASE("a reply spelling an epoch its ID never carried proves a case rewrite") {
+    // An upper-casing server: query 8 (epoch 0) comes back with all eight epoch letters flipped.
+    Fixture f;
+    const Bytes query = f.send(8, 8);
+    Bytes upper = reply_to(query);
+    for (std::size_t at : f.query.epoch_letter_offsets()) upper[at] = static_cast<std::uint8_t>(upper[at] - 32);
+    const Outcome out = f.receive(upper);
+    CHECK(out.kind == ReplyKind::unexpected);
+    REQUIRE(out.other_epoch);
+    CHECK(out.sequence == 8);
+    CHECK(out.spelled_epoch == 0xff);
+    CHECK(case_rewrite_evidence(out.sequence, out.spelled_epoch, f.query.epoch_bits(), false) ==
+          CaseRewrite::never_sent);
+}
+
+TEST_CASE("epoch 0 spelled back to an epoch-1 query is a case rewrite only when epoch 0 had its reply") {
+    // A lower-casing server and a lower-case domain: epoch 1's replies spell epoch 0.
+    Fixture f;
+    const std::uint64_t j = 100;
+    f.send(j, j);
+    Bytes newer(f.query.size());
+    f.query.write(newer.data(), static_cast<std::uint16_t>(j + 65536), f.subnet.address(j + 65536), 1);
+    REQUIRE_FALSE(f.ring.publish(j + 65536, j + 65536, kSent + 3'000'000'000, kTimeout));
+    Bytes lowered = reply_to(newer);
+    for (std::size_t at : f.query.epoch_letter_offsets()) lowered[at] = static_cast<std::uint8_t>(lowered[at] | 0x20u);
+    const Outcome out = f.receive(lowered, 3'000'100'000);
+    CHECK(out.kind == ReplyKind::unexpected);
+    REQUIRE(out.other_epoch);
+    CHECK(out.sequence == j + 65536);
+    CHECK(out.spelled_epoch == 0);
+    // Epoch 0's query had its reply: a second one 65 536 queries later is no held reply.
+    CHECK(case_rewrite_evidence(out.sequence, 0, 8, true) == CaseRewrite::answered_before);
+    // It had none: this may be its reply, held past the ID's reuse (test_xlatperf_wrap.py).
+    CHECK(case_rewrite_evidence(out.sequence, 0, 8, false) == CaseRewrite::none);
+}
+
+TEST_CASE("case-rewrite evidence: what each spelling proves") {
+    // Epoch 2 holding the ID, epoch 1 spelled: a held reply is possible, nothing is proved.
+    CHECK(case_rewrite_evidence(2 * 65536 + 5, 1, 8, true) == CaseRewrite::none);
+    CHECK(case_rewrite_evidence(2 * 65536 + 5, 3, 8, false) == CaseRewrite::never_sent);
+    // Once the epochs have gone round (2^bits of them), every spelling was sent before.
+    CHECK(case_rewrite_evidence(std::uint64_t{4} << 16, 7, 2, false) == CaseRewrite::none);
+    CHECK(case_rewrite_evidence(std::uint64_t{3} << 16, 0, 2, true) == CaseRewrite::none);
+    CHECK(case_rewrite_evidence(5, 1, 0, false) == CaseRewrite::none);  // no letters, no epochs
+    CHECK(std::string(case_rewrite_name(CaseRewrite::never_sent)) == "never-sent");
+}
+
+TEST_CASE("latency counts from when the query left within its send call, once the sender knows it") {
+    Fixture f;
+    const Bytes first = f.send(1, 1);
+    const Bytes second = f.send(2, 2);
+    // Query 2 was the second message of its call and left 3 us after the clock read before it.
+    f.ring.set_left(2, kSent + 3'000);
+    const Outcome known = f.receive(reply_to(second), 50'000);
+    CHECK(known.kind == ReplyKind::valid);
+    CHECK(known.latency_ns == 47'000);
+    // Not known yet (the reply beat the end of the call): from the clock read before the call.
+    CHECK(f.receive(reply_to(first), 50'000).latency_ns == 50'000);
+    // A time after the reply proves the interpolation wrong for it: the read before the call stands.
+    const Bytes third = f.send(3, 3);
+    f.ring.set_left(3, kSent + 60'000);
+    CHECK(f.receive(reply_to(third), 50'000).latency_ns == 50'000);
+    // A slot reused by a later query forgets the old time.
+    const Bytes reused = f.send(3 + 64, 3 + 64);
+    CHECK(f.receive(reply_to(reused), 50'000).latency_ns == 50'000);
 }

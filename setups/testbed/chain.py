@@ -465,8 +465,7 @@ class TestbedChain:
     def lost(self, role: str, what: str) -> HostLost:
         return HostLost(f"{role} ({self.inventory.hosts[role].ssh}): {what} during the trial: the trial is "
                         f"void, not stored; once {role} answers again, run `xlatbench testbed down "
-                        f"{self.inventory.path}` (the teardown cannot reach it) and the same command "
-                        "again to resume")
+                        f"{self.inventory.path}` first (the teardown could not reach it)")
 
     def read(self, role: str, script: str, what: str, check: bool = False) -> str:
         """stdout of `script` on `role` while a trial needs it; HostLost when SSH fails or times out (with
