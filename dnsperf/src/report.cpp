@@ -390,6 +390,7 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
     doc["cpu"] = cpu_json(trial, t);
     doc["threads"] = threads_json(trial);
     doc["series"] = series_json(trial);
+    doc["io"] = io::to_json(trial.io);
     return doc;
 }
 

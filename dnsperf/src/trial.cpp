@@ -23,6 +23,9 @@
 #include <unistd.h>
 
 #include "cpulist.hpp"
+#include "io/io.hpp"
+#include "io/socket_io.hpp"
+#include "io/xdp_io.hpp"
 #include "net.hpp"
 #include "pacing.hpp"
 #include "query.hpp"
@@ -33,10 +36,8 @@
 namespace xlatperf {
 namespace {
 
-constexpr std::size_t kReplyBufferSize = 4096;       // larger datagrams are cut and counted malformed
 constexpr std::int64_t kReceiverPollNs = 50'000'000; // a receiver re-checks its sender this often
 constexpr std::int64_t kStartLeadNs = 20'000'000;    // threads start this long before query 0
-constexpr unsigned kDrainCalls = 64;                 // most recvmmsg calls per socket between end-time checks
 
 // Adds to a counter only this thread writes, readable by the progress printer.
 void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by) {
@@ -92,19 +93,12 @@ private:
     std::uint64_t total_ = 0;
 };
 
-// CPU time of the calling thread (user + system, ns): unlike the wall clock it
-// stops while the thread waits for a CPU.
-std::int64_t thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 // Everything one sender/receiver pair shares.
 struct Pair {
     unsigned index = 0;
-    std::vector<UdpSocket> sockets;
-    std::vector<OutstandingRing> rings;
+    io::SocketSet sockets;                          // --io socket: the pair's sockets and their rings
+    std::unique_ptr<io::SendIo> send_io;            // the I/O backend's two halves
+    std::unique_ptr<io::ReceiveIo> receive_io;
     std::atomic<bool> sender_done{false};
     std::atomic<std::int64_t> last_send_ns{-1};   // monotonic, relative to start
     std::atomic<bool> receiver_done{false};
@@ -145,62 +139,41 @@ std::size_t second_of(const Shared& shared, std::int64_t monotonic_at_ns) {
     return std::min(static_cast<std::size_t>(offset / 1'000'000'000), shared.series_rows - 1);
 }
 
-class Sender {
+// The common sender: the schedule, pacing, the send bound, lag and the per-second
+// series; the pair's SendIo moves each round of due queries.
+class Sender final : public io::SendContext {
 public:
-    Sender(Shared& shared, Pair& pair)
-        : shared_(shared),
-          pair_(pair),
-          stats_(pair.result.send),
-          batch_(shared.plan.config.batch),
-          query_size_(shared.query.size()),
-          buffers_(batch_ * query_size_),
-          iovecs_(batch_),
-          messages_(batch_),
-          indexes_(batch_),
-          sequences_on_socket_(batch_),
-          sequences_(pair.sockets.size(), 0),
-          gso_(shared.gso) {
-        stats_.sent_per_socket.assign(pair.sockets.size(), 0);
-        for (std::size_t m = 0; m < batch_; ++m) {
-            iovecs_[m] = {buffers_.data() + m * query_size_, query_size_};
-            msghdr& header = messages_[m].msg_hdr;
-            header.msg_name = const_cast<sockaddr*>(shared.plan.server.get());
-            header.msg_namelen = shared.plan.server.length;
-            header.msg_iov = &iovecs_[m];
-            header.msg_iovlen = 1;
-        }
-    }
+    Sender(Shared& shared, Pair& pair) : shared_(shared), pair_(pair), stats_(pair.result.send) {}
 
     void run() {
         const unsigned thread = pair_.index;
         const std::uint64_t total = shared_.schedule.thread_queries(thread);
         const std::int64_t tick_ns = std::llround(shared_.plan.config.send_tick_s * 1e9);
-        const std::size_t sockets = pair_.sockets.size();
+        io::SendIo& send_io = *pair_.send_io;
+        const std::uint64_t most = send_io.round_limit();
         Pacer pacer;
         std::uint64_t j = 0;
-        std::size_t socket = 0;
         std::int64_t last_batch_ns = shared_.start_ns - tick_ns;
         while (j < total && !shared_.halt.load(std::memory_order_relaxed)) {
             const std::int64_t deadline = deadline_of(j);
             std::int64_t now = monotonic_ns();
             if (now < deadline) {
-                // At high rates wait a whole tick so that one sendmmsg carries many queries.
+                // At high rates wait a whole tick so that one send call carries many queries.
                 pacer.wait_until(std::max(deadline, last_batch_ns + tick_ns), shared_.halt);
                 ++stats_.wakeups;
                 now = monotonic_ns();
             }
             if (past_bound(now)) break;
-            // Send everything due now, spread evenly over the sockets, before sleeping
-            // again; queries that fell due meanwhile (a stall) go in another round. A
+            // Send everything due now (the backend spreads it over its sockets or flows), before
+            // sleeping again; queries that fell due meanwhile (a stall) go in another round. A
             // sender far behind never sleeps: the bound is checked every round.
             last_batch_ns = now;
             std::uint64_t burst = 0;
             for (;;) {
                 std::uint64_t due = 0;
-                const std::uint64_t most = std::uint64_t{batch_} * sockets;
                 while (j + due < total && due < most && deadline_of(j + due) <= now) ++due;
                 if (due == 0) break;
-                send_spread(j, due, socket);
+                send_io.send(j, due, *this);
                 j += due;
                 burst += due;
                 if (due < most || shared_.halt.load(std::memory_order_relaxed)) break;
@@ -217,6 +190,20 @@ public:
         }
     }
 
+    // io::SendContext
+    std::uint64_t query_index(std::uint64_t j) const override { return shared_.schedule.global_index(pair_.index, j); }
+    std::int64_t due_ns(std::uint64_t j) const override { return deadline_of(j) - shared_.start_ns; }
+    std::int64_t start_ns() const override { return shared_.start_ns; }
+    void sent(std::uint64_t j, std::size_t n, std::int64_t before_ns, std::int64_t after_ns,
+              std::int64_t sent_at_ns) override {
+        record_sent(n, before_ns, after_ns, sent_at_ns, deadline_of(j) - shared_.start_ns,
+                    deadline_of(j + n - 1) - shared_.start_ns);
+    }
+    bool stop_now() override {
+        return past_bound(monotonic_ns()) || shared_.halt.load(std::memory_order_relaxed);
+    }
+    SenderStats& stats() override { return stats_; }
+
 private:
     // True (and the sender marked as stopped at the bound) once `now` is past the send bound.
     bool past_bound(std::int64_t now) {
@@ -226,140 +213,8 @@ private:
         return true;
     }
 
-    // Queries j .. j+due-1 (due <= batch x sockets), in order, as equal shares of
-    // the sockets (one sendmmsg each) starting at `socket`; the sockets that get
-    // one more rotate, so that over a trial every port carries its share.
-    void send_spread(std::uint64_t j, std::uint64_t due, std::size_t& socket) {
-        const std::size_t sockets = pair_.sockets.size();
-        const std::uint64_t share = due / sockets;
-        const std::uint64_t extra = due % sockets;
-        for (std::size_t i = 0; i < sockets && due > 0; ++i) {
-            const std::size_t s = (socket + i) % sockets;
-            const auto count = static_cast<std::size_t>(share + (i < extra ? 1 : 0));
-            if (count == 0) continue;
-            send_batch(s, j, count);
-            stats_.sent_per_socket[s] += count;
-            j += count;
-        }
-        socket = (socket + extra) % sockets;
-    }
-
     std::int64_t deadline_of(std::uint64_t j) const {
         return shared_.start_ns + shared_.schedule.offset_ns(shared_.schedule.global_index(pair_.index, j));
-    }
-
-    // Fills the ring slots and buffers of queries j .. j+count-1 for `socket`,
-    // all stamped `sent_ns` (CLOCK_MONOTONIC), starting at message `from`.
-    void stamp(std::size_t socket, std::size_t from, std::size_t count, std::int64_t sent_ns) {
-        OutstandingRing& ring = pair_.rings[socket];
-        for (std::size_t m = from; m < count; ++m) {
-            if (ring.publish(sequences_on_socket_[m], indexes_[m], sent_ns, shared_.plan.timeout_ns)) {
-                ++stats_.ring_overruns;
-            }
-        }
-    }
-
-    void send_batch(std::size_t socket, std::uint64_t j, std::size_t count) {
-        const int fd = pair_.sockets[socket].fd();
-        OutstandingRing& ring = pair_.rings[socket];
-        for (std::size_t m = 0; m < count; ++m) {
-            const std::uint64_t k = shared_.schedule.global_index(pair_.index, j + m);
-            const std::uint64_t sequence = sequences_[socket]++;
-            indexes_[m] = k;
-            sequences_on_socket_[m] = sequence;
-            shared_.query.write(buffers_.data() + m * query_size_, static_cast<std::uint16_t>(sequence),
-                                shared_.plan.subnet.address(k), sequence >> 16);
-        }
-        std::size_t done = 0;
-        // Send times are CLOCK_MONOTONIC: a step of the wall clock during the trial moves no interval.
-        std::int64_t sent_at = monotonic_ns();
-        std::int64_t blocked_since = -1;
-        stamp(socket, 0, count, sent_at);
-        while (done < count) {
-            const bool several = count - done > 1 && !gso_;  // a GSO call keeps its start for all
-            const std::int64_t cpu_before = several ? thread_cpu_ns() : 0;
-            const std::int64_t before = monotonic_ns() - shared_.start_ns;
-            const int result = send_some(fd, done, count);
-            const std::int64_t cpu_call = several ? thread_cpu_ns() - cpu_before : 0;
-            ++stats_.syscalls;
-            if (result > 0) {
-                const auto n = static_cast<std::size_t>(result);
-                // The end of the call bounds when its last query left: time spent inside the call is lag too.
-                const std::int64_t after = monotonic_ns() - shared_.start_ns;
-                if (!last_call_gso_ && n > 1) set_left(ring, done, n, before + shared_.start_ns, cpu_call);
-                record_sent(n, before, after, sent_at, deadline_of(j + done) - shared_.start_ns,
-                            deadline_of(j + done + n - 1) - shared_.start_ns);
-                if (blocked_since >= 0) {
-                    stats_.max_retry_stall_ns = std::max(stats_.max_retry_stall_ns, before - blocked_since);
-                    blocked_since = -1;
-                }
-                done += n;
-                continue;
-            }
-            const int error = errno;
-            if (error == EINTR) continue;
-            if (error == EAGAIN || error == EWOULDBLOCK || error == ENOBUFS) {
-                ++stats_.would_block;
-                if (blocked_since < 0) blocked_since = before;
-                if (past_bound(monotonic_ns()) || shared_.halt.load(std::memory_order_relaxed)) {
-                    break;
-                }
-                pollfd wait{fd, POLLOUT, 0};
-                poll(&wait, 1, 1);
-                // The queries still waiting go out later: give them their real send time.
-                sent_at = monotonic_ns();
-                for (std::size_t m = done; m < count; ++m) ring.retract(sequences_on_socket_[m]);
-                stamp(socket, done, count, sent_at);
-                continue;
-            }
-            // Any other error loses this one query; the rest of the batch is retried.
-            ++stats_.send_errors;
-            ++stats_.errno_counts[static_cast<std::size_t>(error) & 0xffu];
-            ring.retract(sequences_on_socket_[done]);
-            ++stats_.unsent;
-            ++done;
-        }
-        for (std::size_t m = done; m < count; ++m) {
-            ring.retract(sequences_on_socket_[m]);
-            ++stats_.unsent;
-        }
-    }
-
-    // Messages done..done+n-1 left in one sendmmsg call that started at `start_ns`
-    // (CLOCK_MONOTONIC) and cost the thread `cpu_ns` of CPU: the kernel takes them
-    // one after the other, so message i left about i x cpu_ns / n after the start.
-    // CPU time, not the call's wall time: a thread descheduled inside the call or on
-    // its way out (a receiver woken on its CPU) would otherwise spread the messages
-    // over time they were not sent in and put later ones after they left. A call
-    // preempted between two messages leaves the later ones stamped early (latency
-    // too high, as with one stamp per call), never late. Message 0 keeps the start.
-    void set_left(OutstandingRing& ring, std::size_t done, std::size_t n, std::int64_t start_ns,
-                  std::int64_t cpu_ns) {
-        const std::int64_t per_message = cpu_ns / static_cast<std::int64_t>(n);
-        for (std::size_t i = 1; i < n; ++i) {
-            ring.set_left(sequences_on_socket_[done + i], start_ns + static_cast<std::int64_t>(i) * per_message);
-        }
-    }
-
-    // Messages done..count-1 in one call: a UDP_SEGMENT sendmsg of up to
-    // kMaxGsoSegments of them, or sendmmsg. A socket or device that refuses
-    // UDP_SEGMENT sends this sender back to sendmmsg for the rest of the trial.
-    int send_some(int fd, std::size_t done, std::size_t count) {
-        const std::size_t left = count - done;
-        if (gso_ && left > 1) {
-            const std::size_t chunk = std::min(left, kMaxGsoSegments);
-            const int sent = send_segmented(fd, shared_.plan.server.get(), shared_.plan.server.length,
-                                            iovecs_.data() + done, chunk, query_size_);
-            last_call_gso_ = true;
-            if (sent >= 0 || !gso_refused(errno)) {
-                stats_.gso_calls += sent >= 0 ? 1 : 0;
-                return sent;
-            }
-            stats_.gso_refused_errno = errno;
-            gso_ = false;
-        }
-        last_call_gso_ = false;
-        return sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(left), MSG_DONTWAIT);
     }
 
     // n queries went out in one send call that started at before_ns and returned at
@@ -389,49 +244,25 @@ private:
     Pair& pair_;
     SenderStats& stats_;
     SlidingCount window_{kBurstWindowNs};
-    std::size_t batch_;
-    std::size_t query_size_;
-    std::vector<std::uint8_t> buffers_;
-    std::vector<iovec> iovecs_;
-    std::vector<mmsghdr> messages_;
-    std::vector<std::uint64_t> indexes_;
-    std::vector<std::uint64_t> sequences_on_socket_;
-    std::vector<std::uint64_t> sequences_;
-    bool gso_;
-    bool last_call_gso_ = false;  // the last send call was a UDP_SEGMENT sendmsg (its messages leave together)
 };
 
-class Receiver {
+// The common receiver: the end time, the final drain and the accounting of every
+// reply into its bucket and second; the pair's ReceiveIo reads and classifies.
+class Receiver final : public io::ReplySink {
 public:
     Receiver(Shared& shared, Pair& pair)
         : shared_(shared),
           pair_(pair),
           stats_(pair.result.receive),
-          classifier_(shared.query, shared.plan.subnet, shared.plan.server, shared.plan.timeout_ns),
-          batch_(shared.plan.config.batch),
-          buffers_(batch_ * kReplyBufferSize),
-          iovecs_(batch_),
-          sources_(batch_),
-          controls_(batch_ * kControlSize),
-          messages_(batch_),
-          recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)),
-          pollfds_(pair.sockets.size()) {
-        for (std::size_t s = 0; s < pair.sockets.size(); ++s) pollfds_[s] = {pair.sockets[s].fd(), POLLIN, 0};
-        // Only a socket whose IDs wrap can see its epoch-0 answers spelled again.
+          recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)) {
+        // Only a socket (or flow) whose IDs wrap can see its epoch-0 answers spelled again.
         if (shared.schedule.thread_queries(pair.index) > kIdsPerEpoch) {
-            epoch0_answered_.assign(pair.sockets.size(), std::vector<std::uint64_t>(kIdsPerEpoch / 64, 0));
-        }
-        for (std::size_t m = 0; m < batch_; ++m) {
-            iovecs_[m] = {buffers_.data() + m * kReplyBufferSize, kReplyBufferSize};
-            msghdr& header = messages_[m].msg_hdr;
-            header.msg_name = &sources_[m];
-            header.msg_iov = &iovecs_[m];
-            header.msg_iovlen = 1;
-            header.msg_control = controls_.data() + m * kControlSize;
+            epoch0_answered_.assign(pair.result.ports.size(), std::vector<std::uint64_t>(kIdsPerEpoch / 64, 0));
         }
     }
 
     void run() {
+        io::ReceiveIo& receive_io = *pair_.receive_io;
         std::int64_t end_ns = INT64_MAX;  // monotonic, absolute
         for (;;) {
             const std::int64_t now = monotonic_ns();
@@ -440,100 +271,24 @@ public:
                 end_ns = last < 0 ? now : shared_.start_ns + last + shared_.plan.timeout_ns;
             }
             if (now >= end_ns) break;
-            std::size_t got = 0;
-            for (std::size_t s = 0; s < pair_.sockets.size(); ++s) got += drain(s);
+            const std::size_t got = drain();
             if (got > 0 && recv_tick_ns_ > 0) {
                 // Replies are flowing: let more of them queue up and read them in one go.
                 const std::int64_t until = std::min(monotonic_ns() + recv_tick_ns_, end_ns);
                 const timespec ts{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
                 clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
             } else if (got == 0) {
-                // Idle: block until a socket is readable.
-                const std::int64_t wait_ns = std::min(end_ns - monotonic_ns(), kReceiverPollNs);
-                poll(pollfds_.data(), pollfds_.size(), static_cast<int>(std::max<std::int64_t>(wait_ns, 0) / 1'000'000 + 1));
+                // Idle: block until something is readable.
+                receive_io.wait(std::min(end_ns - monotonic_ns(), kReceiverPollNs));
             }
             ++stats_.wakeups;
         }
         final_drain(end_ns);
-        for (auto& socket : pair_.sockets) stats_.socket_drops += socket.drops();
+        receive_io.finish(stats_);
     }
 
-private:
-    static constexpr std::size_t kControlSize = CMSG_SPACE(sizeof(timespec));
-
-    // After the end time: reads every socket until none has anything pending, so that
-    // a receiver behind at its end (preempted, or a burst of replies) still reads the
-    // replies that arrived in time (their kernel timestamps judge them). It stops at
-    // one timeout past the end time at the latest; replies still waiting then stay
-    // unanswered and the trial is tester-limited (final_drain_cut).
-    void final_drain(std::int64_t end_ns) {
-        const std::int64_t started = monotonic_ns();
-        const std::int64_t deadline = std::max(end_ns, started) + shared_.plan.timeout_ns;
-        const std::uint64_t received_before = stats_.received;
-        for (;;) {
-            std::size_t got = 0;
-            for (std::size_t s = 0; s < pair_.sockets.size(); ++s) got += drain(s);
-            if (got == 0) break;
-            if (monotonic_ns() >= deadline) {
-                // Something may still wait: one more look says whether anything does.
-                stats_.final_drain_cut = poll(pollfds_.data(), pollfds_.size(), 0) > 0;
-                break;
-            }
-        }
-        stats_.final_drain = stats_.received - received_before;
-        stats_.final_drain_ns = monotonic_ns() - started;
-    }
-
-    // Reads the datagrams waiting on `socket`, at most kDrainCalls recvmmsg calls
-    // (so that a flood cannot keep the receiver from its end time); returns how many.
-    std::size_t drain(std::size_t socket) {
-        const int fd = pair_.sockets[socket].fd();
-        std::size_t total = 0;
-        for (unsigned call = 0; call < kDrainCalls; ++call) {
-            for (std::size_t m = 0; m < batch_; ++m) {
-                messages_[m].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
-                messages_[m].msg_hdr.msg_controllen = kControlSize;
-                messages_[m].msg_hdr.msg_flags = 0;
-            }
-            const int result = recvmmsg(fd, messages_.data(), static_cast<unsigned>(batch_), MSG_DONTWAIT, nullptr);
-            ++stats_.syscalls;
-            if (result <= 0) return total;
-            const auto n = static_cast<std::size_t>(result);
-            total += n;
-            // The kernel stamps replies on CLOCK_REALTIME: they are moved to CLOCK_MONOTONIC by the
-            // two clocks' offset read now, so only a wall-clock step between a reply's arrival and
-            // this read (not one anywhere in the trial) can shift its latency.
-            const std::int64_t now = monotonic_ns();
-            const std::int64_t real_minus_monotonic = realtime_ns() - now;
-            const std::uint64_t valid_before = stats_.valid;
-            for (std::size_t m = 0; m < n; ++m) handle(socket, m, now, real_minus_monotonic);
-            bump(pair_.live_replies, n);
-            bump(pair_.live_valid, stats_.valid - valid_before);
-            if (n < batch_) return total;
-        }
-        return total;
-    }
-
-    // The kernel's receive time of a datagram on CLOCK_MONOTONIC; `fallback_ns` when it has none.
-    static std::int64_t kernel_timestamp(msghdr& header, std::int64_t fallback_ns, std::int64_t real_minus_monotonic) {
-        for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-                timespec ts{};
-                std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec - real_minus_monotonic;
-            }
-        }
-        return fallback_ns;
-    }
-
-    void handle(std::size_t socket, std::size_t m, std::int64_t fallback_ns, std::int64_t real_minus_monotonic) {
-        mmsghdr& message = messages_[m];
-        const std::int64_t received_ns = kernel_timestamp(message.msg_hdr, fallback_ns, real_minus_monotonic);
-        const bool cut = (message.msg_hdr.msg_flags & MSG_TRUNC) != 0;
-        const Outcome outcome = classifier_.classify(
-            pair_.rings[socket], buffers_.data() + m * kReplyBufferSize,
-            std::min<std::size_t>(message.msg_len, kReplyBufferSize), cut,
-            reinterpret_cast<const sockaddr*>(&sources_[m]), message.msg_hdr.msg_namelen, received_ns);
+    // io::ReplySink: one reply into its bucket and its second.
+    void reply(const Outcome& outcome, std::int64_t received_ns, std::size_t socket) override {
         ++stats_.received;
         note_case(socket, outcome, received_ns);
         SeriesRow& by_query = pair_.reply_rows[second_of(shared_, outcome.sent_ns)];
@@ -578,6 +333,37 @@ private:
         }
     }
 
+private:
+    // Reads what is waiting through the backend, and updates the live counters.
+    std::size_t drain() {
+        const std::uint64_t valid_before = stats_.valid;
+        const std::size_t got = pair_.receive_io->drain(*this);
+        bump(pair_.live_replies, got);
+        bump(pair_.live_valid, stats_.valid - valid_before);
+        return got;
+    }
+
+    // After the end time: reads until nothing is pending, so that a receiver behind at
+    // its end (preempted, or a burst of replies) still reads the replies that arrived
+    // in time (their stamps judge them). It stops at one timeout past the end time at
+    // the latest; replies still waiting then stay unanswered and the trial is
+    // tester-limited (final_drain_cut).
+    void final_drain(std::int64_t end_ns) {
+        const std::int64_t started = monotonic_ns();
+        const std::int64_t deadline = std::max(end_ns, started) + shared_.plan.timeout_ns;
+        const std::uint64_t received_before = stats_.received;
+        for (;;) {
+            if (drain() == 0) break;
+            if (monotonic_ns() >= deadline) {
+                // Something may still wait: one more look says whether anything does.
+                stats_.final_drain_cut = pair_.receive_io->pending();
+                break;
+            }
+        }
+        stats_.final_drain = stats_.received - received_before;
+        stats_.final_drain_ns = monotonic_ns() - started;
+    }
+
     static constexpr std::uint64_t kIdsPerEpoch = 65536;
 
     // Keeps which epoch-0 queries got a reply and counts the replies whose letter
@@ -605,7 +391,7 @@ private:
         if (shared_.case_warned.exchange(true)) return;
         std::ostringstream line;
         line << "xlatperf: warning: the server rewrites the letter case of the query name: a reply to ID " << id
-             << " on port " << pair_.sockets[socket].local_port() << " spells epoch " << first.spelled_epoch
+             << " on port " << pair_.result.ports[socket] << " spells epoch " << first.spelled_epoch
              << " where its query carried epoch " << first.query_epoch
              << (evidence == CaseRewrite::never_sent ? " (no query with that ID has carried that case yet)"
                                                      : " (epoch 0's query with that ID already had its reply)")
@@ -617,16 +403,8 @@ private:
     Shared& shared_;
     Pair& pair_;
     ReceiverStats& stats_;
-    std::vector<std::vector<std::uint64_t>> epoch0_answered_;  // per socket, a bit per ID: epoch 0's query answered
-    ReplyClassifier classifier_;
-    std::size_t batch_;
-    std::vector<std::uint8_t> buffers_;
-    std::vector<iovec> iovecs_;
-    std::vector<sockaddr_storage> sources_;
-    std::vector<std::uint8_t> controls_;
-    std::vector<mmsghdr> messages_;
+    std::vector<std::vector<std::uint64_t>> epoch0_answered_;  // per socket (flow), a bit per ID: epoch 0's query answered
     std::int64_t recv_tick_ns_;
-    std::vector<pollfd> pollfds_;
 };
 
 int cpu_for(const std::vector<int>& cpus, unsigned index) {
@@ -684,9 +462,10 @@ void print_progress(std::ostream& out, const std::vector<std::unique_ptr<Pair>>&
     last_replies = replies;
 }
 
-// The sockets and rings of every pair, sized before the first query.
+// Every pair with its I/O backend (sockets and rings, or the AF_XDP link's two
+// halves), sized before the first query.
 std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio::io_context& io,
-                                              std::uint64_t max_latency_ns) {
+                                              std::uint64_t max_latency_ns, io::XdpLink* xdp) {
     const Plan& plan = shared.plan;
     const Config& config = plan.config;
     std::vector<std::unique_ptr<Pair>> pairs;
@@ -696,15 +475,28 @@ std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio:
         pair->result.index = i;
         pair->result.sender_cpu = cpu_for(plan.sender_cpus, i);
         pair->result.receiver_cpu = cpu_for(plan.receiver_cpus, i);
-        pair->sockets.reserve(config.ports_per_thread);
-        pair->rings.reserve(config.ports_per_thread);
-        for (unsigned s = 0; s < config.ports_per_thread; ++s) {
-            const SocketSource from = socket_source(plan, i, s);
-            pair->sockets.emplace_back(io, plan.sources[from.source].address, from.port, config.rcvbuf,
-                                       config.sndbuf);
-            pair->rings.emplace_back(plan.ring_slots);
-            pair->result.ports.push_back(pair->sockets.back().local_port());
-            pair->result.source_addresses.push_back(plan.sources[from.source].text);
+        if (xdp != nullptr) {
+            // One flow per (address, port) a socket would have bound, in the flow table's order.
+            for (const io::Flow& flow : xdp->flows()) {
+                pair->result.ports.push_back(flow.port);
+                pair->result.source_addresses.push_back(flow.address);
+            }
+            pair->send_io = xdp->sender();
+            pair->receive_io = xdp->receiver(pair->result.receive);
+        } else {
+            io::SocketSet& set = pair->sockets;
+            set.sockets.reserve(config.ports_per_thread);
+            set.rings.reserve(config.ports_per_thread);
+            for (unsigned s = 0; s < config.ports_per_thread; ++s) {
+                const SocketSource from = socket_source(plan, i, s);
+                set.sockets.emplace_back(io, plan.sources[from.source].address, from.port, config.rcvbuf,
+                                         config.sndbuf);
+                set.rings.emplace_back(plan.ring_slots);
+                pair->result.ports.push_back(set.sockets.back().local_port());
+                pair->result.source_addresses.push_back(plan.sources[from.source].text);
+            }
+            pair->send_io = io::socket_sender(plan, shared.query, set, shared.gso, pair->result.send);
+            pair->receive_io = io::socket_receiver(plan, shared.query, set, pair->result.receive);
         }
         pair->sent_per_second.assign(shared.series_rows, 0);
         pair->reply_rows.assign(shared.series_rows, SeriesRow{});
@@ -831,11 +623,19 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     TrialResult result;
     std::vector<SockAddr> sources;
     for (const Source& source : plan.sources) sources.push_back(source.address);
-    result.gso = choose_gso(config.gso, plan.server, sources);
-    shared.gso = result.gso.use;
     boost::asio::io_context io;
+    // --io xdp: the program, the AF_XDP socket and the flows, set up before any thread and taken
+    // down after every thread ended (it outlives the pairs).
+    std::unique_ptr<io::XdpLink> xdp;
+    if (plan.xdp) {
+        result.gso.reason = "not used (--io xdp: no UDP sockets)";
+        xdp = std::make_unique<io::XdpLink>(plan, shared.query);
+    } else {
+        result.gso = choose_gso(config.gso, plan.server, sources);
+    }
+    shared.gso = result.gso.use;
     // Sockets beyond the open-file limit fail at open: raise it first, or say plainly that it is too low.
-    const std::uint64_t socket_count = std::uint64_t{config.threads} * config.ports_per_thread;
+    const std::uint64_t socket_count = plan.xdp ? 0 : std::uint64_t{config.threads} * config.ports_per_thread;
     if (!make_room_for_sockets(socket_count)) {
         rlimit limit{};
         getrlimit(RLIMIT_NOFILE, &limit);
@@ -843,11 +643,15 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
                          " sockets (--threads x --ports-per-thread) plus a few more descriptors, but the open-file "
                          "limit is " + std::to_string(limit.rlim_max) + " (ulimit -n); raise it or use fewer");
     }
-    std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, io, max_latency_ns);
-    const UdpSocket& first = pairs.front()->sockets.front();
-    result.rcvbuf_granted = first.rcvbuf_granted();
-    result.sndbuf_granted = first.sndbuf_granted();
-    result.buffers_forced = first.buffers_forced();
+    std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, io, max_latency_ns, xdp.get());
+    if (!plan.xdp) {
+        const UdpSocket& first = pairs.front()->sockets.sockets.front();
+        result.rcvbuf_granted = first.rcvbuf_granted();
+        result.sndbuf_granted = first.sndbuf_granted();
+        result.buffers_forced = first.buffers_forced();
+    } else {
+        result.buffers_forced = false;
+    }
     std::vector<std::unique_ptr<Sender>> senders;
     std::vector<std::unique_ptr<Receiver>> receivers;
     for (auto& pair : pairs) {
@@ -900,6 +704,12 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     result.max_rss_kib = usage_after.ru_maxrss;
     result.wall_s = static_cast<double>(end_ns - shared.start_ns) / 1e9;
     result.interrupted = stop.load();
+    if (xdp) {
+        result.io.mode = "xdp";
+        result.io.xdp = xdp->report();
+        // A frame with a bad UDP checksum is the DUT's, as the kernel's InCsumErrors are on sockets.
+        result.udp_checksum_errors += result.io.xdp.frame_bad_checksum;
+    }
     result.latency = LatencyHistogram(max_latency_ns);
     result.send_lag = LatencyHistogram(kMaxLagRecordedNs);
     merge_pairs(shared, pairs, result);

@@ -1,8 +1,10 @@
 #pragma once
-// One trial: N sender/receiver thread pairs, each pair owning K sockets and
-// their rings of outstanding queries. Everything a trial allocates is sized
-// before the first query (by rate x timeout, or per second of schedule); the
-// send and receive loops allocate nothing.
+// One trial: N sender/receiver thread pairs. The schedule, pacing, lag, the
+// per-second series and the accounting are trial.cpp's, written once; each pair's
+// I/O backend (io/io.hpp: K UDP sockets with their rings, or one AF_XDP socket
+// over flows without sockets) only moves batches. Everything a trial allocates is
+// sized before the first query (by rate x timeout, or per second of schedule);
+// the send and receive loops allocate nothing.
 
 #include <array>
 #include <atomic>
@@ -15,6 +17,7 @@
 #include "egress.hpp"
 #include "gso.hpp"
 #include "histogram.hpp"
+#include "io/io_report.hpp"
 #include "reply.hpp"
 
 namespace xlatperf {
@@ -132,6 +135,7 @@ struct TrialResult {
     // root qdisc and driver dropped during the trial: the tester's own egress drops.
     std::vector<EgressDevice> egress;
     GsoChoice gso;                        // whether the senders start with UDP_SEGMENT, and why
+    io::IoReport io;                      // the I/O backend (--io) and its own counters
 };
 
 // Runs the trial. Progress lines go to `progress` unless it is null. Setting

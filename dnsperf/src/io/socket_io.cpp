@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -15,6 +16,14 @@ namespace {
 
 constexpr std::size_t kReplyBufferSize = 4096;  // larger datagrams are cut and counted malformed
 constexpr unsigned kDrainCalls = 64;            // most recvmmsg calls per socket between end-time checks
+
+// CPU time of the calling thread (user + system, ns): unlike the wall clock it
+// stops while the thread waits for a CPU.
+std::int64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 class SocketSend final : public SendIo {
 public:
@@ -92,13 +101,17 @@ private:
         std::int64_t blocked_since = -1;
         stamp(socket, 0, count, sent_at, stats);
         while (done < count) {
+            const bool several = count - done > 1 && !gso_;  // a GSO call keeps its start for all
+            const std::int64_t cpu_before = several ? thread_cpu_ns() : 0;
             const std::int64_t before = monotonic_ns() - context.start_ns();
             const int result = send_some(fd, done, count, stats);
+            const std::int64_t cpu_call = several ? thread_cpu_ns() - cpu_before : 0;
             ++stats.syscalls;
             if (result > 0) {
                 const auto n = static_cast<std::size_t>(result);
                 // The end of the call bounds when its last query left: time spent inside the call is lag too.
                 const std::int64_t after = monotonic_ns() - context.start_ns();
+                if (!last_call_gso_ && n > 1) set_left(ring, done, n, before + context.start_ns(), cpu_call);
                 context.sent(j + done, n, before, after, sent_at);
                 if (blocked_since >= 0) {
                     stats.max_retry_stall_ns = std::max(stats.max_retry_stall_ns, before - blocked_since);
@@ -134,6 +147,22 @@ private:
         }
     }
 
+    // Messages done..done+n-1 left in one sendmmsg call that started at `start_ns`
+    // (CLOCK_MONOTONIC) and cost the thread `cpu_ns` of CPU: the kernel takes them
+    // one after the other, so message i left about i x cpu_ns / n after the start.
+    // CPU time, not the call's wall time: a thread descheduled inside the call or on
+    // its way out (a receiver woken on its CPU) would otherwise spread the messages
+    // over time they were not sent in and put later ones after they left. A call
+    // preempted between two messages leaves the later ones stamped early (latency
+    // too high, as with one stamp per call), never late. Message 0 keeps the start.
+    void set_left(OutstandingRing& ring, std::size_t done, std::size_t n, std::int64_t start_ns,
+                  std::int64_t cpu_ns) {
+        const std::int64_t per_message = cpu_ns / static_cast<std::int64_t>(n);
+        for (std::size_t i = 1; i < n; ++i) {
+            ring.set_left(sequences_on_socket_[done + i], start_ns + static_cast<std::int64_t>(i) * per_message);
+        }
+    }
+
     // Messages done..count-1 in one call: a UDP_SEGMENT sendmsg of up to
     // kMaxGsoSegments of them, or sendmmsg. A socket or device that refuses
     // UDP_SEGMENT sends this sender back to sendmmsg for the rest of the trial.
@@ -143,6 +172,7 @@ private:
             const std::size_t chunk = std::min(left, kMaxGsoSegments);
             const int sent = send_segmented(fd, plan_.server.get(), plan_.server.length, iovecs_.data() + done, chunk,
                                             query_size_);
+            last_call_gso_ = true;
             if (sent >= 0 || !gso_refused(errno)) {
                 stats.gso_calls += sent >= 0 ? 1 : 0;
                 return sent;
@@ -150,6 +180,7 @@ private:
             stats.gso_refused_errno = errno;
             gso_ = false;
         }
+        last_call_gso_ = false;
         return sendmmsg(fd, messages_.data() + done, static_cast<unsigned>(left), MSG_DONTWAIT);
     }
 
@@ -166,6 +197,7 @@ private:
     std::vector<std::uint64_t> sequences_;
     std::size_t socket_ = 0;
     bool gso_;
+    bool last_call_gso_ = false;  // the last send call was a UDP_SEGMENT sendmsg (its messages leave together)
 };
 
 class SocketReceive final : public ReceiveIo {
