@@ -28,7 +28,7 @@ TEST_CASE("sockets stay the default I/O") {
     CHECK(plan.config.io == "socket");
 }
 
-TEST_CASE("--io xdp plans one flow per source port a socket would have bound") {
+TEST_CASE("xdp I/O plans one flow per source port a socket would have bound") {
     const Plan plan = make_plan(xdp_config());
     CHECK(plan.xdp);
     const std::vector<Source> flows = io::flow_sources(plan);
@@ -41,7 +41,7 @@ TEST_CASE("--io xdp plans one flow per source port a socket would have bound") {
     CHECK(plan.xdp_slots == 1024);
 }
 
-TEST_CASE("--io xdp spreads flows over sources and ranges as sockets are spread") {
+TEST_CASE("xdp I/O spreads flows over sources and ranges as sockets are spread") {
     Config c = xdp_config();
     c.sources = {"192.0.2.2,40000-40001,50000-50009", "192.0.2.3,60000-60009"};
     c.ports_per_thread = 7;
@@ -60,7 +60,7 @@ TEST_CASE("the flow table never holds more than 65536 queries per flow") {
     CHECK(io::flow_slots(1 << 20, 3) == 1 << 17);
 }
 
-TEST_CASE("--io xdp refuses what it cannot run, with one line") {
+TEST_CASE("xdp I/O refuses what it cannot run, with one line") {
     Config c = xdp_config();
     c.threads = 2;
     CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--threads 1"));
