@@ -8,6 +8,7 @@ command is logged with host, exit status and duration (logger `xlatbench.ssh`, a
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import shutil
 import subprocess
@@ -59,6 +60,23 @@ def step_script(step: Step) -> tuple[str, str | None]:
     return "", None
 
 
+# A transport's own directory of master sockets: /tmp/xlatbench-ssh-<pid of its command>-XXXX.
+CONTROL_PREFIX = "xlatbench-ssh-"
+
+
+def sweep_control_dirs(tmp: Path | None = None) -> list[Path]:
+    """Remove the master-socket directories of commands that no longer run (killed with -9, so `close`
+    never ran; their masters end by ControlPersist); -> the directories removed."""
+    removed = []
+    for path in (tmp or Path(tempfile.gettempdir())).glob(f"{CONTROL_PREFIX}*-*"):
+        pid = path.name[len(CONTROL_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists() or not path.is_dir():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 class SshTransport:
     """Runs steps on the hosts of an inventory: `destinations` maps host role -> ssh destination."""
 
@@ -68,7 +86,9 @@ class SshTransport:
         self.options = tuple(options)
         self.timeout_s = timeout_s
         self._own_dir = control_dir is None
-        self._control_dir = control_dir or tempfile.mkdtemp(prefix="xlatbench-ssh-")
+        if control_dir is None:
+            sweep_control_dirs()
+        self._control_dir = control_dir or tempfile.mkdtemp(prefix=f"{CONTROL_PREFIX}{os.getpid()}-")
         self.log: list[Completed] = []
 
     def argv(self, host: str, script: str | None = None) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import subprocess
 import threading
 import time
 import tomllib
@@ -20,7 +21,7 @@ from xlatbench.setups.testbed.hotplug import Hotplug, HotplugError
 from xlatbench.setups.testbed.inventory import load_inventory
 from xlatbench.setups.testbed.irqs import IrqAffinity, IrqError, SavedIrqs
 from xlatbench.setups.testbed.remote_idle import IdleSampler
-from xlatbench.setups.testbed.ssh import LocalShell
+from xlatbench.setups.testbed.ssh import CONTROL_PREFIX, LocalShell, sweep_control_dirs
 from xlatbench.setups.testbed.undo import UndoError, down_script, record_script, undo_line
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "paper-mapt.toml"
@@ -459,3 +460,18 @@ def test_rx_flow_hash_refused_or_applied_and_undone(tmp_path: Path) -> None:
     assert Path(statefile).read_text() == "ethtool -N enp5s0f0 rx-flow-hash udp4 sd\n"
     shell.capture("dut1", path + down_script(statefile))
     assert (nic / "enp5s0f0-udp4").read_text() == "sd"
+
+
+def test_a_killed_commands_ssh_directory_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    """kill -9 leaves a command's master-socket directory; the next transport removes those whose command no
+    longer runs, and nothing else."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"{CONTROL_PREFIX}{gone.pid}-abc"
+    alive = tmp_path / f"{CONTROL_PREFIX}{os.getpid()}-def"
+    unknown = tmp_path / f"{CONTROL_PREFIX}oldstyle"
+    for path in (dead, alive, unknown):
+        path.mkdir()
+    (dead / "0123abcd").write_text("")  # a master's socket path
+    assert sweep_control_dirs(tmp_path) == [dead]
+    assert not dead.exists() and alive.exists() and unknown.exists()

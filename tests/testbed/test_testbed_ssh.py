@@ -246,7 +246,10 @@ def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: P
         controller.wait()
     assert hosts.snapshot() != before
     assert "xlatperf" in processes(hosts, "client"), "the tester runs on without its controller"
+    left = list(Path(tempfile.gettempdir()).glob(f"xlatbench-ssh-{controller.pid}-*"))
+    assert left, "kill -9 leaves the controller's SSH directory (the case the next command cleans)"
     assert main(["testbed", "down", str(inventory)]) == 0
+    assert not any(path.exists() for path in left), "the next command removed the killed one's SSH directory"
     report = json.loads(capsys.readouterr().out)
     assert len(report["dut1"]["undone"]) > 10 and report["dut1"]["failed"] == []
     assert len(report["client"]["stopped_testers"]) == 1
