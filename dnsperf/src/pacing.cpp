@@ -27,6 +27,7 @@ constexpr std::int64_t kMaxEarlyNs = 200'000;
 
 std::int64_t monotonic_ns() { return now_ns(CLOCK_MONOTONIC); }
 std::int64_t realtime_ns() { return now_ns(CLOCK_REALTIME); }
+std::int64_t realtime_minus_monotonic_ns() { return realtime_minus_monotonic_ns(monotonic_ns, realtime_ns); }
 
 Pacer::Pacer() { prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); }
 

@@ -44,6 +44,32 @@ private:
 std::int64_t monotonic_ns();
 std::int64_t realtime_ns();
 
+// CLOCK_REALTIME - CLOCK_MONOTONIC now, in ns (to move the kernel's receive stamps,
+// which are on CLOCK_REALTIME, to CLOCK_MONOTONIC). Read as a REALTIME read between
+// two MONOTONIC reads, the tightest of up to three tries: a thread preempted between
+// two plain reads would shift the offset by the time it was away, and a reply faster
+// than that would seem to arrive before its query (seen: one bpf reply in 10 000).
+std::int64_t realtime_minus_monotonic_ns();
+// The same rule on given clocks (tests).
+template <class Monotonic, class Realtime>
+std::int64_t realtime_minus_monotonic_ns(Monotonic&& monotonic, Realtime&& realtime) {
+    constexpr std::int64_t kTightNs = 1'000;
+    std::int64_t best_width = -1;
+    std::int64_t offset = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        const std::int64_t before = monotonic();
+        const std::int64_t real = realtime();
+        const std::int64_t after = monotonic();
+        const std::int64_t width = after - before;
+        if (best_width < 0 || width < best_width) {
+            best_width = width;
+            offset = real - (before + width / 2);
+        }
+        if (best_width <= kTightNs) break;
+    }
+    return offset;
+}
+
 // Waits until a CLOCK_MONOTONIC deadline. It sleeps (absolute clock_nanosleep,
 // timer slack 1 ns) until shortly before the deadline, then spins; how early it
 // wakes follows the oversleep it observes (tens of microseconds on a VM). It

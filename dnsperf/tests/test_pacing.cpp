@@ -1,6 +1,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "pacing.hpp"
@@ -64,4 +65,35 @@ TEST_CASE("the pacer returns at or after the deadline, or early on stop") {
     const std::int64_t far = xlatperf::monotonic_ns() + 3'600'000'000'000;
     pacer.wait_until(far, stop);
     CHECK(xlatperf::monotonic_ns() < far);
+}
+
+TEST_CASE("the realtime offset is not shifted by a preemption between two clock reads") {
+    // Fake clocks: REALTIME is MONOTONIC + 1 000 000 000 ns; each read advances time 20 ns, and the
+    // thread is away for 300 us right after the first MONOTONIC read of the first try.
+    constexpr std::int64_t kTrueOffset = 1'000'000'000;
+    std::int64_t t = 5'000'000;
+    int reads = 0;
+    auto monotonic = [&] {
+        const std::int64_t now = t;
+        t += 20;
+        if (++reads == 1) t += 300'000;
+        return now;
+    };
+    auto realtime = [&] {
+        const std::int64_t now = t + kTrueOffset;
+        t += 20;
+        ++reads;
+        return now;
+    };
+    const std::int64_t offset = xlatperf::realtime_minus_monotonic_ns(monotonic, realtime);
+    // A plain pair of reads (MONOTONIC, then REALTIME) would be 300 020 ns off: a 10 us reply would
+    // seem to arrive before its query.
+    CHECK(std::llabs(offset - kTrueOffset) <= 20);
+    CHECK(reads == 6);  // the first try was wide, the second tight
+}
+
+TEST_CASE("the realtime offset of this machine's clocks is read tightly") {
+    const std::int64_t a = xlatperf::realtime_minus_monotonic_ns();
+    const std::int64_t b = xlatperf::realtime_minus_monotonic_ns();
+    CHECK(std::llabs(a - b) < 1'000'000);  // the same offset twice (a wall-clock step aside)
 }

@@ -262,8 +262,8 @@ private:
             // The kernel stamps replies on CLOCK_REALTIME: they are moved to CLOCK_MONOTONIC by the
             // two clocks' offset read now, so only a wall-clock step between a reply's arrival and
             // this read (not one anywhere in the trial) can shift its latency.
+            const std::int64_t real_minus_monotonic = realtime_minus_monotonic_ns();
             const std::int64_t now = monotonic_ns();
-            const std::int64_t real_minus_monotonic = realtime_ns() - now;
             for (std::size_t m = 0; m < n; ++m) handle(socket, m, now, real_minus_monotonic, sink);
             if (n < batch_) return total;
         }
