@@ -32,7 +32,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -90,17 +89,6 @@ kind = "testbed"
 inventory = "{inventory}"
 topology = "mapt"
 """
-
-
-@pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[SshHosts]:
-    net = SshHosts(tmp_path / "hosts")
-    net.workdir.mkdir()
-    try:
-        net.up()
-        yield net
-    finally:
-        net.down()
 
 
 @pytest.fixture

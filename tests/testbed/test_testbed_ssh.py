@@ -15,7 +15,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
@@ -33,17 +32,6 @@ from xlatbench.setups.testbed.chain import HostLost, TestbedChain
 from xlatbench.setups.testbed.inventory import load_inventory
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-
-
-@pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[SshHosts]:
-    net = SshHosts(tmp_path / "hosts")
-    net.workdir.mkdir()
-    try:
-        net.up()
-        yield net
-    finally:
-        net.down()
 
 
 @pytest.fixture

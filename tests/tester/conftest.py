@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from xlatbench.paths import tester_binary
+from xlatbench.setups.emulation.xdplink import XdpLink, xdp_link
 
 from .helpers import SCHEMA_PATH, Run
 
@@ -39,3 +42,10 @@ def run_xlatperf(xlatperf: Path, tmp_path: Path):
         return Run(proc.returncode, proc.stdout, proc.stderr, result)
 
     return run
+
+
+@pytest.fixture
+def link() -> Iterator[XdpLink]:
+    """A veth pair into a namespace of its own for the AF_XDP tests, always removed."""
+    with xdp_link("xbx" + secrets.token_hex(2)) as made:
+        yield made

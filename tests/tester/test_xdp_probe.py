@@ -13,7 +13,6 @@ test, also on failure.
 from __future__ import annotations
 
 import json
-import secrets
 import signal
 import socket
 import subprocess
@@ -31,7 +30,6 @@ from xlatbench.setups.emulation.xdplink import (
     TESTER_V6,
     XdpLink,
     attached_program,
-    xdp_link,
 )
 from xlatbench.zones import KnotConfig, KnotServer
 
@@ -50,12 +48,6 @@ def probe_binary() -> Path:
     if not path.is_file():
         pytest.fail(f"{path} is not built: make build")
     return path
-
-
-@pytest.fixture
-def link() -> Iterator[XdpLink]:
-    with xdp_link("xbx" + secrets.token_hex(2)) as made:
-        yield made
 
 
 @pytest.fixture

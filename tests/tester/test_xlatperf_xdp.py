@@ -12,7 +12,6 @@ the default: the same run without --io has io.mode "socket".
 from __future__ import annotations
 
 import json
-import secrets
 import signal
 import subprocess
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, XdpLink, attached_program, xdp_link
+from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, XdpLink, attached_program
 from xlatbench.zones import KnotConfig, KnotServer
 
 from .helpers import Run
@@ -30,12 +29,6 @@ pytestmark = pytest.mark.root
 
 QUERIES = 5000
 RATE_QPS = 2000
-
-
-@pytest.fixture
-def link() -> Iterator[XdpLink]:
-    with xdp_link("xbx" + secrets.token_hex(2)) as made:
-        yield made
 
 
 @pytest.fixture
