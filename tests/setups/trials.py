@@ -27,7 +27,7 @@ def run_trial(
     extra: tuple[str, ...] = (),
 ) -> dict:
     """One xlatperf trial from the client namespace; returns its JSON document, with the chain's counter
-    changes over the trial (every hop's drops and errors) under `chain_deltas` for failure messages."""
+    changes over the trial (every hop's counters, the translators' own included) under `chain_deltas`."""
     before = chain.counters()
     out = rundir(chain.prefix) / f"trial-{rate}-{duration}.json"
     argv = [
@@ -54,7 +54,7 @@ def run_trial(
     )
     assert done.returncode == 0, f"tester failed: {done.stderr.strip()}"
     result = json.loads(out.read_text())
-    result["chain_deltas"] = telling(counter_deltas(before, chain.counters()))
+    result["chain_deltas"] = counter_deltas(before, chain.counters())
     return result
 
 
@@ -72,5 +72,5 @@ def explain_loss(result: dict) -> str:
     counts = {key: value for key, value in result["totals"].items() if value and not isinstance(value, dict)}
     details = {key: {k: v for k, v in value.items() if v} for key, value in result["totals"].items()
                if isinstance(value, dict) and any(value.values())}
-    hops = result.get("chain_deltas")
+    hops = telling(result.get("chain_deltas") or {})
     return f"tester counts {counts | details}; chain drops/errors during the trial {hops}"
