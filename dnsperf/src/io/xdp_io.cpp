@@ -7,6 +7,7 @@
 #include "egress.hpp"
 #include "net.hpp"
 #include "pacing.hpp"
+#include "sources.hpp"
 #include "xdp/flows.hpp"
 #include "xdp/frame.hpp"
 #include "xdp/neighbour.hpp"
@@ -24,14 +25,7 @@ std::vector<Source> flow_sources(const Plan& plan) {
             throw StartError("--io xdp: source " + source.text + " has no ports (a flow needs an address and a port)");
         }
         Source kept = source;
-        kept.ranges.clear();
-        std::uint64_t left = source.sockets;
-        for (const PortRange& range : source.ranges) {
-            if (left == 0) break;
-            const std::uint64_t take = std::min(left, range.size());
-            kept.ranges.push_back(PortRange{range.first, static_cast<std::uint16_t>(range.first + take - 1)});
-            left -= take;
-        }
+        kept.ranges = used_ports(source);
         if (!kept.ranges.empty()) out.push_back(std::move(kept));
     }
     return out;
@@ -50,18 +44,10 @@ struct XdpLink::State {
           query(query_),
           ifname(std::move(ifname_)),
           hop(hop_),
-          flows(sources, xdp::FlowOrder::sequential, 1),
+          flows(sources, plan_.flow_pseudorandom ? xdp::FlowOrder::pseudorandom : xdp::FlowOrder::sequential,
+                plan_.flow_seed),
           table(flows.size(), flow_slots(plan_.xdp_slots, flows.size())),
-          frame(query_, spec) {
-        // The order is sequential: position p of a round is flow p, the sources' ports in order.
-        for (const Source& source : sources) {
-            for (const PortRange& range : source.ranges) {
-                for (std::uint64_t port = range.first; port <= range.last; ++port) {
-                    listed.push_back(Flow{source.text, static_cast<std::uint16_t>(port)});
-                }
-            }
-        }
-    }
+          frame(query_, spec) {}
 
     const Plan& plan;
     const QueryTemplate& query;
@@ -70,7 +56,6 @@ struct XdpLink::State {
     xdp::FlowSpace flows;
     FlowTable table;
     xdp::FrameTemplate frame;
-    std::vector<Flow> listed;
     std::unique_ptr<xdp::XdpProgram> program;  // before the socket: it goes after it
     std::unique_ptr<xdp::XskSocket> xsk;
     xdp::XskStats stats_before;
@@ -88,7 +73,10 @@ std::string interface_for(const Plan& plan) {
     if (!plan.config.xdp_interface.empty()) return plan.config.xdp_interface;
     std::vector<SockAddr> sources;
     for (const Source& s : plan.sources) sources.push_back(s.address);
-    const std::vector<int> devices = egress_devices(plan.server, sources);
+    std::vector<int> devices = egress_devices(plan.server, sources);
+    // Flow addresses need not be the host's (the server routes them back through it): then
+    // the route to the server from any address says.
+    if (devices.empty()) devices = egress_devices(plan.server, {SockAddr{}});
     if (devices.size() != 1) {
         throw StartError("--io xdp: the route to the server leaves by " + std::to_string(devices.size()) +
                          " interfaces; name one with --xdp-interface");
@@ -281,7 +269,13 @@ std::unique_ptr<ReceiveIo> XdpLink::receiver(ReceiverStats& stats) {
     return std::make_unique<XdpReceive>(*state_, stats);
 }
 
-const std::vector<Flow>& XdpLink::flows() const { return state_->listed; }
+std::uint64_t XdpLink::flow_count() const { return state_->flows.size(); }
+
+Flow XdpLink::flow_at(std::uint64_t position) const {
+    const State& s = *state_;
+    const xdp::FlowSpace::Endpoint e = s.flows.endpoint(s.flows.permutation().forward(position % s.flows.size()));
+    return Flow{s.flows.source_text(e.source), e.port};
+}
 
 int XdpLink::ifindex() const { return state_->program->ifindex(); }
 
@@ -304,8 +298,12 @@ XdpReport XdpLink::report() const {
     r.ring_size = sizes.ring;
     r.query_frame_bytes = s.frame.size();
     r.flows = s.flows.size();
+    r.flow_order = s.plan.flow_pseudorandom ? "pseudorandom" : "sequential";
+    r.flow_seed = s.plan.flow_seed;
+    r.in_flight = s.plan.xdp_in_flight;
     r.slots = s.table.slots();
     r.slot_bytes = xdp::kFlowSlotBytes;
+    r.flow_space_bytes = s.flows.memory_bytes();
     r.frames_sent = s.frames_sent;
     r.kicks = s.xsk->kicks();
     r.tx_ring_waits = s.tx_ring_waits;
