@@ -50,6 +50,7 @@ struct Config {
     std::uint32_t xdp_frames = 4096;      // UMEM frames for receiving and as many for sending (power of two)
     std::string flow_order = "sequential"; // --io xdp: the order of the flows in each round: sequential, pseudorandom
     std::uint64_t flow_seed = 0;          // key of the pseudorandom order; 0: a random one (recorded)
+    unsigned vlan = 0;                    // --io xdp: 802.1Q VLAN ID of the frames (1..4094); 0: untagged
 };
 
 // --io xdp: most flows (--ports-per-thread) one thread may have (sockets: 65535).

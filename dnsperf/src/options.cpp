@@ -140,6 +140,10 @@ void add_options(CLI::App& app, Config& config) {
                    "sources' ports in order) or pseudorandom (RFC 4814: a keyed permutation, every flow once "
                    "per round)")
         ->type_name("ORDER")->group(io);
+    app.add_option("--vlan", config.vlan,
+                   "--io xdp: tag the query frames with this 802.1Q VLAN ID and take only replies tagged with it "
+                   "(0: untagged)")
+        ->type_name("ID")->group(io);
     app.add_option("--flow-seed", config.flow_seed,
                    "--io xdp: key of the pseudorandom flow order (0: a random one; the JSON records it)")
         ->type_name("N")->check(not_negative)->group(io);
@@ -380,6 +384,10 @@ void plan_io(const Config& c, Plan& plan) {
     check(plan.xdp || (c.flow_order == "sequential" && c.flow_seed == 0),
           "--flow-order and --flow-seed order the flows of --io xdp; sockets take queries round-robin: add --io xdp "
           "or drop them");
+    check(c.vlan <= 4094, "--vlan must be a VLAN ID 1..4094 (0: untagged)");
+    check(plan.xdp || c.vlan == 0,
+          "--vlan tags the frames of --io xdp; with sockets send through a VLAN interface instead (--bind its "
+          "address)");
     if (!plan.xdp) return;
     plan.flow_pseudorandom = c.flow_order == "pseudorandom";
     plan.flow_seed = c.flow_seed;

@@ -139,6 +139,7 @@ json config_json(const Plan& plan) {
         {"io", c.io},
         {"flow_order", c.flow_order},
         {"flow_seed", plan.flow_seed},
+        {"vlan", c.vlan},
         {"sources", sources_json(plan)},
     };
 }

@@ -157,3 +157,15 @@ TEST_CASE("flows beyond 65535 per thread only with --io xdp, and only as many as
     c.ports_per_thread = 64 * 100;
     CHECK(make_plan(c).xdp);
 }
+
+TEST_CASE("--vlan is an 802.1Q ID for --io xdp frames only") {
+    Config c = xdp_config();
+    c.vlan = 100;
+    CHECK(make_plan(c).config.vlan == 100);
+    c.vlan = 4095;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--vlan must be a VLAN ID 1..4094"));
+    Config sockets;
+    sockets.server = "127.0.0.1";
+    sockets.vlan = 100;
+    CHECK_THROWS_WITH(make_plan(sockets), Catch::Contains("with sockets send through a VLAN interface"));
+}

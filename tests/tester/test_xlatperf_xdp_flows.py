@@ -14,6 +14,9 @@ Known answers, each checked against what the server namespace's nftables counted
 - the matching state stays at most 64 bytes per query in flight plus a fixed part, as the JSON says;
 - IPv6 (the BR and PLAT single-DUT clients send IPv6): from the tester's own address, all valid; from a routed
   IPv6 range, an exact drop of every 50th query.
+- `--vlan 100`: this kernel has no 802.1Q devices, so the server's end of the veth is a VLAN end made of two tc
+  programs (dnsperf/tests/vlan_tag.bpf.c): UDP must arrive tagged 100 (the tag is taken off) or is dropped, and
+  UDP leaves tagged 100. With --vlan every query is valid; the same run untagged gets no answer at all.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from xlatbench.paths import build_dir
 from xlatbench.setups.emulation.xdplink import SERVER_V4, SERVER_V6, TESTER_V4, TESTER_V6, XdpLink
 from xlatbench.zones import KnotConfig, KnotServer
 
@@ -163,3 +167,31 @@ def test_ipv6_from_a_routed_range_counts_an_exact_drop(routed, knot, run_xlatper
     distinct, dropped = nft_counts(routed, "ip6")
     assert distinct == flows
     assert dropped == [queries // 50]
+
+
+def vlan_end(link: XdpLink) -> None:
+    """The server's veth end takes VLAN 100 off arriving UDP (dropping untagged UDP) and tags leaving UDP;
+    with tx VLAN offload off, the tag is in the frame's bytes, where the tester's XDP program sees it."""
+    objects = build_dir() / "dnsperf"
+    for argv in (("ethtool", "-K", link.inner, "txvlan", "off"),
+                 ("tc", "qdisc", "add", "dev", link.inner, "clsact"),
+                 ("tc", "filter", "add", "dev", link.inner, "ingress", "bpf", "da", "obj",
+                  str(objects / "vlan_untag.bpf.o"), "sec", "tc"),
+                 ("tc", "filter", "add", "dev", link.inner, "egress", "bpf", "da", "obj",
+                  str(objects / "vlan_tag.bpf.o"), "sec", "tc")):
+        subprocess.run(link.inside(*argv), check=True, capture_output=True, text=True)
+
+
+def test_vlan_frames_are_tagged_and_tagged_replies_taken(routed, knot, run_xlatperf, validator):
+    vlan_end(routed)
+    args = ("--server", SERVER_V4, "--source", f"{TESTER_V4},20000-20063", "--ports-per-thread", "64",
+            "--rate", "2000", "--queries", "4000", "--io", "xdp", "--xdp-interface", routed.outer, "--quiet",
+            *RELAXED_TIMING)
+    result = check_run(run_xlatperf(*args, "--vlan", "100"), validator, 4000, 4000, 64)
+    assert result["io"]["vlan"] == 100 and result["config"]["vlan"] == 100
+    assert result["io"]["program"]["redirected"] == 4000
+    untagged = run_xlatperf(*args)
+    assert untagged.returncode == 0, untagged.stderr
+    assert untagged.result["totals"]["sent"] == 4000
+    assert untagged.result["totals"]["valid"] == 0
+    assert untagged.result["io"]["vlan"] == 0

@@ -40,6 +40,7 @@ nlohmann::json to_json(const IoReport& report) {
         {"prog_id", x.prog_id},
         {"stale_program_removed", x.stale_program_removed},
         {"next_hop", {{"mac", x.next_hop_mac}, {"probed", x.next_hop_probed}}},
+        {"vlan", x.vlan},
         {"rings", {{"frame_bytes", x.frame_size}, {"rx_frames", x.rx_frames}, {"tx_frames", x.tx_frames},
                    {"ring_entries", x.ring_size}}},
         {"query_frame_bytes", x.query_frame_bytes},

@@ -18,6 +18,7 @@ struct XdpReport {
     std::uint32_t prog_id = 0;
     bool stale_program_removed = false;  // a program a killed run had left was replaced
     std::string next_hop_mac;
+    unsigned vlan = 0;                   // 802.1Q VLAN ID of the frames; 0: untagged
     bool next_hop_probed = false;        // the neighbour entry was absent and a probe resolved it
     std::uint32_t frame_size = 0;        // bytes per UMEM frame
     std::uint32_t rx_frames = 0;
