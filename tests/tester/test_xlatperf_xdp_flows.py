@@ -14,9 +14,9 @@ Known answers, each checked against what the server namespace's nftables counted
 - the matching state stays at most 64 bytes per query in flight plus a fixed part, as the JSON says;
 - IPv6 (the BR and PLAT single-DUT clients send IPv6): from the tester's own address, all valid; from a routed
   IPv6 range, an exact drop of every 50th query.
-- `--vlan 100`: this kernel has no 802.1Q devices, so the server's end of the veth is a VLAN end made of two tc
-  programs (dnsperf/tests/vlan_tag.bpf.c): UDP must arrive tagged 100 (the tag is taken off) or is dropped, and
-  UDP leaves tagged 100. With --vlan every query is valid; the same run untagged gets no answer at all.
+- `--vlan 100`: this kernel has no 802.1Q devices, so the server's end of the veth is a VLAN end made of two
+  tc programs (dnsperf/tests/vlan_tag.bpf.c): UDP must arrive tagged 100 (the tag is taken off) or is
+  dropped, and UDP leaves tagged 100. With --vlan every query is valid; the same run untagged gets no answer.
 """
 
 from __future__ import annotations
