@@ -67,7 +67,7 @@ def nft(link: XdpLink, family: str, drop_every: int | None) -> None:
     drop = f"udp dport 53 numgen inc mod {drop_every} == 0 counter drop\n" if drop_every else ""
     rules = (
         f"table {family} xlbflows {{\n"
-        f"set seen {{\ntype {key} . inet_service\nsize 1048576\n}}\n"
+        f"set seen {{\ntype {key} . inet_service\nsize 1048576\nflags dynamic\n}}\n"
         "chain input {\n"
         "type filter hook input priority 0; policy accept;\n"
         f"udp dport 53 add @seen {{ {saddr} . udp sport }}\n"
