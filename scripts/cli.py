@@ -31,7 +31,7 @@ from .methodbench import print_seed_sets, print_suite, seed_sets
 from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
 from .records import implementation_label, steal_note
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
-from .xlatperf import TesterOptions
+from .xlatperf import TESTER_IO, TesterOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -154,6 +154,9 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
                    help="CPU list for sender threads, e.g. 0 or 0-1 (default: unpinned)")
     t.add_argument("--receiver-cpus", type=_cpu_text,
                    help="CPU list for receiver threads, e.g. 0 or 0-1 (default: unpinned)")
+    t.add_argument("--io", choices=TESTER_IO, default=d.io,
+                   help="how queries leave and replies arrive: UDP sockets, or AF_XDP on the client's "
+                        "interface (chain only; one thread pair, fixed ports; default: %(default)s)")
 
 
 def _search_args(parser: argparse.ArgumentParser) -> None:
@@ -223,6 +226,8 @@ def _tester_table(args: argparse.Namespace) -> dict[str, Any]:
         table["sender_cpus"] = args.sender_cpus
     if args.receiver_cpus:
         table["receiver_cpus"] = args.receiver_cpus
+    if args.io != TesterOptions.io:
+        table["io"] = args.io
     return table
 
 
