@@ -385,7 +385,8 @@ def _trial(args: argparse.Namespace) -> int:
             result = env.measurer().measure(args.duration, args.rate)
             judged = verdict(result, args.loss_ratio)
             print(json.dumps({"verdict": judged, "trial": result.to_dict(with_raw=False), "cores": applied,
-                              "dut": env.describe(), "tester_version": env.tester_version()}, indent=2))
+                              "dut": env.describe(), "tester_version": env.tester_version(),
+                              "tester_io": (result.raw or {}).get("io")}, indent=2))  # xlatperf's own block
             notes = [*result.reasons, *filter(None, [steal_note(result.host_steal_pct)])]
             print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {judged}, "
                   f"loss {100 * result.loss_ratio:.4f} % ({result.lost} of {result.sent} queries)"
