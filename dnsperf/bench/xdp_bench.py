@@ -571,7 +571,15 @@ def sysctls(link: XdpLink) -> Iterator[dict[str, Any]]:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    """The tables and targets of one or more runs (--out documents merged)."""
+    """The tables and targets of one or more runs (--out documents merged); BenchError when a field is
+    missing."""
+    try:
+        return markdown_of(doc)
+    except (KeyError, TypeError) as err:
+        raise BenchError(f"the document lacks a field the report needs ({err!r})") from None
+
+
+def markdown_of(doc: dict[str, Any]) -> str:
     runs, made, cond = doc["runs"], doc["produced_by"], doc["conditions"]
     lines = [f"Produced by {made['script']} ({made.get('repo_commit')}), xlatperf "
              f"{made['xlatperf']['version']} ({made['xlatperf']['path']}), {made['knotd']}, "
@@ -673,6 +681,9 @@ def merge(paths: list[Path]) -> dict[str, Any]:
             docs.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as err:
             raise BenchError(f"cannot read {path}: {err}") from None
+    for path, doc in zip(paths, docs, strict=True):
+        if not isinstance(doc, dict) or not all(key in doc for key in ("produced_by", "conditions", "runs")):
+            raise BenchError(f"{path} is no xdp_bench --out document (produced_by, conditions, runs)")
     merged = dict(docs[0])
     merged["runs"] = [run for doc in docs for run in doc["runs"]]
     return merged
@@ -747,30 +758,41 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanups
     try:
+        grid = [] if args.report else check_args(args)
+    except ValueError as err:
+        print(f"xdp_bench: {err}", file=sys.stderr)
+        return 2
+    try:
         if args.report:
             doc = merge(args.report)
         else:
-            grid = check_args(args)
             log(plan_text(args, grid))
             if args.dry_run:
                 return 0
             check_environment()
-            doc = {"produced_by": provenance(args), "conditions": conditions(args, grid), "runs": []}
-            log("produced by: " + json.dumps(doc["produced_by"]))
-            log("conditions: " + json.dumps(doc["conditions"]))
-            with tempfile.TemporaryDirectory(prefix="xdp-bench-") as tmp:
-                for knot_io in args.knot_io_list:
-                    doc["runs"].append(measure_mode(knot_io, args, grid, Path(tmp)))
-                    if args.out:  # what is measured is kept, also when a later mode fails
-                        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+            doc = measure_all(args, grid)
+        text = markdown(doc)
     except (BenchError, OSError, RuntimeError, ValueError, subprocess.CalledProcessError) as err:
         print(f"xdp_bench: {err}", file=sys.stderr)
-        return 1 if not isinstance(err, ValueError) else 2
-    text = markdown(doc)
+        return 1
     log("\n" + text)
     if args.markdown:
         args.markdown.write_text(text)
     return 0
+
+
+def measure_all(args: argparse.Namespace, grid: list[int]) -> dict[str, Any]:
+    """Every Knot mode of --knot-io in turn; the document --out keeps (written after each mode, so what is
+    measured is kept also when a later mode fails)."""
+    doc: dict[str, Any] = {"produced_by": provenance(args), "conditions": conditions(args, grid), "runs": []}
+    log("produced by: " + json.dumps(doc["produced_by"]))
+    log("conditions: " + json.dumps(doc["conditions"]))
+    with tempfile.TemporaryDirectory(prefix="xdp-bench-") as tmp:
+        for knot_io in args.knot_io_list:
+            doc["runs"].append(measure_mode(knot_io, args, grid, Path(tmp)))
+            if args.out:
+                args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
 
 
 if __name__ == "__main__":
