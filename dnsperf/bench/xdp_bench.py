@@ -87,6 +87,7 @@ KNOT_MODES = ("socket", "xdp")
 ON_SCHEDULE, PASSES = "on schedule", "passes"
 KNOT_SHARE_LIMIT = 0.8  # target (c): knotd "well below one core" means below this share of one core
 PASS = "pass"
+DROP_WORDS = ("drop", "error", "full")  # counters of a veth end that name lost packets
 
 
 class BenchError(RuntimeError):
@@ -269,17 +270,31 @@ def busy_pct(usage: dict[str, float]) -> float:
     return round(sum(usage[c] for c in ("usr", "nice", "sys", "irq", "softirq")), 1)
 
 
-def inner_counters(link: XdpLink) -> dict[str, int]:
-    """The server end's packet and drop counters (in its namespace)."""
-    out = subprocess.run(link.inside("ip", "-j", "-s", "link", "show", "dev", link.inner),
-                         capture_output=True, text=True, check=True).stdout
+def end_counters(argv: list[str], ifname: str) -> dict[str, int]:
+    """One veth end's packet and drop counters (`ip -s link`) and its driver's (`ethtool -S`: the XDP
+    counters per queue, where a full ring drops), run through `argv` (empty, or into a namespace)."""
+    out = subprocess.run([*argv, "ip", "-j", "-s", "link", "show", "dev", ifname], capture_output=True,
+                         text=True, check=True).stdout
     stats = json.loads(out)[0]["stats64"]
-    return {f"{way}_{what}": int(stats[way][what]) for way in ("rx", "tx") for what in ("packets", "dropped")}
+    counters = {f"{way}_{what}": int(stats[way][what]) for way in ("rx", "tx")
+                for what in ("packets", "dropped")}
+    driver = subprocess.run([*argv, "ethtool", "-S", ifname], capture_output=True, text=True,
+                            check=False).stdout
+    for name, value in re.findall(r"^\s+(\S+):\s+(\d+)$", driver, re.MULTILINE):
+        if name != "peer_ifindex":
+            counters[f"ethtool:{name}"] = int(value)
+    return counters
 
 
-def outer_counters(link: XdpLink) -> dict[str, int]:
-    return {f"{way}_{what}": link_counter(link.outer, f"{way}_{what}") for way in ("rx", "tx")
-            for what in ("packets", "dropped")}
+def link_counters(link: XdpLink) -> dict[str, dict[str, int]]:
+    return {"tester_end": end_counters([], link.outer),
+            "server_end": end_counters(["ip", "netns", "exec", link.netns], link.inner)}
+
+
+def counter_changes(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict:
+    """Per end, the counters that changed, by how much."""
+    return {end: {k: v - before[end].get(k, 0) for k, v in after[end].items() if v != before[end].get(k, 0)}
+            for end in after}
 
 
 @dataclass
@@ -304,14 +319,14 @@ class Bench:
 
     def measure(self, generator: Generator, rate: int) -> dict[str, Any]:
         started = utc_now()
-        links_before = {"tester_end": outer_counters(self.link), "server_end": inner_counters(self.link)}
+        links_before = link_counters(self.link)
         usage_before, knotd_before, ticks_before = (resource.getrusage(resource.RUSAGE_CHILDREN),
                                                     cpu_seconds(self.knot_pid), read_jiffies())
         result = generator.measurer.measure(self.duration_s, rate)
         usage_after, knotd_after, ticks_after = (resource.getrusage(resource.RUSAGE_CHILDREN),
                                                  cpu_seconds(self.knot_pid), read_jiffies())
         generator.cleanup()
-        links_after = {"tester_end": outer_counters(self.link), "server_end": inner_counters(self.link)}
+        links_after = link_counters(self.link)
         user_s = usage_after.ru_utime - usage_before.ru_utime
         system_s = usage_after.ru_stime - usage_before.ru_stime
         knotd_s = knotd_after - knotd_before
@@ -330,8 +345,7 @@ class Bench:
             "knotd_cpu_s": round(knotd_s, 3), "knotd_core_share": round(knotd_s / self.duration_s, 3),
             "cpu_busy_pct": {cpu: busy_pct(u) for cpu, u in usage.items() if cpu != "all"},
             "cpu_steal_pct": result.host_steal_pct,
-            "links": {end: {k: links_after[end][k] - links_before[end][k] for k in links_after[end]}
-                      for end in links_after},
+            "links": counter_changes(links_before, links_after),
             "details": trial_details(result),
         }
 
@@ -358,6 +372,9 @@ def trial_line(t: dict[str, Any]) -> str:
     valid_name = "replies" if t["generator"] == "kxdpgun" else "valid"
     busy = ", ".join(f"CPU {cpu} {pct:.0f} %" for cpu, pct in sorted(t["cpu_busy_pct"].items()))
     notes = "".join(f"; {note}" for note in t["schedule_notes"])
+    drops = [f"{end} {name.removeprefix('ethtool:')} {value}" for end, changed in t["links"].items()
+             for name, value in changed.items() if value and any(w in name for w in DROP_WORDS)]
+    notes += f"; veth drops: {', '.join(drops)}" if drops else ""
     return (f"  [Knot {t['knot_io']}] {t['generator']} at {t['rate_qps']} q/s for {t['duration_s']} s: sent "
             f"{t['sent']}, {valid_name} {t['valid']}, on schedule {'yes' if t['on_schedule'] else 'no'}, "
             f"verdict {t['verdict']}; CPU {t['generator_user_s'] + t['generator_system_s']:.2f} s (user "
