@@ -681,13 +681,21 @@ def targets(runs: list[dict[str, Any]], fixed_rates: list[int]) -> list[str]:
                 above = trials.get((best["generator"], best["lowest_failing_qps"]))
                 above_text = (f"; at {above['rate_qps']:,} q/s, which failed ({above['valid']:,} of "
                               f"{above['sent']:,} answered), knotd used {above['knotd_core_share']:.2f}"
-                              if above else "")
+                              + server_drops(above) if above else "")
                 out.append(f"(c) Knot in XDP mode: highest passing rate {best['highest_qps']:,} q/s "
                            f"({best['generator']}); knotd used {share:.2f} of a core there (CPU {SERVER_CPU} "
                            f"busy {fmt(busy, 0)} % with softirq): "
                            f"{'met' if share < KNOT_SHARE_LIMIT else 'not met'} (threshold "
                            f"{KNOT_SHARE_LIMIT} of a core){above_text}.")
     return out
+
+
+def server_drops(trial: dict[str, Any]) -> str:
+    """", the server's veth end dropped N (the driver's receive queue: in XDP mode Knot's AF_XDP ring was
+    full)" when it did, else ""."""
+    dropped = trial.get("links", {}).get("server_end", {}).get("rx_dropped", 0)
+    return (f", the server's veth end dropped {dropped:,} on receive (ethtool rx_queue_0_drops: in XDP mode "
+            "the redirect into Knot's AF_XDP ring failed)" if dropped else "")
 
 
 def merge(paths: list[Path]) -> dict[str, Any]:
