@@ -38,6 +38,9 @@ def test_processes_undo_and_binary_swap_are_the_backends() -> None:
     assert (daemon.name, daemon.pidfile, daemon.program) == ("tayga (dut1)", "/run/x/dut1-tayga.pid", "tayga")
     assert daemon.watch and daemon.pin and registry.make("tayga").execution_model == USER_SPACE_SINGLE_THREAD
     assert registry.make("bpf").processes("dut1", ctx) == []  # in the kernel: nothing to watch or pin
+    assert registry.make("tayga").run_time("dut1", ctx) is None  # user space: its processes' CPU times
+    assert registry.make("bpf").run_time("dut1", ctx) is None  # nothing pinned under /run/x
+    assert registry.make("tayga").counters("dut1", ctx) == {} == registry.make("bpf").counters("dut1", ctx)
     assert undo_line(Cmd(("/usr/sbin/tayga", "--config", "c", "--mktun"))) == "ip link del xlatbench64"
     assert undo_line(Cmd(("jool_siit", "instance", "add", "--netfilter"))) == "jool_siit instance remove"
     assert undo_line(Cmd(("jool", "pool4", "add", "1.2.3.4"))) is None
