@@ -379,6 +379,9 @@ class TestbedChain:
             found = backend.testbed_version(self.preflight["hosts"][host])
             if found is not None:
                 info["version"] = found
+            entry = self.inventory.hosts[machine_of(self.machine, host)]
+            if entry.binary and entry.backend == backend.name:  # what the host ran instead of the build's
+                info["own_build"] = entry.binary
             translators[host] = {"role": type(role).__name__, **info}
         return {"topology": self.topology, "description": self.machine.description, "world": "real testbed",
                 "inventory": self.inventory.path, "translators": translators,

@@ -130,6 +130,7 @@ def test_bpf_testbed_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_p
             assert translators[dut]["implementation"] == "bpf"
             assert translators[dut]["execution_model"] == IN_KERNEL_SOFTIRQ
             assert translators[dut]["version"].startswith(f"siit.bpf.o sha256 {sha[:12]}, Linux ")
+            assert translators[dut]["own_build"] == str(tmp_path / "on-the-duts/siit.bpf.o")
     assert_nothing_left(hosts, before, tmp_path, ids)
 
 
