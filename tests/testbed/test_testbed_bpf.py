@@ -63,10 +63,10 @@ def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
     return path
 
 
-def mounts(hosts: SshHosts, role: str) -> list[str]:
-    """bpf mounts in the mount namespace of the host's sshd (where its SSH sessions mount)."""
+def mounts(hosts: SshHosts, role: str, under: Path) -> list[str]:
+    """bpf mounts below `under` in the mount namespace of the host's sshd (where its SSH sessions mount)."""
     text = Path(f"/proc/{hosts.sshd[role].pid}/mountinfo").read_text()
-    return [line for line in text.splitlines() if " - bpf " in line]
+    return [line for line in text.splitlines() if " - bpf " in line and f" {under}/" in line]
 
 
 def loaded(chain: TestbedChain, role: str) -> dict[str, object]:
@@ -77,16 +77,23 @@ def loaded(chain: TestbedChain, role: str) -> dict[str, object]:
     return {"id": info["id"], "map_ids": info.get("map_ids", [])}
 
 
-def kernel_has(kind: str, ident: int) -> bool:
-    return subprocess.run(["bpftool", kind, "show", "id", str(ident)], capture_output=True,
-                          check=False).returncode == 0
+def kernel_has(kind: str, ident: int, wait_s: float = 3.0) -> bool:
+    """Whether the kernel still has program/map `ident` after up to `wait_s` (it frees them after an RCU
+    grace period once the last pin, filter or descriptor is gone)."""
+    deadline = time.monotonic() + wait_s
+    while subprocess.run(["bpftool", kind, "show", "id", str(ident)], capture_output=True,
+                         check=False).returncode == 0:
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def assert_nothing_left(hosts: SshHosts, before: dict[str, str], tmp_path: Path,
                         ids: dict[str, dict[str, object]]) -> None:
     assert hosts.snapshot() == before
     for role in ROLES:
-        assert mounts(hosts, role) == [], role
+        assert mounts(hosts, role, tmp_path / "run") == [], role
         assert "clsact" not in sh("ip", "netns", "exec", hosts.netns(role), "tc", "qdisc", "show"), role
     for dut in DUTS:
         assert online_states(tmp_path / "sys" / dut / "devices" / "system" / "cpu", 4) == ["1", "1", "1"]
@@ -112,7 +119,7 @@ def test_bpf_testbed_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_p
     ids = {}
     with TestbedChain.up(load_inventory(inventory)) as chain:
         for dut in DUTS:
-            assert len(mounts(hosts, dut)) == 1, "up mounted its bpffs on the host"
+            assert len(mounts(hosts, dut, tmp_path / "run")) == 1, "up mounted its bpffs on the host"
             ids[dut] = loaded(chain, dut)
         result = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=4)).measure(2.0, 2000.0)
         # Known answer: 4000 queries, every 50th dropped by the server host's nftables rule.
@@ -190,7 +197,7 @@ def test_bpf_testbed_down_after_a_killed_campaign(hosts: SshHosts, inventory: Pa
         controller.wait()
     ids = {}
     for dut in DUTS:
-        assert len(mounts(hosts, dut)) == 1
+        assert len(mounts(hosts, dut, tmp_path / "run")) == 1
         pin = tmp_path / "run" / hosts.prefix / dut / "bpf" / dut / "siit"
         out = sh("nsenter", "-t", str(hosts.sshd[dut].pid), "-m", "bpftool", "-j", "prog", "show", "pinned",
                  str(pin))
