@@ -35,13 +35,12 @@ from xlatbench.setups.testbed.inventory import load_inventory
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 DUTS = ("dut1", "dut2")
 EVERY = 50  # the server host drops every 50th query it receives (nftables `numgen inc`)
-DROP_RULE = f"""table inet {{prefix}}drop {{
-chain input {{
-type filter hook input priority 0; policy accept;
-iifname "eth1" udp dport 53 numgen inc mod {EVERY} == 0 drop
-}}
-}}
-"""
+
+
+def drop_rule(prefix: str) -> str:
+    """nftables script: the server host drops every EVERY-th query arriving on its test link."""
+    return (f"table inet {prefix}drop {{\nchain input {{\ntype filter hook input priority 0; policy accept;\n"
+            f"iifname \"eth1\" udp dport 53 numgen inc mod {EVERY} == 0 drop\n}}\n}}\n")
 
 
 @pytest.fixture
@@ -108,7 +107,7 @@ def assert_nothing_left(hosts: SshHosts, before: dict[str, str], tmp_path: Path,
 def test_bpf_testbed_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_path: Path, topology: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     inventory.write_text(inventory.read_text().replace('topology = "464xlat"', f'topology = "{topology}"'))
-    drop = DROP_RULE.format(prefix=hosts.prefix)
+    drop = drop_rule(hosts.prefix)
     subprocess.run(["ip", "netns", "exec", hosts.netns("server"), "nft", "-f", "-"], input=drop, text=True,
                    check=True)
     before = hosts.snapshot()
