@@ -66,6 +66,7 @@ class TaygaBackend(BackendBase):
     execution_model = USER_SPACE_SINGLE_THREAD
     variant_option = VARIANT_OPTION
     programs = ("tayga",)
+    own_build = "the tayga executable (tools/build-tayga builds the patched one)"
 
     def __init__(self, variant: str = "patched") -> None:
         if variant not in VARIANTS:

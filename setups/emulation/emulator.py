@@ -18,6 +18,7 @@ from ...procs import alive
 from ...zones import KnotConfig, KnotServer, check_io
 from ..backends import Process, RenderContext, linux
 from ..backends.registry import EMULATION_DEFAULT
+from ..chain import client_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
 from ..plan import BackendChoice, render
 from ..steps import Cmd, Comment, Step
@@ -324,6 +325,17 @@ class Emulation:
                 found[f"{host}:translator"] = counts
         return found
 
+    def translator_run_times(self) -> dict[str, tuple[int, int]]:
+        """DUT host -> (run time in ns, runs) the kernel accounted so far to its translator's own program,
+        for the in-kernel backends it accounts (`Backend.run_time`; counted while kernel.bpf_stats_enabled
+        is 1)."""
+        found = {}
+        for host, role in self.topology.translators().items():
+            run = self.choice.backend(role).run_time(host, self.ctx)
+            if run is not None:
+                found[host] = run
+        return found
+
     def describe(self) -> dict[str, object]:
         roles = {}
         for host, role in self.topology.translators().items():
@@ -340,6 +352,7 @@ class Emulation:
             "max_flows": self.topology.max_flows(),
             "tx_offload_off": ["client", "server"] if self.config.tx_offload_off else [],
             "server_io": self.config.knot_io,
+            "client_interface": client_interface(self.topology),  # where a tester with io = "xdp" binds
             "notes": list(self.topology.notes),
         }
         if not info["paper_prefix"]:
