@@ -158,7 +158,7 @@ TEST_CASE("flows beyond 65535 per thread only with --io xdp, and only as many as
     CHECK(make_plan(c).xdp);
 }
 
-TEST_CASE("--vlan is an 802.1Q ID for --io xdp frames only") {
+TEST_CASE("The VLAN option is an 802.1Q ID for --io xdp frames only") {
     Config c = xdp_config();
     c.vlan = 100;
     CHECK(make_plan(c).config.vlan == 100);
