@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from xlatbench import xdp
-from xlatbench.paths import build_dir, tester_binary
+from xlatbench.paths import build_dir
+from xlatbench.paths import tester_binary as xlatperf_binary  # not "test*": pytest would collect it
 from xlatbench.scripts.records import SearchEntry, TrialEntry
 from xlatbench.scripts.store import ResultStore
 from xlatbench.scripts.xlatperf import TesterOptions, flows, source_first_port, xlatperf_argv
@@ -193,7 +194,7 @@ def test_setup_down_detaches_the_reply_filter_of_a_killed_xlatperf_in_a_chain(ch
     chain = chain_factory("baseline")
     options = TesterOptions(io="xdp", ports_per_thread=4)
     binding = chain.tester_binding(options.io, flows(options), source_first_port(options))
-    argv = xlatperf_argv(tester_binary(), chain.server_address, 100, 60, options, tmp_path / "r.json",
+    argv = xlatperf_argv(xlatperf_binary(), chain.server_address, 100, 60, options, tmp_path / "r.json",
                          binding)
     netns, interface = chain.emulation.netns_of["client"], client_interface(chain.emulation.topology)
     tester = subprocess.Popen(chain.client_argv(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
