@@ -81,6 +81,9 @@ class Backend(Protocol):
     execution_model: str  # one of EXECUTION_MODELS
     programs: tuple[str, ...]  # base names of the executables it starts (a testbed may swap in its own)
     variant_option: VariantOption | None  # its build variants, if it has any
+    # It carries an IPv4 UDP datagram with checksum 0 (no checksum, RFC 768) to IPv6 by computing the checksum
+    # (RFC 7915 section 4.5) rather than dropping it: Knot's XDP mode replies so over IPv4.
+    accepts_zero_udp_checksum: bool
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]: ...
     def unavailable(self) -> str | None: ...  # why it cannot run on this machine, or None
@@ -111,6 +114,7 @@ class BackendBase:
     execution_model = IN_KERNEL_SOFTIRQ
     programs: tuple[str, ...] = ()
     variant_option: VariantOption | None = None
+    accepts_zero_udp_checksum = False  # RFC 7915 section 4.5 allows a stateless translator to drop them
 
     def version(self) -> str:
         return "unknown"
