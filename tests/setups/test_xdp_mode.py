@@ -7,6 +7,11 @@ answered. Every record says io = "xdp". Then: a program left attached by a proce
 (knotd's, the tester's reply filter through xdp_probe, and the one kxdpgun leaves even when it ends
 normally) is detached by `xlatbench setup down`, the
 kernel frees it (bpftool no longer finds its id) and nothing of the prefix is left.
+
+Through a translator: Knot's XDP mode sends its IPv4 replies with UDP checksum 0; with bpf as the PLAT
+(464XLAT) or the BR (MAP-T) they come through, `setup check` passes and a trial gets every reply valid, the
+known answer being bpf's own count of checksums it computed: exactly the replies it translated, each one
+received by the tester. A tayga PLAT or BR is refused up front.
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from trials import explain_loss
 
 from xlatbench import xdp
 from xlatbench.paths import build_dir
 from xlatbench.scripts.records import SearchEntry, TrialEntry
 from xlatbench.scripts.store import ResultStore
 from xlatbench.setups.counters import udp_counters
-from xlatbench.setups.emulation import leftovers
+from xlatbench.setups.emulation import EmulationConfig, leftovers
+from xlatbench.setups.emulation.check import check
 from xlatbench.setups.emulation.cleanup import down
 from xlatbench.setups.emulation.names import read_pid
 from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, attached_program, xdp_link
@@ -190,3 +197,32 @@ def test_setup_down_detaches_the_program_kxdpgun_leaves(prefix, tmp_path):
                for line in removed["xdp_programs"]), removed
     assert not _program_exists(program_id)
     assert leftovers(prefix) == []
+
+
+@pytest.mark.parametrize(("topology", "backend", "provider"),
+                         [("464xlat", "clat=tayga,plat=bpf", "dut2"), ("mapt", "bpf", "dut2")])
+def test_bpf_computes_the_checksums_knot_xdp_leaves_out(topology, backend, provider, chain_factory, trial):
+    """5 000 queries at 2 000 q/s through the chain with Knot in XDP mode: all valid, and the PLAT's or BR's
+    bpf program computed one checksum per reply it translated, as many as the tester received."""
+    chain = chain_factory(topology, backend=backend, knot_io="xdp")
+    assert chain.describe()["server_io"] == "xdp"
+    verdict = check(chain.emulation)
+    assert verdict["ok"], verdict["failures"]
+    result = trial(chain, 2000, 2.5, extra=("--send-tolerance-abs", "0.05", "--max-lag", "0.2"))
+    totals, deltas = result["totals"], result["chain_deltas"]
+    assert totals["sent"] == 5000
+    assert totals["valid"] == totals["received"] == totals["sent"], explain_loss(result)
+    assert deltas["server:udp"]["InDatagrams"] == 0, "Knot's XDP program answered, not the kernel's UDP"
+    program = deltas[f"{provider}:translator"]
+    assert program["udp_zero_checksum_computed"] == program["translated_4to6"] == totals["received"], program
+    assert program["drop_udp_zero_checksum"] == 0
+    print(f"{topology} ({backend}), Knot in XDP mode: sent {totals['sent']}, valid {totals['valid']}, "
+          f"{provider} bpf computed {program['udp_zero_checksum_computed']} UDP checksums")
+
+
+@pytest.mark.parametrize(("topology", "backend"), [("464xlat", "tayga"), ("mapt", "ce=bpf,br=tayga"),
+                                                   ("br", "tayga"), ("plat", "tayga")])
+def test_knot_xdp_is_refused_where_the_plat_or_br_drops_zero_checksums(topology, backend):
+    with pytest.raises(ValueError, match="tayga drops such a datagram on its way to IPv6") as refused:
+        EmulationConfig(topology, backend=backend, knot_io="xdp")
+    assert "=bpf" in str(refused.value), "the message names a backend that computes the checksum"
