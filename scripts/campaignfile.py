@@ -179,7 +179,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     if any(setup.kind != "fake" for setup in setups):
         for search_name, settings in searches:
             for options in testers:
-                _check_outstanding(search_name, settings, options, swept=bool(sessions))
+                check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
     campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
                         campaign_sha256(data), sessions, server_io)
@@ -406,9 +406,13 @@ def _list(table: dict[str, Any], key: str, where: str, default: list[Any]) -> li
     return value
 
 
-def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions,
-                       swept: bool = False) -> None:
-    """Fail now, not at the first trial, when max_rate_qps is more than xlatperf can keep in flight."""
+def check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions,
+                      swept: bool = False,
+                      sockets_option: str = "[tester] threads x ports_per_thread") -> None:
+    """Fail now, not at the first trial, when max_rate_qps is more than xlatperf can keep in flight.
+
+    sockets_option: how the user sets the tester's sockets where the fix is named (a campaign's keys, or
+    command-line options)."""
     sockets = tester.threads * tester.ports_per_thread
     outstanding = outstanding_per_socket(settings.max_rate_qps, sockets, tester.timeout_s)
     if outstanding > MAX_OUTSTANDING_PER_SOCKET:
@@ -418,7 +422,7 @@ def _check_outstanding(name: str, settings: SearchSettings, tester: TesterOption
             f"keeps {outstanding:.0f} queries in flight per socket, xlatperf allows "
             f"{MAX_OUTSTANDING_PER_SOCKET}: " + (
                 f"use [campaign] sessions >= {needed} or a lower max_rate_qps" if swept
-                else f"set [tester] threads x ports_per_thread >= {needed}"))
+                else f"set {sockets_option} >= {needed}"))
 
 
 def _check_flows(setup: SetupSpec, most: int, first_port: int | None, cycles: list[Cycle]) -> None:

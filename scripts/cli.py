@@ -25,7 +25,7 @@ from .campaign import (
     planned_searches,
     sessions_text,
 )
-from .campaignfile import load_campaign, make_environment, parse_campaign
+from .campaignfile import check_outstanding, load_campaign, make_environment, parse_campaign
 from .envs import KINDS
 from .methodbench import print_seed_sets, print_suite, seed_sets
 from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
@@ -419,6 +419,10 @@ def _bench(args: argparse.Namespace) -> int:
                                                                           "error_qps": 1},
             "tester": _tester_table(args), "setup": [_setup_table(args)]}
     campaign = parse_campaign(data, "<command line>")
+    for name, searched in (("RFC 8219", rfc), ("MLRsearch", mlr)):
+        if searched is not None:  # before hours of trials, not at the first trial above the tester's limit
+            check_outstanding(name, searched, campaign.tester,
+                              sockets_option="--threads x --ports-per-thread")
     env = make_environment(campaign.setups[0], campaign.tester)
     with _sigterm_as_interrupt():
         env.up()

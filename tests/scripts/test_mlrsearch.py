@@ -340,6 +340,17 @@ def test_the_suite_runs_each_method_with_its_own_campaign_settings(tmp_path: Pat
     assert "medians agree with the RFC 8219 search" in out and "x its trials (target ≤ 2)" in out
 
 
+def test_search_bench_refuses_a_max_rate_the_tester_cannot_carry_before_bringing_anything_up(capsys) -> None:
+    # paper-fast searches up to 4 000 000 queries/s; 1 x 4 sockets with 0.25 s keep 250 000 in flight each,
+    # above xlatperf's 32 768: the run must stop here, not after the RFC side's first search.
+    status = main(["search-bench", "--dut", "chain", "--topology", "464xlat", "--max-rate", "100000",
+                   "--campaign", str(REPO / "campaigns" / "paper-fast.toml")])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert "search 'MLRsearch': max_rate_qps 4000000 over 4 tester socket(s) keeps 250000" in err
+    assert "set --threads x --ports-per-thread >= 31" in err and "Traceback" not in err
+
+
 def test_campaign_plan_estimates_mlrsearch_from_the_simulator() -> None:
     s = settings(max_rate_qps=4_000_000, error_ratio=0.001, repetitions=10)
     estimate = estimate_search_s(s, MLRSEARCH)
