@@ -17,6 +17,7 @@ from typing import Any
 from ..scripts.records import Context, IdleMean, IdleRun, Record, TrialEntry
 from ..setups.backends import USER_SPACE_SINGLE_THREAD
 from ..setups.placement import OWN_HOSTS
+from .drops import losses
 from .joinkey import JoinKey, idle_key, rate_of, trial_key
 
 # Columns of a CPU sample counted as kernel work (in-kernel NAT and forwarding run in softirq), %.
@@ -202,13 +203,10 @@ def _mean_share(results: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _drops(result: dict[str, Any]) -> dict[str, float]:
-    out = {}
-    for hop, counters in ((result.get("dut_stats") or {}).get("counters") or {}).items():
-        for name, value in counters.items():
-            lowered = name.lower()
-            if any(w in lowered for w in ("drop", "error", "missed", "rcvbuf")) and float(value) > 0:
-                out[f"{hop}:{name}"] = float(value)
-    return out
+    """Per `hop:counter`, the increase of every loss counter (analysis.drops) that rose during the trial."""
+    found = losses((result.get("dut_stats") or {}).get("counters") or {})
+    return {f"{hop}:{name}": float(value)
+            for hop, changes in found.items() for name, value in changes.items()}
 
 
 def failing_trial_above(trials: list[TrialEntry], rate_qps: float) -> FailingTrial | None:

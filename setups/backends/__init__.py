@@ -4,13 +4,15 @@
 This package owns everything that differs between translator implementations, behind one interface
 (`Backend`): the roles it plays, the steps it renders, the processes it starts (how to recognise, watch and
 pin them), its machine-wide steps, the devices it creates, its preflight facts and refusals on a testbed host,
-its undo specifics, how a testbed swaps in a host's own binary, its execution model and its version label.
+its undo specifics, how a testbed swaps in a host's own build, how its own counters are read (locally or on a
+testbed host), its execution model and its version label.
 The registry (`registry.REGISTRY`, name -> factory) is the only list of implementations: callers outside
 this package name none; they ask the registry and use the interface.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -79,7 +81,8 @@ class Backend(Protocol):
     name: str
     roles: frozenset[str]  # translator roles it can serve: clat, plat, ce, br
     execution_model: str  # one of EXECUTION_MODELS
-    programs: tuple[str, ...]  # base names of the executables it starts (a testbed may swap in its own)
+    programs: tuple[str, ...]  # base names of the executables it starts
+    own_build: str | None  # what a testbed host's own build replaces (inventory `<name>_binary`), if anything
     variant_option: VariantOption | None  # its build variants, if it has any
     # It carries an IPv4 UDP datagram with checksum 0 (no checksum, RFC 768) to IPv6 by computing the checksum
     # (RFC 7915 section 4.5) rather than dropping it: Knot's XDP mode replies so over IPv4.
@@ -104,6 +107,9 @@ class Backend(Protocol):
     def created_device(self, argv: tuple[str, ...]) -> str | None: ...
     def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]: ...
     def counters(self, host: str, ctx: RenderContext) -> dict[str, int]: ...
+    def counters_script(self, host: str, ctx: RenderContext) -> str: ...
+    def parse_counters(self, text: str) -> dict[str, int]: ...
+    def run_time(self, host: str, ctx: RenderContext) -> tuple[int, int] | None: ...
 
 
 class BackendBase:
@@ -113,6 +119,7 @@ class BackendBase:
     name = ""
     execution_model = IN_KERNEL_SOFTIRQ
     programs: tuple[str, ...] = ()
+    own_build: str | None = None
     variant_option: VariantOption | None = None
     accepts_zero_udp_checksum = False  # RFC 7915 section 4.5 allows a stateless translator to drop them
 
@@ -171,8 +178,27 @@ class BackendBase:
 
     def counters(self, host: str, ctx: RenderContext) -> dict[str, int]:
         """The translator's own counters on `host` (translated, dropped per reason), where it keeps any
-        outside the interfaces' statistics; {} if none or unreadable."""
+        outside the interfaces' statistics; {} if none or unreadable. Read on this machine by running
+        `counters_script` (a testbed runs the same script on the host over SSH)."""
+        script = self.counters_script(host, ctx)
+        if not script:
+            return {}
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False, timeout=30)
+        return self.parse_counters(done.stdout) if done.returncode == 0 else {}
+
+    def counters_script(self, host: str, ctx: RenderContext) -> str:
+        """Shell line printing the translator's own counters on `host` ("": it keeps none)."""
+        return ""
+
+    def parse_counters(self, text: str) -> dict[str, int]:
+        """Counter name -> value from what `counters_script` printed ({} when unreadable)."""
         return {}
+
+    def run_time(self, host: str, ctx: RenderContext) -> tuple[int, int] | None:
+        """(run time in ns, runs) the kernel accounted to the translator's own program on `host` so far
+        (it counts while kernel.bpf_stats_enabled is 1); None for a translator the kernel does not account
+        this way (a user-space one: read its processes' CPU times)."""
+        return None
 
 
 def whole_address_ces(role: MapBrRole, implementation: str) -> tuple[MapCe, ...]:

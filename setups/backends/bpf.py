@@ -13,15 +13,23 @@ it can carry the replies of Knot's XDP mode, which have none (counter `udp_zero_
 The object is built by CMake (build/bpf/siit.bpf.o). `bpftool prog loadall` loads it and pins the program and
 its maps under a bpffs mounted at `<rundir>/bpf` (one directory per host), `bpftool map update` writes the
 configuration, `tc filter ... bpf da pinned` attaches it. The bpffs is mounted outside the namespaces
-(`machine_steps`): `ip netns exec` mounts its own /sys, which hides /sys/fs/bpf. `down` unmounts it with the
-run directory; the tc filters go with the namespaces' interfaces.
+(`machine_steps`): `ip netns exec` mounts its own /sys, which hides /sys/fs/bpf. In emulation `down` unmounts
+it with the run directory and the tc filters go with the namespaces' interfaces. On a testbed host the object
+is a file of that host (the inventory's `bpf_binary`, else the controller's build path), which preflight
+looks for beside bpftool and the kernel's bpffs; every step has its own undo line in the host's journal
+(`undo`): the tc filter and the clsact qdisc deleted, the pins removed, the bpffs unmounted. The translated
+IPv4 packets enter the host on the inner end while their sources route to the outer one, so a testbed host's
+strict reverse-path filter would drop them: the inner end gets rp_filter 0, and preflight refuses a host
+whose `all.rp_filter` is 1 (strict), which overrides it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import platform
+import shlex
 import shutil
 import struct
 import subprocess
@@ -32,6 +40,8 @@ from ...paths import build_dir
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
 from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, linux, whole_address_ces
+
+Argv = tuple[str, ...]
 
 # Counter names, in the order of `enum stat` in siit.bpf.c.
 STATS = (
@@ -103,6 +113,7 @@ class BpfBackend(BackendBase):
     name = "bpf"
     roles = frozenset({"clat", "plat", "ce", "br"})
     execution_model = EXECUTION_MODEL
+    own_build = "the compiled program object (build/bpf/siit.bpf.o of the same commit)"
     # siit.bpf.c computes the checksum of IPv4 UDP without one (to 1536 bytes; longer: dropped).
     accepts_zero_udp_checksum = True
 
@@ -114,27 +125,88 @@ class BpfBackend(BackendBase):
         return bpf_version()
 
     def preflight_facts(self, binary: str | None = None) -> list[str]:
-        return ['echo "bpftool=$(command -v bpftool || echo absent)"']
+        """bpftool and tc, the kernel's bpffs, the object the host will load (its path, sha256) and the
+        strict/loose reverse-path filter setting."""
+        obj = shlex.quote(binary or str(object_path()))
+        return ['echo "bpftool=$(command -v bpftool || echo absent)"',
+                'echo "bpf_tc=$(command -v tc || echo absent)"',
+                'echo "bpf_fs=$(grep -qw bpf /proc/filesystems && echo present || echo absent)"',
+                f'echo "bpf_object_path={obj}"',
+                f'echo "bpf_object=$( ([ -f {obj} ] && sha256sum {obj} | cut -c1-64) || echo absent)"',
+                'echo "bpf_rp_filter=$(cat /proc/sys/net/ipv4/conf/all/rp_filter 2>/dev/null)"']
 
     def preflight_problems(self, role: str, topology: str, binary: str | None,
                            facts: Mapping[str, str]) -> list[str]:
+        problems = []
         if facts.get("bpftool", "absent") == "absent":
-            return [f"{role}: bpftool not found (it loads the translator): apt-get install bpftool"]
-        return []
+            problems.append(f"{role}: bpftool not found (it loads the translator): apt-get install bpftool")
+        if facts.get("bpf_tc", "absent") == "absent":
+            problems.append(f"{role}: tc not found (it attaches the translator): apt-get install iproute2")
+        if facts.get("bpf_fs", "absent") == "absent":
+            problems.append(f"{role}: the kernel has no bpf file system (CONFIG_BPF_SYSCALL): boot a kernel "
+                            "with BPF, or choose another backend for this host")
+        if facts.get("bpf_object", "absent") == "absent":
+            where = facts.get("bpf_object_path") or binary or str(object_path())
+            problems.append(f"{role}: bpf translator object {where} not found on the host: copy "
+                            f"build/bpf/siit.bpf.o there (`make build` of this commit) and set "
+                            f"hosts.{role}.bpf_binary to its path")
+        if facts.get("bpf_rp_filter", "").strip() == "1":
+            problems.append(f"{role}: net.ipv4.conf.all.rp_filter is 1 (strict), which drops the bpf "
+                            "translator's IPv4 output: run `sysctl -w net.ipv4.conf.all.rp_filter=2` "
+                            "(loose) there")
+        return problems
 
     def preflight_report(self, facts: Mapping[str, str]) -> object | None:
-        return {"bpftool": facts.get("bpftool")}
+        found = facts.get("bpf_object", "absent")
+        return {"bpftool": facts.get("bpftool"), "object": facts.get("bpf_object_path"),
+                "sha256": None if found == "absent" else found}
+
+    def preflight_summary(self, report: object | None) -> str:
+        sha = report.get("sha256") if isinstance(report, dict) else None
+        return f"bpf siit.bpf.o sha256 {sha[:12]}" if sha else ""
+
+    def testbed_version(self, host_report: Mapping[str, object]) -> object | None:
+        """The label `bpf_version` gives, of the object and the kernel the host's preflight found."""
+        report = host_report.get(self.name)
+        sha = report.get("sha256") if isinstance(report, dict) else None
+        if not sha:
+            return None
+        return f"siit.bpf.o sha256 {str(sha)[:12]}, Linux {host_report.get('kernel')}"
+
+    def owns_undo(self, argv: Argv) -> bool:
+        return undo_of(argv) is not False
+
+    def undo(self, argv: Argv) -> str | None:
+        found = undo_of(argv)
+        return found if isinstance(found, str) else None
+
+    def with_binary(self, argv: Argv, binary: str) -> Argv:
+        """The host's own object in `bpftool prog loadall OBJECT PINS ...`."""
+        return (*argv[:3], binary, *argv[4:]) if argv[:3] == ("bpftool", "prog", "loadall") else argv
 
     def pins(self, host: str, ctx: RenderContext) -> str:
         """Directory of this host's pinned program (`siit`) and maps (`maps/siit_*`)."""
         return f"{bpffs(ctx)}/{host}"
 
-    def counters(self, host: str, ctx: RenderContext) -> dict[str, int]:
+    def counters_script(self, host: str, ctx: RenderContext) -> str:
         """siit_stats of `host`'s program: what it translated and what it dropped, per reason."""
+        stats = f"{self.pins(host, ctx)}/maps/siit_stats"
+        return shlex.join(("bpftool", "-j", "map", "dump", "pinned", stats))
+
+    def parse_counters(self, text: str) -> dict[str, int]:
         try:
-            return read_stats(self.pins(host, ctx))
-        except (OSError, subprocess.CalledProcessError, ValueError):
+            return parse_stats(text)
+        except (ValueError, TypeError, KeyError, AttributeError):
             return {}
+
+    def run_time(self, host: str, ctx: RenderContext) -> tuple[int, int] | None:
+        """`run_time_ns` and `run_cnt` of the pinned program (bpftool prog show)."""
+        argv = ["bpftool", "-j", "prog", "show", "pinned", f"{self.pins(host, ctx)}/siit"]
+        try:
+            info = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+            return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
+        except (OSError, subprocess.CalledProcessError, ValueError, AttributeError):
+            return None
 
     def machine_steps(self, ctx: RenderContext) -> list[Step]:
         """The bpffs for the pins, mounted once per machine outside any namespace."""
@@ -163,6 +235,8 @@ class BpfBackend(BackendBase):
         for address4, address6 in eam:
             steps.append(self._update(pins, "siit_eam4", v4(address4), v6(address6)))
             steps.append(self._update(pins, "siit_eam6", v6(address6), v4(address4)))
+        if ctx.world != "netns":  # a testbed host's own rp_filter (emulation sets 0 in every namespace)
+            steps.append(Cmd(("sysctl", "-w", f"net.ipv4.conf.{inner}.rp_filter=0")))
         steps += [
             Cmd(("tc", "qdisc", "add", "dev", inner, "clsact")),
             Cmd(("tc", "filter", "add", "dev", inner, "ingress", "bpf", "direct-action",
@@ -240,16 +314,29 @@ def bpf_version() -> str:
     return f"siit.bpf.o sha256 {digest}, Linux {platform.release()}"
 
 
-def read_stats(pins: str, netns: str | None = None) -> dict[str, int]:
-    """The program's counters (summed over CPUs) from its pinned `siit_stats` map."""
-    import json
+def undo_of(argv: Argv) -> str | None | bool:
+    """The line reversing one of this backend's steps on a testbed host, None when the step needs none (it
+    goes with an object another line removes), False when the step is not one of this backend's own."""
+    q = shlex.quote
+    if argv[:4] == ("mount", "-t", "bpf", "bpf") and len(argv) == 5:
+        return f"umount {q(argv[4])}"
+    if argv[:3] == ("bpftool", "prog", "loadall") and len(argv) > 4:
+        return f"rm -rf {q(argv[4])}"  # unpins the program and its maps (pinmaps lies inside)
+    if argv[:3] == ("bpftool", "map", "update"):
+        return None  # the maps go with their pins
+    if argv[:3] == ("tc", "qdisc", "add") and argv[-1] == "clsact" and len(argv) == 6:
+        return f"tc qdisc del dev {q(argv[4])} clsact"
+    if argv[:3] == ("tc", "filter", "add") and argv[5:7] == ("ingress", "bpf"):
+        return f"tc filter del dev {q(argv[4])} ingress"
+    if argv[:3] == ("ip", "link", "set") and argv[4:] == ("arp", "off", "addrgenmode", "none"):
+        return None  # the device's own settings go with the device (its `ip link del`)
+    return False
 
-    argv = ["bpftool", "-j", "map", "dump", "pinned", f"{pins}/maps/siit_stats"]
-    if netns:
-        argv = ["ip", "netns", "exec", netns, *argv]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+def parse_stats(text: str) -> dict[str, int]:
+    """The program's counters (summed over CPUs) from `bpftool -j map dump` of its `siit_stats` map."""
     totals = dict.fromkeys(STATS, 0)
-    for entry in json.loads(out):
+    for entry in json.loads(text):
         index = entry.get("key", 0)
         if isinstance(index, list):
             index = int.from_bytes(bytes(int(b, 16) for b in index), "little")
@@ -259,3 +346,11 @@ def read_stats(pins: str, netns: str | None = None) -> dict[str, int]:
         if 0 <= index < len(STATS):
             totals[STATS[index]] = total
     return totals
+
+
+def read_stats(pins: str, netns: str | None = None) -> dict[str, int]:
+    """The program's counters from its pinned `siit_stats` map, read on this machine."""
+    argv = ["bpftool", "-j", "map", "dump", "pinned", f"{pins}/maps/siit_stats"]
+    if netns:
+        argv = ["ip", "netns", "exec", netns, *argv]
+    return parse_stats(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)

@@ -338,6 +338,17 @@ class Emulation:
                 found[f"{host}:translator"] = counts
         return found
 
+    def translator_run_times(self) -> dict[str, tuple[int, int]]:
+        """DUT host -> (run time in ns, runs) the kernel accounted so far to its translator's own program,
+        for the in-kernel backends it accounts (`Backend.run_time`; counted while kernel.bpf_stats_enabled
+        is 1)."""
+        found = {}
+        for host, role in self.topology.translators().items():
+            run = self.choice.backend(role).run_time(host, self.ctx)
+            if run is not None:
+                found[host] = run
+        return found
+
     def describe(self) -> dict[str, object]:
         roles = {}
         for host, role in self.topology.translators().items():

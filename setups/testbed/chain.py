@@ -147,13 +147,18 @@ def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
             f"{{ echo 'knotd does not answer' >&2; exit 1; }}; sleep 0.2; done")
 
 
+def host_context(inventory: Inventory, role: str) -> RenderContext:
+    """Where a host's rendering runs: a real host, its files under the inventory's run directory."""
+    return RenderContext(world="real", rundir=inventory.rundir(role), prefix="xlatbench")
+
+
 def plan(inventory: Inventory) -> dict[str, list[Step]]:
     """Per role, every setup step in order: the topology's rendering for the host, Knot on the server."""
     topo = machine_topology(inventory)
     choice = BackendChoice.parse(inventory.backend_spec(), inventory.variants)
     steps: dict[str, list[Step]] = {}
     for role in ORDER:
-        ctx = RenderContext(world="real", rundir=inventory.rundir(role), prefix="xlatbench")
+        ctx = host_context(inventory, role)
         host_steps = render_host(topo, topo.host(role), choice, ctx)
         entry = inventory.hosts[role]
         if entry.binary:
@@ -374,6 +379,9 @@ class TestbedChain:
             found = backend.testbed_version(self.preflight["hosts"][host])
             if found is not None:
                 info["version"] = found
+            entry = self.inventory.hosts[machine_of(self.machine, host)]
+            if entry.binary and entry.backend == backend.name:  # what the host ran instead of the build's
+                info["own_build"] = entry.binary
             translators[host] = {"role": type(role).__name__, **info}
         return {"topology": self.topology, "description": self.machine.description, "world": "real testbed",
                 "inventory": self.inventory.path, "translators": translators,
@@ -456,7 +464,7 @@ class TestbedChain:
         choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.variants)
         found: dict[str, list[str]] = {}
         for host, role in self.machine.translators().items():
-            ctx = RenderContext(world="real", rundir=self.inventory.rundir(host), prefix="xlatbench")
+            ctx = host_context(self.inventory, machine_of(self.machine, host))
             pidfiles = [p.pidfile for p in choice.backend(role).processes(host, ctx)]
             if pidfiles:
                 found[host] = pidfiles
@@ -523,14 +531,42 @@ class TestbedChain:
             dead += [f"{name} (pid {pid})" for name, pid in mine.items() if str(pid) in ended]
         return dead
 
+    @cached_property
+    def _translator_counters(self) -> dict[str, list[tuple[str, Backend, str]]]:
+        """Per machine, (host, backend, shell line) of each translator there that keeps counters of its own
+        (read with the host's other counters: `counters_script`)."""
+        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.variants)
+        found: dict[str, list[tuple[str, Backend, str]]] = {}
+        for host, role in self.machine.translators().items():
+            machine = machine_of(self.machine, host)
+            backend = choice.backend(role)
+            script = backend.counters_script(host, host_context(self.inventory, machine))
+            if script:
+                found.setdefault(machine, []).append((host, backend, script))
+        return found
+
+    def counters_script(self, role: str) -> str:
+        """One read of a host's counters: links, nft, SNMP, then each of its translators' own."""
+        own = "".join(f"; echo '#--'; {script}" for _, _, script in self._translator_counters.get(role, []))
+        return COUNTERS_SCRIPT + own
+
     def counters(self) -> dict[str, dict[str, int]]:
+        """Every host's counters: interfaces, nft rules, UDP (SNMP), and the translators' own as
+        "<host>:translator" (the emulation's key)."""
         def read(role: str) -> dict[str, dict[str, int]]:
-            out = self.read(role, COUNTERS_SCRIPT, "its counters")
+            out = self.read(role, self.counters_script(role), "its counters")
             parts = out.split("#--\n")
-            if len(parts) != 3 or not parts[0].strip() or not parts[2].strip():
-                raise self.lost(role, "no counters (ip -s link, /proc/net/snmp)")
-            return {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
-                    **counters_mod.parse_snmp(parts[2], role)}
+            translators = self._translator_counters.get(role, [])
+            if len(parts) != 3 + len(translators) or not parts[0].strip() or not parts[2].strip():
+                raise self.lost(role, "no counters (ip -s link, /proc/net/snmp, the translator's own)")
+            found = {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
+                     **counters_mod.parse_snmp(parts[2], role)}
+            for (host, backend, _), text in zip(translators, parts[3:], strict=True):
+                counts = backend.parse_counters(text)
+                if not counts:
+                    raise self.lost(role, f"no counters of its translator ({host})")
+                found[f"{host}:translator"] = counts
+            return found
 
         result: dict[str, dict[str, int]] = {}
         for part in each(ORDER, read).values():
@@ -587,7 +623,8 @@ def probe_trial_overhead(inventory: Inventory, shell: SshTransport, repeats: int
     daemon_hosts = list(chain._daemons)
     parts = {
         "counters (all hosts at once, before and after)":
-            2 * timed(lambda: each(ORDER, lambda role: shell.capture(role, COUNTERS_SCRIPT, check=False))),
+            2 * timed(lambda: each(ORDER, lambda role: shell.capture(role, chain.counters_script(role),
+                                                                       check=False))),
         "translator CPU times (before and after)": 2 * sum(n * trip[h] for h, n in cpu_reads.items()),
         "daemon pid files and liveness": 2 * sum(trip[h] for h in daemon_hosts),
         "tester start and result fetch on the client": 2 * trip["client"] + timed(

@@ -50,8 +50,9 @@ TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_pre
 # What preflight does with a test interface that hashes UDP flows on addresses only: refuse with the command
 # (check), or set the paper's `sdfn` itself, journalled and undone by down (apply).
 RX_FLOW_HASH = ("check", "apply")
-# `<backend>_binary`: a DUT's own build of its backend's program, for the backends that start one.
-BINARY_KEYS = {f"{b.name}_binary": b.name for b in registry.every() if b.programs}
+# `<backend>_binary`: a DUT's own build of what its backend runs (an executable, a compiled BPF object), for
+# the backends that have one (`own_build`).
+BINARY_KEYS = {f"{b.name}_binary": b.name for b in registry.every() if b.own_build}
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
              "proc_root", "tester", *BINARY_KEYS}
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")

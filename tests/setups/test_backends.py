@@ -40,6 +40,9 @@ def test_processes_undo_and_binary_swap_are_the_backends() -> None:
     assert (daemon.name, daemon.pidfile, daemon.program) == ("tayga (dut1)", "/run/x/dut1-tayga.pid", "tayga")
     assert daemon.watch and daemon.pin and registry.make("tayga").execution_model == USER_SPACE_SINGLE_THREAD
     assert registry.make("bpf").processes("dut1", ctx) == []  # in the kernel: nothing to watch or pin
+    assert registry.make("tayga").run_time("dut1", ctx) is None  # user space: its processes' CPU times
+    assert registry.make("bpf").run_time("dut1", ctx) is None  # nothing pinned under /run/x
+    assert registry.make("tayga").counters("dut1", ctx) == {} == registry.make("bpf").counters("dut1", ctx)
     assert undo_line(Cmd(("/usr/sbin/tayga", "--config", "c", "--mktun"))) == "ip link del xlatbench64"
     assert undo_line(Cmd(("jool_siit", "instance", "add", "--netfilter"))) == "jool_siit instance remove"
     assert undo_line(Cmd(("jool", "pool4", "add", "1.2.3.4"))) is None
@@ -54,9 +57,53 @@ def test_a_backend_refuses_a_testbed_host_that_lacks_it() -> None:
         "dut1: tayga not installed: apt-get install tayga, or set hosts.dut1.tayga_binary"]
     assert tayga.preflight_problems("dut1", "464xlat", None, {"tayga": "0.9.2-8"}) == []
     bpf = registry.make("bpf")
-    assert bpf.preflight_problems("dut2", "464xlat", None, {"bpftool": "absent"}) == [
+    ready = {"bpftool": "/usr/sbin/bpftool", "bpf_tc": "/usr/sbin/tc", "bpf_fs": "present",
+             "bpf_object_path": "/opt/siit.bpf.o", "bpf_object": "ab" * 32, "bpf_rp_filter": "2"}
+    assert bpf.preflight_problems("dut2", "464xlat", "/opt/siit.bpf.o", ready) == []
+    assert bpf.preflight_problems("dut2", "464xlat", None, {**ready, "bpftool": "absent"}) == [
         "dut2: bpftool not found (it loads the translator): apt-get install bpftool"]
-    assert bpf.preflight_problems("dut2", "464xlat", None, {"bpftool": "/usr/sbin/bpftool"}) == []
+    gone = {**ready, "bpf_object": "absent"}
+    assert bpf.preflight_problems("dut2", "464xlat", "/opt/siit.bpf.o", gone) == [
+        "dut2: bpf translator object /opt/siit.bpf.o not found on the host: copy build/bpf/siit.bpf.o there "
+        "(`make build` of this commit) and set hosts.dut2.bpf_binary to its path"]
+    assert bpf.preflight_problems("dut1", "464xlat", None, {**ready, "bpf_rp_filter": "1"}) == [
+        "dut1: net.ipv4.conf.all.rp_filter is 1 (strict), which drops the bpf translator's IPv4 output: run "
+        "`sysctl -w net.ipv4.conf.all.rp_filter=2` (loose) there"]
+    assert len(bpf.preflight_problems("dut1", "464xlat", None, {})) == 4  # nothing found: tools, fs, object
+    facts = "\n".join(bpf.preflight_facts("/opt/my obj.o"))
+    assert "'/opt/my obj.o'" in facts and "bpf_object=" in facts  # the host's own object, quoted
+    report = bpf.preflight_report(ready)
+    assert report == {"bpftool": "/usr/sbin/bpftool", "object": "/opt/siit.bpf.o", "sha256": "ab" * 32}
+    assert bpf.testbed_version({"kernel": "6.1.0-9", "bpf": report}) == "siit.bpf.o sha256 abababababab, " \
+        "Linux 6.1.0-9"
+    assert bpf.testbed_version({"kernel": "6.1.0-9", "bpf": bpf.preflight_report({})}) is None
+
+
+def test_bpf_steps_have_their_undo_and_take_a_hosts_own_object() -> None:
+    """Every step the bpf backend renders for a real host is reversed by a line of its own (or goes with an
+    object another line removes): the testbed journal needs no generic rule for it."""
+    bpf = registry.make("bpf")
+    pins = "/run/t/dut1/bpf/dut1"
+    assert undo_line(Cmd(("mount", "-t", "bpf", "bpf", "/run/t/dut1/bpf"))) == "umount /run/t/dut1/bpf"
+    load = ("bpftool", "prog", "loadall", "/build/bpf/siit.bpf.o", pins, "type", "classifier",
+            "pinmaps", f"{pins}/maps")
+    assert undo_line(Cmd(load)) == f"rm -rf {pins}"
+    assert bpf.with_binary(load, "/opt/o.o")[3] == "/opt/o.o" and bpf.with_binary(load, "/opt/o.o")[4] == pins
+    assert bpf.with_binary(("tc", "qdisc"), "/opt/o.o") == ("tc", "qdisc")
+    assert undo_line(Cmd(("bpftool", "map", "update", "pinned", f"{pins}/maps/siit_config", "key"))) is None
+    assert undo_line(Cmd(("tc", "qdisc", "add", "dev", "xlatbench-siit1", "clsact"))) == \
+        "tc qdisc del dev xlatbench-siit1 clsact"
+    assert undo_line(Cmd(("tc", "filter", "add", "dev", "xlatbench-siit1", "ingress", "bpf", "direct-action",
+                          "object-pinned", f"{pins}/siit"))) == "tc filter del dev xlatbench-siit1 ingress"
+    assert undo_line(Cmd(("ip", "link", "set", "xlatbench-siit0", "arp", "off", "addrgenmode", "none"))) \
+        is None
+    assert bpf.counters_script("dut1", RenderContext(rundir="/run/t/dut1")) == \
+        f"bpftool -j map dump pinned {pins}/maps/siit_stats"
+    dump = ('[{"key": 1, "values": [{"cpu": 0, "value": 5}, {"cpu": 1, "value": 2}]}, '
+            '{"key": 8, "values": []}]')
+    counts = bpf.parse_counters(dump)
+    assert counts["translated_6to4"] == 7 and counts["drop_unmapped_source"] == 0
+    assert bpf.parse_counters("not json") == {}
 
 
 REFUSING = [("464xlat", "tayga"), ("464xlat", "clat=bpf,plat=tayga"), ("mapt", "ce=bpf,br=tayga"),

@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from xlatbench.analysis.drops import losses
 from xlatbench.scripts.measurers import counter_deltas
 from xlatbench.setups.emulation import EmulatedChain
 from xlatbench.setups.emulation.names import rundir
@@ -58,19 +59,11 @@ def run_trial(
     return result
 
 
-def telling(deltas: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """Of per-hop counter changes, the drops and errors that moved (what explains a loss)."""
-    words = ("drop", "err", "noports", "discard")
-    moved = {hop: {name: n for name, n in changes.items() if n and any(w in name.lower() for w in words)}
-             for hop, changes in deltas.items()}
-    return {hop: changes for hop, changes in moved.items() if changes}
-
-
 def explain_loss(result: dict) -> str:
     """What a failure message says about a trial that lost queries: the tester's non-zero counts and the
     chain's drop and error counters that moved during it."""
     counts = {key: value for key, value in result["totals"].items() if value and not isinstance(value, dict)}
     details = {key: {k: v for k, v in value.items() if v} for key, value in result["totals"].items()
                if isinstance(value, dict) and any(value.values())}
-    hops = telling(result.get("chain_deltas") or {})
+    hops = losses(result.get("chain_deltas") or {})
     return f"tester counts {counts | details}; chain drops/errors during the trial {hops}"
