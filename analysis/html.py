@@ -201,7 +201,21 @@ def dut_hosts_text(context: Context) -> str | None:
                      f"{found[d].get('kernel', '?')}, hostname {found[d].get('hostname', '?')}" for d in duts)
 
 
-def _machine_and_tester(context: Context) -> list[tuple[str, str]]:
+def tester_io_text(context: Context, records: list[Record]) -> str:
+    """How the tester's queries left and its replies arrived: the [tester] io its options recorded (UDP
+    sockets in a store written before io was recorded, the only way then) and, with AF_XDP, the attach modes
+    and interfaces xlatperf's own `io` blocks (each trial's raw JSON) name."""
+    io = (context.tester.get("options") or {}).get("io", "socket")
+    if io == "socket":
+        return "UDP sockets"
+    blocks = [r.raw["io"] for r in records if isinstance(r, TrialEntry) and isinstance(r.raw, dict)
+              and isinstance(r.raw.get("io"), dict) and r.raw["io"].get("mode") == io]
+    seen = sorted({f"{b.get('xdp_mode', '?')} XDP on {b.get('interface', '?')}"
+                   + (", zero-copy" if b.get("zero_copy") else ", copy mode") for b in blocks})
+    return f"AF_XDP (xlatperf --io {io}" + (f": {'; '.join(seen)})" if seen else ")")
+
+
+def _machine_and_tester(context: Context, io_text: str) -> list[tuple[str, str]]:
     host, tester = context.host, context.tester
     options = tester.get("options") or {}
     duts = dut_hosts_text(context)
@@ -213,7 +227,7 @@ def _machine_and_tester(context: Context) -> list[tuple[str, str]]:
             ("Tester", f"{tester.get('tool', 'xlatperf')} {tester.get('version', '?')}: "
                        f"{options.get('threads', '?')} thread pair(s) × "
                        f"{options.get('ports_per_thread', '?')} "
-                       f"source ports, timeout {options.get('timeout_s', '?')} s")]
+                       f"source ports, timeout {options.get('timeout_s', '?')} s, {io_text}")]
 
 
 def conditions_of(records: list[Record]) -> list[tuple[str, str]]:
@@ -221,7 +235,7 @@ def conditions_of(records: list[Record]) -> list[tuple[str, str]]:
     contexts = [r.context for r in records if isinstance(r, SummaryEntry | IdleMean)]
     if not contexts:
         return []
-    out = _machine_and_tester(contexts[0])
+    out = _machine_and_tester(contexts[0], tester_io_text(contexts[0], records))
     measured_by = list(dict.fromkeys(provenance(r.context) for r in records))
     out.append(("Measured by" + (" (cells marked ‡ mix them)" if len(measured_by) > 1 else ""),
                 "; ".join(p.text() for p in measured_by)))

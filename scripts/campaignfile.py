@@ -36,6 +36,7 @@ from .xlatperf import (
     options_for_sessions,
     outstanding_per_socket,
     sockets_needed,
+    source_first_port,
 )
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
@@ -183,11 +184,12 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     most = max(flows(options) for options in testers)
     campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
                         campaign_sha256(data), sessions, server_io)
-    for setup in setups:
-        _check_flows(setup, most, tester.first_port, trial_cycles(campaign))
-    if any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
+    for i, setup in enumerate(setups):
+        _check_tester_io(setup, tester, most, i)
+        _check_flows(setup, most, tester, trial_cycles(campaign))
+    if tester.io == "socket" and any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
             "factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY) for setup in setups):
-        _check_local_sockets(most, bool(sessions))
+        _check_local_sockets(most, bool(sessions))  # AF_XDP flows (io = "xdp") need no socket each
     return campaign
 
 
@@ -273,6 +275,31 @@ def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
                                 "XDP program on the server's test NIC is not in the undo journal): use "
                                 "io = \"socket\"")
     return setup
+
+
+def _check_tester_io(setup: SetupSpec, tester: TesterOptions, most: int, index: int) -> None:
+    """[tester] io = "xdp" runs xlatperf's AF_XDP flows on the client host's interface: an emulated chain
+    places them (its tester_binding; another factory's chain is checked when it is up); loopback and testbed
+    setups refuse it; a fake runs no tester."""
+    if tester.io == "socket" or setup.kind == "fake":
+        return
+    where = f"[[setup]] #{index + 1} ({setup.name})"
+    if setup.kind == "loopback":
+        raise CampaignFileError(f"{where}: [tester] io = \"xdp\" needs a network interface for AF_XDP; a "
+                                "loopback setup has none: use a chain setup (or io = \"socket\")")
+    if setup.kind == "testbed":
+        raise CampaignFileError(f"{where}: [tester] io = \"xdp\" is not supported on a testbed yet (the "
+                                "tester host's NIC and its reply filter are not in the undo journal): use "
+                                "io = \"socket\"")
+    chain = _chain_topology(setup)
+    if chain is None:
+        return
+    from ..setups.chain import xdp_tester_binding
+
+    try:
+        xdp_tester_binding(chain, most, source_first_port(tester))
+    except ValueError as err:
+        raise CampaignFileError(f"{where}: [tester] io = \"xdp\": {err}") from None
 
 
 def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
@@ -425,10 +452,11 @@ def check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions
                 else f"set {sockets_option} >= {needed}"))
 
 
-def _check_flows(setup: SetupSpec, most: int, first_port: int | None, cycles: list[Cycle]) -> None:
+def _check_flows(setup: SetupSpec, most: int, tester: TesterOptions, cycles: list[Cycle]) -> None:
     """Fail now when the tester would use more flows than a chain carries (a MAP-T port set), or so many on
     ephemeral ports that a MAP-T CE's NAT44 runs out of ports while conntrack keeps earlier trials'
     mappings (scripts.nat44): emulated chains and testbed inventories alike."""
+    first_port = tester.first_port
     chain = _chain_topology(setup)
     if chain is None:
         return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
@@ -442,7 +470,7 @@ def _check_flows(setup: SetupSpec, most: int, first_port: int | None, cycles: li
         raise CampaignFileError(f"{where}: {most} tester sessions (threads x ports_per_thread) do not fit "
                                 f"the {name} chain's {limit} flows ({_port_set_text(chain)}): "
                                 f"use sessions <= {limit}")
-    if limit is not None and not chain.tester_ces and first_port is None:
+    if limit is not None and not chain.tester_ces and source_first_port(tester) is None:
         timeout = udp_timeout() if setup.kind == "chain" else UdpTimeout(
             DEFAULT_STREAM_TIMEOUT_S, "net.netfilter.nf_conntrack_udp_timeout_stream's kernel default: the "
             "testbed CE host's own value is not read when the campaign is loaded")

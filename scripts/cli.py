@@ -31,7 +31,7 @@ from .methodbench import print_seed_sets, print_suite, seed_sets
 from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
 from .records import implementation_label, steal_note
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
-from .xlatperf import TesterOptions
+from .xlatperf import TESTER_IO, TesterOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -154,6 +154,9 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
                    help="CPU list for sender threads, e.g. 0 or 0-1 (default: unpinned)")
     t.add_argument("--receiver-cpus", type=_cpu_text,
                    help="CPU list for receiver threads, e.g. 0 or 0-1 (default: unpinned)")
+    t.add_argument("--io", choices=TESTER_IO, default=d.io,
+                   help="how queries leave and replies arrive: UDP sockets, or AF_XDP on the client's "
+                        "interface (chain only; one thread pair, fixed ports; default: %(default)s)")
 
 
 def _search_args(parser: argparse.ArgumentParser) -> None:
@@ -223,6 +226,8 @@ def _tester_table(args: argparse.Namespace) -> dict[str, Any]:
         table["sender_cpus"] = args.sender_cpus
     if args.receiver_cpus:
         table["receiver_cpus"] = args.receiver_cpus
+    if args.io != TesterOptions.io:
+        table["io"] = args.io
     return table
 
 
@@ -380,7 +385,8 @@ def _trial(args: argparse.Namespace) -> int:
             result = env.measurer().measure(args.duration, args.rate)
             judged = verdict(result, args.loss_ratio)
             print(json.dumps({"verdict": judged, "trial": result.to_dict(with_raw=False), "cores": applied,
-                              "dut": env.describe(), "tester_version": env.tester_version()}, indent=2))
+                              "dut": env.describe(), "tester_version": env.tester_version(),
+                              "tester_io": (result.raw or {}).get("io")}, indent=2))  # xlatperf's own block
             notes = [*result.reasons, *filter(None, [steal_note(result.host_steal_pct)])]
             print(f"{result.rate_qps:.0f} queries/s for {result.duration_s:g} s: {judged}, "
                   f"loss {100 * result.loss_ratio:.4f} % ({result.lost} of {result.sent} queries)"

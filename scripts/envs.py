@@ -24,7 +24,7 @@ from .measurers import ChainMeasurer, LoopbackMeasurer
 from .nat44 import Cycle, chain_refusal
 from .overhead import Overhead
 from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions, flows
+from .xlatperf import TesterOptions, flows, source_first_port
 
 if TYPE_CHECKING:
     from ..setups.chain import Chain
@@ -392,4 +392,4 @@ class ChainEnvironment(Environment):
         return self._measurer.last_tester_version if self._measurer else None
 
     def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
-        return chain_refusal(self._chain, flows(self.tester), self.tester.first_port, cycles)
+        return chain_refusal(self._chain, flows(self.tester), source_first_port(self.tester), cycles)

@@ -10,7 +10,7 @@ from ..procs import dead_processes
 from .cpuload import read_jiffies, steal_between
 from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from .trial import TrialResult, result_from_xlatperf
-from .xlatperf import TesterOptions, find_tester, run_trial
+from .xlatperf import TesterOptions, find_tester, flows, run_trial, source_first_port
 
 if TYPE_CHECKING:
     from ..setups.chain import Chain
@@ -54,7 +54,7 @@ class ChainMeasurer:
     """xlatperf in the client host of an emulated chain, with the DUTs' CPU time and hop counters per trial.
 
     chain: the emulated chain (already up).
-    tester: xlatperf options.
+    tester: xlatperf options (io = "xdp": the chain places the AF_XDP flows, its `tester_binding`).
     binary: xlatperf path (default: the build's, see xlatbench.paths).
     """
 
@@ -62,17 +62,25 @@ class ChainMeasurer:
     tester: TesterOptions = field(default_factory=TesterOptions)
     binary: Path | None = None
     last_tester_version: str | None = field(default=None, init=False)
+    binding: tuple[str, ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
         if not hasattr(self.chain, "max_flows"):
             raise ValueError(f"the chain {type(self.chain).__name__} lacks max_flows (the Chain protocol of "
                              "xlatbench.setups.chain): its factory must set it, None when it has no limit")
         max_flows = self.chain.max_flows
-        flows = self.tester.threads * self.tester.ports_per_thread
-        if max_flows is not None and flows > max_flows:
-            raise ValueError(f"the tester would use {flows} source ports (threads x ports_per_thread) "
+        count = flows(self.tester)
+        if max_flows is not None and count > max_flows:
+            raise ValueError(f"the tester would use {count} source ports (threads x ports_per_thread) "
                              f"but the {self.chain.topology} chain carries only {max_flows} flows "
                              "(MAP-T port set): lower threads or ports_per_thread")
+        if self.tester.io != "socket":
+            place = getattr(self.chain, "tester_binding", None)
+            if place is None:
+                raise ValueError(f"the {self.chain.topology} chain ({type(self.chain).__name__}) cannot "
+                                 f"place the tester's flows for io = {self.tester.io!r} (it has no "
+                                 "tester_binding): use io = 'socket'")
+            self.binding = tuple(place(self.tester.io, count, source_first_port(self.tester)))
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         binary = self.binary or find_tester()
@@ -80,7 +88,7 @@ class ChainMeasurer:
         components = self.chain.component_pids()
         ticks = read_jiffies()
         doc = run_trial(self.chain.client_argv([]), binary, self.chain.server_address, rate_qps, duration_s,
-                        self.tester)
+                        self.tester, self.binding)
         steal = steal_between(ticks, read_jiffies())
         check_components(self.chain.gone(components), rate_qps, duration_s)
         cpu_after, counters_after = self.chain.dut_cpu_times(), self.chain.counters()

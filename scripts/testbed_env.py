@@ -23,7 +23,7 @@ from .measurers import ChainMeasurer
 from .nat44 import Cycle, chain_refusal
 from .overhead import Overhead
 from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions, flows
+from .xlatperf import TesterOptions, flows, source_first_port
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 
@@ -140,7 +140,7 @@ class TestbedEnvironment(Environment):
         return self._measurer.last_tester_version if self._measurer else None
 
     def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
-        return chain_refusal(self._chain, flows(self.tester), self.tester.first_port, cycles)
+        return chain_refusal(self._chain, flows(self.tester), source_first_port(self.tester), cycles)
 
     def probe_trial_overhead(self) -> Overhead:
         """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which

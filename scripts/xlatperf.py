@@ -1,4 +1,5 @@
-"""Running the xlatperf tester: its command line, its JSON, its version."""
+"""Running the xlatperf tester: its command line, its JSON, its version, and the rules its options obey
+(one place: campaign files, `xlatbench trial/search` and the measurers all build TesterOptions)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ MAX_LAG_S = 0.02
 # xlatperf keeps at most this many queries in flight per socket, half the 16-bit DNS transaction IDs
 # (kMaxOutstandingPerSocket, dnsperf/src/config.hpp).
 MAX_OUTSTANDING_PER_SOCKET = 32768
+
+# How xlatperf's queries leave and its replies arrive (its --io): the kernel's UDP sockets, or AF_XDP on the
+# client host's interface (docs/tester.md, "--io xdp").
+TESTER_IO = ("socket", "xdp")
+
+# AF_XDP flows have no socket to pick a port: without [tester] first_port they start here (fixed ports, the
+# same flows every trial). xlatperf's --io xdp runs one sender/receiver pair on one interface queue.
+XDP_FIRST_PORT = 20000
 
 
 def outstanding_per_socket(rate_qps: float, sockets: int, timeout_s: float) -> float:
@@ -66,6 +75,8 @@ class TesterOptions:
     sender_cpus, receiver_cpus: CPU lists for the tester's threads, e.g. "0" (None: tester's default).
     rcvbuf_bytes, sndbuf_bytes: socket buffer sizes, bytes (None: tester's default).
     domain, qtype, subnet: query names (None: tester's defaults, dns64perf.test / AAAA / 10.0.0.0/16).
+    io: "socket" (UDP sockets, one per flow) or "xdp" (AF_XDP on the client host's interface, flows without
+        sockets: one thread pair, fixed ports; the chain names the interface and each flow's address).
     extra_args: further arguments passed as they are.
     """
 
@@ -81,6 +92,7 @@ class TesterOptions:
     domain: str | None = None
     qtype: str | None = None
     subnet: str | None = None
+    io: str = "socket"
     extra_args: tuple[str, ...] = ()
     __test__ = False  # a name pytest would otherwise try to collect
 
@@ -93,12 +105,31 @@ class TesterOptions:
             raise ValueError(f"tester timeout must be positive, got {self.timeout_s} s")
         if self.first_port is not None and not 0 < self.first_port < 65536:
             raise ValueError(f"tester first_port must be 1-65535, got {self.first_port}")
+        if self.io not in TESTER_IO:
+            raise ValueError(f"tester io must be one of {list(TESTER_IO)}, got {self.io!r}")
+        if self.io == "xdp" and self.threads != 1:
+            raise ValueError(f"tester io = 'xdp' runs one sender/receiver pair on one interface queue "
+                             f"(xlatperf --io xdp), got threads = {self.threads}: set threads = 1 and give "
+                             "the flows as ports_per_thread")
+        first = source_first_port(self)
+        if first is not None and first + flows(self) - 1 > 65535:
+            raise ValueError(f"tester source ports {first}-{first + flows(self) - 1} run past 65535 "
+                             "(first_port + threads x ports_per_thread): lower first_port or the flows")
 
 
 def flows(options: TesterOptions) -> int:
     """Distinct flows (source address x source port) xlatperf uses: one socket per port, threads x
     ports_per_thread, all from one source address."""
     return options.threads * options.ports_per_thread
+
+
+def source_first_port(options: TesterOptions) -> int | None:
+    """The first source port of the tester's flows when every trial uses the same ones: [tester] first_port,
+    else for io = "xdp" XDP_FIRST_PORT (a flow without a socket needs a port); None: ephemeral ports, new ones
+    every trial (sockets without first_port). A MAP-T `br` chain binds the tester to its CEs' ports itself."""
+    if options.first_port is not None:
+        return options.first_port
+    return XDP_FIRST_PORT if options.io == "xdp" else None
 
 
 def options_for_sessions(options: TesterOptions, sessions: int) -> TesterOptions:
@@ -119,18 +150,23 @@ def _num(value: float) -> str:
 
 
 def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: float,
-                  options: TesterOptions, json_path: str | Path) -> list[str]:
+                  options: TesterOptions, json_path: str | Path, binding: tuple[str, ...] = ()) -> list[str]:
+    """xlatperf's command line for one trial. binding: the client host's placement of the flows (a chain's
+    `tester_binding`: for io = "xdp" the interface and every flow's address and ports); when given it carries
+    the source ports, so --first-port is left to it."""
     argv = [str(binary), "--server", server, "--port", str(options.port), "--rate", _num(rate_qps),
             "--duration", _num(duration_s), "--threads", str(options.threads),
             "--ports-per-thread", str(options.ports_per_thread), "--timeout", _num(options.timeout_s)]
-    optional = (("--first-port", options.first_port),
+    optional = (("--first-port", None if binding else options.first_port),
                 ("--sender-cpus", options.sender_cpus), ("--receiver-cpus", options.receiver_cpus),
                 ("--rcvbuf", options.rcvbuf_bytes), ("--sndbuf", options.sndbuf_bytes),
                 ("--domain", options.domain), ("--qtype", options.qtype), ("--subnet", options.subnet))
     for flag, value in optional:
         if value is not None:
             argv += [flag, str(value)]
-    return [*argv, *options.extra_args, "--json", str(json_path), "--quiet"]
+    if options.io != "socket":  # the default, and a tester build older than --io knows no such option
+        argv += ["--io", options.io]
+    return [*argv, *binding, *options.extra_args, "--json", str(json_path), "--quiet"]
 
 
 def _extra_value(extra_args: tuple[str, ...], flag: str, default: float) -> float:
@@ -161,8 +197,9 @@ def xlatperf_bound_s(duration_s: float, options: TesterOptions) -> float:
 
 
 def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float, duration_s: float,
-              options: TesterOptions) -> dict[str, Any]:
-    """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`) and return its JSON.
+              options: TesterOptions, binding: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`; `binding`: see xlatperf_argv)
+    and return its JSON.
 
     A tester that cannot keep up stops its senders at its own bound and reports a tester-limited trial, which
     is a result like any other; only a tester that outlives that bound by STARTUP_ALLOWANCE_S is ended here,
@@ -171,7 +208,7 @@ def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float,
     fd, json_name = tempfile.mkstemp(prefix=f"{TESTER_JSON_PREFIX}{os.getpid()}-", suffix=".json")
     os.close(fd)
     json_path = Path(json_name)
-    argv = [*wrap, *xlatperf_argv(binary, server, rate_qps, duration_s, options, json_path)]
+    argv = [*wrap, *xlatperf_argv(binary, server, rate_qps, duration_s, options, json_path, binding)]
     limit_s = xlatperf_bound_s(duration_s, options) + STARTUP_ALLOWANCE_S
     try:
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -1,11 +1,13 @@
 """The chain the measurement code drives (docs/ARCHITECTURE.md): the protocol both worlds implement
-(xlatbench.setups.emulation.chain, xlatbench.setups.testbed.chain) and the tester binding for MAP-T CEs."""
+(xlatbench.setups.emulation.chain, xlatbench.setups.testbed.chain), the tester binding for MAP-T CEs and the
+placement of the tester's AF_XDP flows in the client host."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from .mapt import MapCe, tester_port_ranges
+from .topology import Topology
 
 
 class Chain(Protocol):
@@ -23,6 +25,8 @@ class Chain(Protocol):
     def counters(self) -> dict[str, dict[str, int]]: ...
     # Optional (both worlds have it): nat44_udp_timeout() -> (seconds, where) | None, how long conntrack
     # keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace (None: no CE NAT44, or unreadable).
+    # Optional (emulation): tester_binding(io, flows, first_port) -> tuple[str, ...], the tester options that
+    # place its flows in the client host for that io ("socket": none; "xdp": xdp_tester_binding).
 
 
 # Read in the NAT44's namespace: the stream (replied) and the plain UDP conntrack timeouts, s.
@@ -57,3 +61,27 @@ def ce_tester_args(ces: tuple[MapCe, ...]) -> list[str]:
     for ce, its_ranges in zip(ces, ranges, strict=True):
         args += ["--source", ",".join([ce.map_address, *(f"{first}-{last}" for first, last in its_ranges)])]
     return args
+
+
+def client_interface(chain: Topology) -> str:
+    """The client host's interface toward the chain: where the tester's AF_XDP socket and reply filter go."""
+    interfaces = chain.host("client").interfaces
+    if len(interfaces) != 1:
+        raise ValueError(f"the client host of {chain.name} has {len(interfaces)} interfaces; the tester's "
+                         "AF_XDP flows need exactly one")
+    return interfaces[0].name
+
+
+def xdp_tester_binding(chain: Topology, flows: int, first_port: int | None) -> tuple[str, ...]:
+    """xlatperf options that place its AF_XDP flows (`--io xdp`) in the client host of `chain`: the interface
+    toward the chain, and every flow's address and port (a flow has no socket to pick either). A tester that
+    plays MAP-T CEs (`br`) takes their addresses and port sets (ce_tester_args, which the chain adds to every
+    tester command line); any other sends from the client address, ports first_port .. first_port + flows - 1.
+    ValueError (one line) when that is impossible."""
+    binding = ("--xdp-interface", client_interface(chain))
+    if chain.tester_ces:
+        return binding
+    if first_port is None or not 0 < first_port <= 65536 - flows:
+        raise ValueError(f"the tester's {flows} AF_XDP flows need source ports from a first port such that "
+                         f"first + flows - 1 <= 65535, got {first_port}")
+    return (*binding, "--source", f"{chain.client_address},{first_port}-{first_port + flows - 1}")

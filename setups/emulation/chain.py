@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...procs import dead_processes
 from .. import counters as counters_mod
-from ..chain import READ_UDP_TIMEOUTS, ce_tester_args, longest_udp_timeout
+from ..chain import READ_UDP_TIMEOUTS, ce_tester_args, longest_udp_timeout, xdp_tester_binding
 from .cleanup import down
 from .cpusets import set_dut_cpus
 from .emulator import Emulation, EmulationConfig, attach
@@ -81,6 +81,15 @@ class EmulatedChain:
         if binding:
             wrap += ["sh", "-c", 'exec "$@" ' + " ".join(binding), "xlatperf-as-ce"]
         return [*wrap, *argv]
+
+    def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
+        """The tester options that place its flows in the client namespace for `io`: none for sockets; for
+        "xdp" the client's veth toward the chain and every flow's address and port (xdp_tester_binding)."""
+        if io == "socket":
+            return ()
+        if io != "xdp":
+            raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
+        return xdp_tester_binding(self.emulation.topology, flows, first_port)
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
         return set_dut_cpus(self.emulation, cpus, per_dut)

@@ -18,6 +18,7 @@ from ...procs import alive
 from ...zones import KnotConfig, KnotServer, check_io
 from ..backends import Process, RenderContext, linux, registry
 from ..backends.registry import EMULATION_DEFAULT
+from ..chain import client_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
 from ..plan import BackendChoice, render
 from ..steps import Cmd, Comment, Step
@@ -365,6 +366,7 @@ class Emulation:
             "max_flows": self.topology.max_flows(),
             "tx_offload_off": ["client", "server"] if self.config.tx_offload_off else [],
             "server_io": self.config.knot_io,
+            "client_interface": client_interface(self.topology),  # where a tester with io = "xdp" binds
             "notes": list(self.topology.notes),
         }
         if not info["paper_prefix"]:

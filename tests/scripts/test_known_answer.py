@@ -11,7 +11,9 @@ criterion iff R*d - (3000*w + B) <= 1e-4 * R*d, i.e. the highest passing rate is
 
 With d = 2 s and B = 60 packets: R* = (3000 + 30) / 0.9999 = 3030.3 queries/s. The search must report a
 rate in (3000 - error, R*]: the cap itself, plus a burst allowance of B/d = 30 queries/s and the 0.01 %
-loss allowance (0.3 queries/s). Replies are not limited (the rule matches UDP to port 53 only).
+loss allowance (0.3 queries/s). Replies are not limited (the rule matches UDP to port 53 only). The same
+cap is found once more with the tester on AF_XDP ([tester] io = "xdp": the client's veth, a flow without a
+socket), through the in-kernel translator.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ def highest_passing_rate(window_s: float) -> float:
     return (CAP_PPS * window_s / DURATION_S + BURST / DURATION_S) / (1 - 1e-4)
 
 
-@pytest.mark.parametrize(("topology", "backend"), [("baseline", "tayga"), ("464xlat", "bpf")])
-def test_search_finds_an_nftables_rate_cap(topology: str, backend: str) -> None:
+@pytest.mark.parametrize(("topology", "backend", "io"), [
+    ("baseline", "tayga", "socket"), ("464xlat", "bpf", "socket"), ("464xlat", "bpf", "xdp")])
+def test_search_finds_an_nftables_rate_cap(topology: str, backend: str, io: str) -> None:
     """The cap on plain forwarding, and behind the in-kernel translator (tayga's own limit at 8000
     queries/s on a shared 2-CPU box would blur the answer; bpf's is far above it)."""
     from xlatbench.scripts.envs import emulated_chain
@@ -66,15 +69,17 @@ def test_search_finds_an_nftables_rate_cap(topology: str, backend: str) -> None:
                               short_duration_s=0.5, short_rest_s=0.2, repetitions=1)
     with emulated_chain(topology, prefix=prefix, knot_cpus=(0,), backend=backend) as chain:
         install_cap(chain, prefix)
-        measurer = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=1))
+        measurer = ChainMeasurer(chain, TesterOptions(threads=1, ports_per_thread=1, io=io))
         for search in (rfc8219_search,):
             outcome = search(TrialRunner(measurer), settings, f"kat-{search.__name__}")
             assert outcome.status == OK, outcome.describe()
             passing = next(t for t in reversed(outcome.trials)
                            if t.result.rate_qps == outcome.throughput_qps and t.verdict == "pass")
-            window = float((passing.result.raw or {}).get("send", {}).get("window_s") or DURATION_S)
+            raw = passing.result.raw or {}
+            assert raw.get("io", {}).get("mode") == io, raw.get("io")
+            window = float(raw.get("send", {}).get("window_s") or DURATION_S)
             top = highest_passing_rate(max(window, DURATION_S))
-            print(f"{topology} ({backend}) {search.__name__}: {outcome.describe()}; "
+            print(f"{topology} ({backend}, tester {io}) {search.__name__}: {outcome.describe()}; "
                   f"expected ({CAP_PPS - ERROR_QPS:.0f}, {top:.1f}] "
                   f"queries/s (cap {CAP_PPS}/s, burst {BURST}, send window {window:.3f} s)")
             assert CAP_PPS - ERROR_QPS < outcome.throughput_qps <= top

@@ -4,13 +4,15 @@
   for the number of queries sent, and equals what the nft rule counted;
 - every 100th query dropped: measured loss exactly 1 % (+- one query);
 - every 10th reply duplicated: the tester counts a tenth of the replies as duplicates, valid unchanged.
-Each translator chain runs with both translators of the emulation: tayga (user space) and bpf (tc-BPF SIIT).
-Needs root and the tester.
+Each translator chain runs with both translators of the emulation: tayga (user space) and bpf (tc-BPF SIIT),
+and each fault once more with the tester on AF_XDP (`io = "xdp"`: the client's veth, flows without sockets)
+through the in-kernel translator, whose own limit is far above the rate. Needs root and the tester.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 from trials import explain_loss
@@ -55,16 +57,19 @@ def test_binomial_interval_matches_normal_approximation():
     assert abs(lo - (200 - 2.576 * sigma)) <= 3 and abs(hi - (200 + 2.576 * sigma)) <= 3
 
 
-BACKENDS = ["tayga", "bpf"]
+# (backend, tester io): both translators with sockets, and the in-kernel one with the tester on AF_XDP.
+BACKENDS_IO = [("tayga", "socket"), ("bpf", "socket"), ("bpf", "xdp")]
 
 
 @pytest.mark.parametrize(
-    ("topology", "backend"), [("baseline", "tayga"), ("464xlat", "tayga"), ("464xlat", "bpf")]
+    ("topology", "backend", "io"),
+    [("baseline", "tayga", "socket"), ("464xlat", "tayga", "socket"), ("464xlat", "bpf", "socket"),
+     ("464xlat", "bpf", "xdp")],
 )
-def test_random_one_percent_query_loss(topology, backend, chain_factory, trial):
+def test_random_one_percent_query_loss(topology, backend, io, chain_factory, trial):
     chain = chain_factory(topology, backend=backend)
     inject(chain.emulation, Fault("random-loss", 100))
-    result = trial(chain, RATE_QPS, DURATION_S)
+    result = trial(chain, RATE_QPS, DURATION_S, io=io)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
     lost = sent - valid
     # The rule's own count is random: a 99 % interval fails one run in a hundred per parametrization (CI
@@ -72,40 +77,49 @@ def test_random_one_percent_query_loss(topology, backend, chain_factory, trial):
     lo, hi = binomial_interval(sent, 0.01, confidence=0.9999)
     dropped = sum(fault_counters(chain.emulation).values())
     print(
-        f"{topology} ({backend}): random 1 % loss: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+        f"{topology} ({backend}, tester {io}): random 1 % loss: sent {sent}, "
+        f"lost {lost} ({lost / sent:.4%}), "
         f"nft dropped {dropped}, 99.99 % interval [{lo}, {hi}]"
     )
     assert lo <= lost <= hi
-    # The tester's count is exact: it counts as lost exactly what the rule dropped, with either backend (bpf's
-    # one extra lost query in CI was the tester's own misdated reply, fixed in xlatperf 29c161f; 10 runs of
-    # 464xlat-bpf here after the fix, 2026-11-25, lost none beyond the rule's).
-    assert lost == dropped, f"a loss the rule did not make; {explain_loss(result)}"
+    # The tester's count is exact: it counts as lost exactly what the rule dropped. bpf's one extra lost query
+    # in CI (socket tester) was the tester's own misdated reply, fixed in xlatperf 29c161f; 10 runs of
+    # 464xlat-bpf with the socket tester here after the fix (2026-11-25) lost none beyond the rule's. With the
+    # tester on AF_XDP (not in those runs) bpf keeps one allowed, shown in the run's warnings with every
+    # hop's drops, until runs show it is not needed.
+    extra = 1 if (backend, io) == ("bpf", "xdp") else 0
+    assert dropped <= lost <= dropped + extra, f"a loss the rule did not make; {explain_loss(result)}"
+    if lost > dropped:
+        warnings.warn(f"{topology} ({backend}, tester {io}) lost {lost - dropped} query(ies) beyond the "
+                      f"rule's {dropped}: {explain_loss(result)}", stacklevel=1)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_every_100th_query_dropped(backend, chain_factory, trial):
+@pytest.mark.parametrize(("backend", "io"), BACKENDS_IO)
+def test_every_100th_query_dropped(backend, io, chain_factory, trial):
     chain = chain_factory("mapt", backend=backend)
     inject(chain.emulation, Fault("nth-loss", 100))
-    result = trial(chain, RATE_QPS, DURATION_S)
+    result = trial(chain, RATE_QPS, DURATION_S, io=io)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
     lost = sent - valid
     print(
-        f"mapt ({backend}): every 100th query dropped: sent {sent}, lost {lost} ({lost / sent:.4%}), "
+        f"mapt ({backend}, tester {io}): every 100th query dropped: sent {sent}, "
+        f"lost {lost} ({lost / sent:.4%}), "
         f"loss_ratio {result['loss_ratio']}"
     )
     assert abs(lost - sent / 100) <= 1
     assert abs(result["loss_ratio"] - 0.01) <= 1 / sent
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_every_10th_reply_duplicated(backend, chain_factory, trial):
+@pytest.mark.parametrize(("backend", "io"), BACKENDS_IO)
+def test_every_10th_reply_duplicated(backend, io, chain_factory, trial):
     chain = chain_factory("464xlat", backend=backend)
     inject(chain.emulation, Fault("dup-replies", 10))
-    result = trial(chain, RATE_QPS, DURATION_S)
+    result = trial(chain, RATE_QPS, DURATION_S, io=io)
     totals = result["totals"]
     duplicated = sum(fault_counters(chain.emulation).values())
     print(
-        f"464xlat ({backend}): every 10th reply duplicated: sent {totals['sent']}, valid {totals['valid']}, "
+        f"464xlat ({backend}, tester {io}): every 10th reply duplicated: sent {totals['sent']}, "
+        f"valid {totals['valid']}, "
         f"duplicate {totals['duplicate']}, nft duplicated {duplicated}"
     )
     assert totals["valid"] == totals["sent"]

@@ -155,16 +155,17 @@ def test_single_dut_up_check_trial_down(name, backend, chain_factory, trial, pre
 
 @pytest.mark.root
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["tayga", "bpf"])
-def test_every_100th_query_dropped_behind_the_plat_alone(backend, chain_factory, trial):
-    """nft drops exactly every 100th query the PLAT forwards to Knot: the tester measures 1 %."""
+@pytest.mark.parametrize(("backend", "io"), [("tayga", "socket"), ("bpf", "socket"), ("bpf", "xdp")])
+def test_every_100th_query_dropped_behind_the_plat_alone(backend, io, chain_factory, trial):
+    """nft drops exactly every 100th query the PLAT forwards to Knot: the tester measures 1 % (also on
+    AF_XDP, io = "xdp": IPv6 frames the tester builds itself)."""
     chain = chain_factory("plat", backend=backend)
     where = inject(chain.emulation, Fault("nth-loss", 100))
     assert where["family"] == "ip", "queries leave the PLAT as IPv4"
-    result = trial(chain, RATE_QPS, 10, extra=LENIENT)
+    result = trial(chain, RATE_QPS, 10, extra=LENIENT, io=io)
     sent, valid = result["totals"]["sent"], result["totals"]["valid"]
     dropped = sum(fault_counters(chain.emulation).values())
-    print(f"plat ({backend}): every 100th query dropped: sent {sent}, lost {sent - valid}, "
+    print(f"plat ({backend}, tester {io}): every 100th query dropped: sent {sent}, lost {sent - valid}, "
           f"nft dropped {dropped}")
     assert abs((sent - valid) - sent / 100) <= 1
     assert sent - valid == dropped
@@ -172,20 +173,24 @@ def test_every_100th_query_dropped_behind_the_plat_alone(backend, chain_factory,
 
 @pytest.mark.root
 @pytest.mark.slow
-@pytest.mark.parametrize(("ces", "backend"), [(1, "tayga"), (8, "tayga"), (8, "bpf")])
-def test_br_source_ports_stay_in_the_ces_port_sets(ces, backend, chain_factory, trial, prefix):
-    """A trial of 4 threads x 16 sockets (N = 8: dealt round-robin, 8 sockets per CE), captured on both sides
-    of the BR: no loss, every CE used, every source port inside its own CE's port set."""
+@pytest.mark.parametrize(("ces", "backend", "io"), [
+    (1, "tayga", "socket"), (8, "tayga", "socket"), (8, "bpf", "socket"), (8, "bpf", "xdp")])
+def test_br_source_ports_stay_in_the_ces_port_sets(ces, backend, io, chain_factory, trial, prefix):
+    """A trial of 64 flows, 4 threads x 16 sockets or (io = "xdp": AF_XDP, IPv6 frames the tester builds
+    itself) 1 thread x 64 flows without sockets (N = 8: dealt round-robin, 8 flows per CE), captured on both
+    sides of the BR (its client side: an AF_XDP sender's frames skip the client's own packet taps): no loss,
+    every CE used, every source port inside its own CE's port set."""
     chain = chain_factory("br", ces=ces, backend=backend)
     assert chain.describe()["tester_as_ce"]["ces"] == ces
     sets = {ce.map_address: ce.port_ranges[0] for ce in chain.emulation.topology.tester_ces}
     sets.update({ce.ipv4_address: ce.port_ranges[0] for ce in chain.emulation.topology.tester_ces})
     run = rundir(prefix)
+    threads, ports = (4, 16) if io == "socket" else (1, 64)
     with (
-        Capture(f"{prefix}-client", "enp5s0f0", run / "br-in.pcap") as inside,
+        Capture(f"{prefix}-dut1", "enp5s0f0", run / "br-in.pcap") as inside,
         Capture(f"{prefix}-dut1", "enp5s0f1", run / "br-out.pcap") as outside,
     ):
-        result = trial(chain, RATE_QPS, 2, threads=4, ports_per_thread=16, extra=LENIENT)
+        result = trial(chain, RATE_QPS, 2, threads=threads, ports_per_thread=ports, extra=LENIENT, io=io)
     assert result["totals"]["sent"] == RATE_QPS * 2
     assert result["totals"]["valid"] == result["totals"]["sent"], "loss 0 through the BR"
     seen = inside.datagrams() + outside.datagrams()

@@ -1,12 +1,13 @@
 """XDP on the suite's interfaces, end to end. Needs root.
 
-Knot in XDP mode as the echo server: a campaign with `[server] io = "xdp"` measures the emulated baseline;
-every trial up to a modest rate answers every query, and the known answer that XDP (not the kernel's UDP
-stack) answered is the server namespace's UDP counter: it stays at zero while thousands of queries are
-answered. Every record says io = "xdp". Then: a program left attached by a process killed with SIGKILL
-(knotd's, the tester's reply filter through xdp_probe, and the one kxdpgun leaves even when it ends
-normally) is detached by `xlatbench setup down`, the
-kernel frees it (bpftool no longer finds its id) and nothing of the prefix is left.
+Knot in XDP mode as the echo server: a campaign with `[server] io = "xdp"` measures the emulated baseline,
+with the tester on sockets and on AF_XDP (`[tester] io = "xdp"`: both ends in XDP); every trial up to a
+modest rate answers every query, and the known answer that XDP (not the kernel's UDP stack) answered is the
+server namespace's UDP counter: it stays at zero while thousands of queries are answered. Every record says
+which io each end used. Then: a program left attached by a process killed with SIGKILL (knotd's, the
+tester's reply filter through xdp_probe on a plain veth and through xlatperf `--io xdp` on an emulated
+chain's client veth, and the one kxdpgun leaves even when it ends normally) is detached by `xlatbench setup
+down`, the kernel frees it (bpftool no longer finds its id) and nothing of the prefix is left.
 
 Through a translator: Knot's XDP mode sends its IPv4 replies with UDP checksum 0; with bpf as the PLAT
 (464XLAT) or the BR (MAP-T) they come through, `setup check` passes and a trial gets every reply valid, the
@@ -21,15 +22,18 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from trials import explain_loss
 
 from xlatbench import xdp
-from xlatbench.paths import build_dir
+from xlatbench.paths import build_dir, tester_binary
 from xlatbench.scripts.records import SearchEntry, TrialEntry
 from xlatbench.scripts.store import ResultStore
+from xlatbench.scripts.xlatperf import TesterOptions, flows, source_first_port, xlatperf_argv
+from xlatbench.setups.chain import client_interface
 from xlatbench.setups.counters import udp_counters
 from xlatbench.setups.emulation import leftovers
 from xlatbench.setups.emulation.check import check
@@ -56,6 +60,7 @@ repetitions = 1
 [tester]
 sender_cpus = "0"
 receiver_cpus = "0"
+io = "TESTER_IO"
 
 [server]
 io = "xdp"
@@ -85,9 +90,10 @@ def _program_exists(program_id: int) -> bool:
     return done.returncode == 0
 
 
-def test_a_campaign_with_knot_in_xdp_mode_answers_every_query_and_says_so(prefix, tmp_path):
+@pytest.mark.parametrize("tester_io", ["socket", "xdp"])
+def test_a_campaign_with_knot_in_xdp_mode_answers_every_query_and_says_so(tester_io, prefix, tmp_path):
     file, store = tmp_path / "c.toml", tmp_path / "c.jsonl"
-    file.write_text(CAMPAIGN.replace("PREFIX", prefix))
+    file.write_text(CAMPAIGN.replace("PREFIX", prefix).replace("TESTER_IO", tester_io))
     try:
         argv = _xlatbench("campaign", "run", str(file), "--store", str(store), "--no-progress")
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
@@ -97,10 +103,14 @@ def test_a_campaign_with_knot_in_xdp_mode_answers_every_query_and_says_so(prefix
     records = [r.to_json() for r in ResultStore(store).records()]
     assert records
     assert all(r["dut"]["server_io"] == "xdp" and r["dut"]["knot"]["io"] == "xdp" for r in records)
+    assert all(r["tester"]["options"]["io"] == tester_io for r in records)
     assert records[0]["dut"]["knot"]["xdp"]["attached"]["mode"] == "native"  # veth: native XDP here
     trials = [r for r in ResultStore(store).records() if isinstance(r, TrialEntry)]
     assert trials
     for trial in trials:
+        assert trial.raw is not None and trial.raw["io"]["mode"] == tester_io, trial.raw
+        if tester_io == "xdp":  # xlatperf's own io block: its program on the client's veth, no drops
+            assert trial.raw["io"]["interface"] == "enp5s0f0" and trial.raw["io"]["tester_drops"] == 0
         result = trial.to_json()["trial"]
         assert result["sent"] >= 0.99 * result["rate_qps"] * result["duration_s"], result
         assert result["valid"] == result["sent"], result
@@ -179,6 +189,35 @@ def test_setup_down_detaches_the_reply_filter_of_a_killed_tester(prefix):
     assert not _program_exists(program_id)
     links = subprocess.run(["ip", "-d", "link"], capture_output=True, text=True, check=True).stdout
     assert link.outer not in links and "xlb_reply_filt" not in links
+    assert leftovers(prefix) == []
+
+
+def test_setup_down_detaches_the_reply_filter_of_a_killed_xlatperf_in_a_chain(chain_factory, prefix,
+                                                                               tmp_path):
+    """xlatperf --io xdp in the emulated baseline's client namespace, placed by the suite's own rule (the
+    chain's tester_binding), killed with SIGKILL mid-trial: `setup down` detaches its reply filter from the
+    client's veth and the kernel frees it."""
+    chain = chain_factory("baseline")
+    options = TesterOptions(io="xdp", ports_per_thread=4)
+    binding = chain.tester_binding(options.io, flows(options), source_first_port(options))
+    argv = xlatperf_argv(tester_binary(), chain.server_address, 100, 60, options, tmp_path / "r.json",
+                         binding)
+    netns, interface = chain.emulation.netns_of["client"], client_interface(chain.emulation.topology)
+    tester = subprocess.Popen(chain.client_argv(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not xdp.attached(netns, interface) and tester.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = xdp.attached(netns, interface)
+    finally:
+        tester.kill()  # SIGKILL: no destructor detaches the program
+        _, stderr = tester.communicate()
+    assert [p.program for p in left] == ["xlb_reply_filt"], stderr
+    assert xdp.attached(netns, interface) == left, "the killed tester's program stays attached"
+    removed = _setup_down(prefix)
+    assert f"{left[0].text()} in {netns}" in removed["xdp_programs"], removed
+    assert not _program_exists(left[0].program_id)
     assert leftovers(prefix) == []
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from xlatbench.analysis.drops import losses
 from xlatbench.scripts.measurers import counter_deltas
+from xlatbench.scripts.xlatperf import TesterOptions, flows, source_first_port, xlatperf_argv
 from xlatbench.setups.emulation import EmulatedChain
 from xlatbench.setups.emulation.names import rundir
 
@@ -26,35 +27,24 @@ def run_trial(
     threads: int = 1,
     ports_per_thread: int = 10,
     extra: tuple[str, ...] = (),
+    io: str = "socket",
 ) -> dict:
     """One xlatperf trial from the client namespace; returns its JSON document, with the chain's counter
-    changes over the trial (every hop's counters, the translators' own included) under `chain_deltas`."""
+    changes over the trial (every hop's counters, the translators' own included) under `chain_deltas`.
+    io: the tester's --io; its command line comes from the suite's own rule (xlatperf_argv with the chain's
+    tester_binding), as a campaign's would."""
     before = chain.counters()
     out = rundir(chain.prefix) / f"trial-{rate}-{duration}.json"
-    argv = [
-        str(tester),
-        "--server",
-        chain.server_address,
-        "--rate",
-        str(rate),
-        "--duration",
-        str(duration),
-        "--threads",
-        str(threads),
-        "--ports-per-thread",
-        str(ports_per_thread),
-        "--timeout",
-        str(REPLY_TIMEOUT_S),
-        "--json",
-        str(out),
-        "--quiet",
-        *extra,
-    ]
+    options = TesterOptions(threads=threads, ports_per_thread=ports_per_thread, timeout_s=REPLY_TIMEOUT_S,
+                            io=io, extra_args=extra)
+    binding = chain.tester_binding(io, flows(options), source_first_port(options))
+    argv = xlatperf_argv(tester, chain.server_address, rate, duration, options, out, binding)
     done = subprocess.run(
         chain.client_argv(argv), capture_output=True, text=True, timeout=duration + 60, check=False
     )
     assert done.returncode == 0, f"tester failed: {done.stderr.strip()}"
     result = json.loads(out.read_text())
+    assert result["io"]["mode"] == io, result["io"]
     result["chain_deltas"] = counter_deltas(before, chain.counters())
     return result
 
