@@ -48,7 +48,13 @@ struct Config {
     std::string xdp_interface;            // empty: the interface the route to the server leaves by
     std::uint32_t xdp_queue = 0;          // the interface queue the AF_XDP socket binds to
     std::uint32_t xdp_frames = 4096;      // UMEM frames for receiving and as many for sending (power of two)
+    std::string flow_order = "sequential"; // --io xdp: the order of the flows in each round: sequential, pseudorandom
+    std::uint64_t flow_seed = 0;          // key of the pseudorandom order; 0: a random one (recorded)
+    unsigned vlan = 0;                    // --io xdp: 802.1Q VLAN ID of the frames (1..4094); 0: untagged
 };
+
+// --io xdp: most flows (--ports-per-thread) one thread may have (sockets: 65535).
+constexpr std::uint64_t kMaxFlowsPerThread = std::uint64_t{1} << 24;
 
 // A socket address the hot path can hand to the kernel as is.
 struct SockAddr {
@@ -121,6 +127,9 @@ struct Plan {
     std::uint64_t prealloc_bytes = 0;      // what the trial allocates before the first query (estimate, bytes)
     bool xdp = false;                      // --io xdp
     std::uint64_t xdp_slots = 0;           // --io xdp: in-flight query slots of the flow table (power of two)
+    std::uint64_t xdp_in_flight = 0;       // --io xdp: queries in flight, ceil(rate x timeout)
+    bool flow_pseudorandom = false;        // --flow-order pseudorandom
+    std::uint64_t flow_seed = 0;           // its key (never 0: --flow-seed, else drawn at random)
 };
 
 // Queries one socket may have waiting for a reply: half the 16-bit ID space, so

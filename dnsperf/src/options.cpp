@@ -5,6 +5,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <ostream>
 #include <sstream>
 
@@ -15,6 +16,7 @@
 #include "sources.hpp"
 #include "trial.hpp"
 #include "version.hpp"
+#include "xdp/filter_abi.h"
 
 namespace xlatperf {
 namespace {
@@ -133,6 +135,18 @@ void add_options(CLI::App& app, Config& config) {
                    "--io xdp: UMEM frames for receiving, and as many for sending (power of two; ring sizes "
                    "follow)")
         ->type_name("N")->group(io);
+    app.add_option("--flow-order", config.flow_order,
+                   "--io xdp: the order in which each round of queries visits the flows: sequential (the "
+                   "sources' ports in order) or pseudorandom (RFC 4814: a keyed permutation, every flow once "
+                   "per round)")
+        ->type_name("ORDER")->group(io);
+    app.add_option("--vlan", config.vlan,
+                   "--io xdp: tag the query frames with this 802.1Q VLAN ID and take only replies tagged with it "
+                   "(0: untagged)")
+        ->type_name("ID")->group(io);
+    app.add_option("--flow-seed", config.flow_seed,
+                   "--io xdp: key of the pseudorandom flow order (0: a random one; the JSON records it)")
+        ->type_name("N")->check(not_negative)->group(io);
 
     add_verdict_and_output_options(app, config);
 }
@@ -213,6 +227,9 @@ void check(bool ok, const std::string& message) {
 
 bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
 
+// Most (address, port range) pairs the kernel reply filter of --io xdp checks.
+constexpr std::uint64_t kXdpFilterRanges = XLB_MAX_RANGES;
+
 // Bounds that keep a trial's memory (per-second series) and counters sane.
 constexpr double kMaxWindowS = 86400;          // one day of schedule
 constexpr std::uint64_t kMaxQueries = 100'000'000'000;
@@ -240,7 +257,15 @@ void plan_addresses(const Config& c, Plan& plan) {
 void plan_load(const Config& c, Plan& plan) {
     check(finite_positive(c.rate_qps), "--rate must be a positive number of queries/s");
     check(c.threads >= 1 && c.threads <= 1024, "--threads must be 1..1024");
-    check(c.ports_per_thread >= 1 && c.ports_per_thread <= 65535, "--ports-per-thread must be 1..65535");
+    if (c.io == "xdp") {
+        check(c.ports_per_thread >= 1 && c.ports_per_thread <= kMaxFlowsPerThread,
+              "--ports-per-thread must be 1.." + std::to_string(kMaxFlowsPerThread) +
+                  " with --io xdp (flows: (address, port) pairs without a socket)");
+    } else {
+        check(c.ports_per_thread >= 1 && c.ports_per_thread <= 65535,
+              "--ports-per-thread must be 1..65535 (sockets; --io xdp takes up to " +
+                  std::to_string(kMaxFlowsPerThread) + " flows without sockets)");
+    }
     check(c.rate_qps >= c.threads, "--rate " + format_number(c.rate_qps) + " is below --threads " +
                                        std::to_string(c.threads) +
                                        ": every sender needs at least 1 query/s; lower --threads");
@@ -353,8 +378,23 @@ void plan_io(const Config& c, Plan& plan) {
     check(c.io == "socket" || c.io == "xdp", "--io must be socket or xdp, got '" + c.io + "'");
     check(c.xdp_mode == "auto" || c.xdp_mode == "native" || c.xdp_mode == "generic",
           "--xdp-mode must be auto, native or generic, got '" + c.xdp_mode + "'");
+    check(c.flow_order == "sequential" || c.flow_order == "pseudorandom",
+          "--flow-order must be sequential or pseudorandom, got '" + c.flow_order + "'");
     plan.xdp = c.io == "xdp";
+    check(plan.xdp || (c.flow_order == "sequential" && c.flow_seed == 0),
+          "--flow-order and --flow-seed order the flows of --io xdp; sockets take queries round-robin: add --io xdp "
+          "or drop them");
+    check(c.vlan <= 4094, "--vlan must be a VLAN ID 1..4094 (0: untagged)");
+    check(plan.xdp || c.vlan == 0,
+          "--vlan tags the frames of --io xdp; with sockets send through a VLAN interface instead (--bind its "
+          "address)");
     if (!plan.xdp) return;
+    plan.flow_pseudorandom = c.flow_order == "pseudorandom";
+    plan.flow_seed = c.flow_seed;
+    if (plan.flow_seed == 0) {
+        std::random_device random;
+        while (plan.flow_seed == 0) plan.flow_seed = (std::uint64_t{random()} << 32) | random();
+    }
     check(c.threads == 1, "--io xdp runs one sender/receiver pair on one interface queue; use --threads 1");
     check(c.xdp_frames >= 64 && c.xdp_frames <= (1u << 20) && (c.xdp_frames & (c.xdp_frames - 1)) == 0,
           "--xdp-frames must be a power of two, 64..1048576");
@@ -367,10 +407,20 @@ void plan_io(const Config& c, Plan& plan) {
               "--io xdp needs every source address and its ports: give --source ADDR,FIRST-LAST or --bind ADDR "
               "--first-port PORT (a flow is an address and a port, with no socket to pick either)");
     }
+    // The kernel filter checks (address, port range) pairs, at most kXdpFilterRanges of them.
+    std::uint64_t pairs = 0;
+    for (const Source& source : plan.sources) pairs += used_ports(source).size();
+    check(pairs <= kXdpFilterRanges,
+          "--io xdp: the sources' flows make " + std::to_string(pairs) + " (address, port range) pairs, and the "
+              "reply filter holds at most " + std::to_string(kXdpFilterRanges) +
+              "; use fewer addresses or one port range per address");
     // The queries in flight at once (two timeouts of the rate, as the socket rings) and two batches.
-    const double in_flight = std::ceil(c.rate_qps * c.timeout_s) * 2 + 2.0 * c.batch;
-    std::uint64_t slots = 1024;
-    while (static_cast<double>(slots) < in_flight) slots *= 2;
+    // So the table is at most 64 bytes per query in flight plus 64 bytes per query of a batch:
+    // 16-byte slots, fewer than twice (2 x in flight + 2 batches).
+    plan.xdp_in_flight = static_cast<std::uint64_t>(std::ceil(c.rate_qps * c.timeout_s));
+    const double needed = 2.0 * static_cast<double>(plan.xdp_in_flight) + 2.0 * c.batch;
+    std::uint64_t slots = 64;
+    while (static_cast<double>(slots) < needed) slots *= 2;
     plan.xdp_slots = slots;
 }
 

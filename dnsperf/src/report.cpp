@@ -136,6 +136,10 @@ json config_json(const Plan& plan) {
         {"send_tolerance_abs_s", c.send_tolerance_s},
         {"max_lag_s", c.max_lag_s},
         {"ring_slots_per_socket", plan.ring_slots},
+        {"io", c.io},
+        {"flow_order", c.flow_order},
+        {"flow_seed", plan.flow_seed},
+        {"vlan", c.vlan},
         {"sources", sources_json(plan)},
     };
 }
@@ -143,7 +147,7 @@ json config_json(const Plan& plan) {
 json sockets_json(const Plan& plan, const TrialResult& trial) {
     const Config& c = plan.config;
     return json{
-        {"count", std::uint64_t{c.threads} * c.ports_per_thread},
+        {"count", plan.xdp ? 0 : std::uint64_t{c.threads} * c.ports_per_thread},
         {"rcvbuf_granted_bytes", trial.rcvbuf_granted},
         {"sndbuf_granted_bytes", trial.sndbuf_granted},
         {"buffers_forced", trial.buffers_forced},
@@ -189,7 +193,8 @@ json case_rewrite_json(const TrialResult& trial, const Totals& t) {
         if (!seen.seen || seen.at_ns >= first_at) continue;
         first_at = seen.at_ns;
         first = {{"thread", p.index},
-                 {"port", seen.socket < p.ports.size() ? p.ports[seen.socket] : 0},
+                 {"address", seen.address},
+                 {"port", seen.port},
                  {"id", seen.id},
                  {"query_epoch", seen.query_epoch},
                  {"reply_epoch", seen.spelled_epoch},

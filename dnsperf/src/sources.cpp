@@ -1,6 +1,8 @@
 #include "sources.hpp"
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
+#include <cstring>
 #include <sstream>
 
 #include "net.hpp"
@@ -91,6 +93,67 @@ Source parse_source(const std::string& text) {
     return source;
 }
 
+namespace {
+
+// The address after `bytes` (4 or 16 bytes, network order); false when it wraps.
+bool next_address(std::uint8_t* bytes, std::size_t length) {
+    for (std::size_t i = length; i-- > 0;) {
+        if (++bytes[i] != 0) return true;
+    }
+    return false;
+}
+
+std::uint8_t* address_bytes_of(Source& source) {
+    if (source.address.family() == AF_INET) {
+        return reinterpret_cast<std::uint8_t*>(&reinterpret_cast<sockaddr_in*>(&source.address.storage)->sin_addr);
+    }
+    return reinterpret_cast<std::uint8_t*>(&reinterpret_cast<sockaddr_in6*>(&source.address.storage)->sin6_addr);
+}
+
+}  // namespace
+
+std::vector<Source> parse_sources(const std::string& text) {
+    const auto comma = text.find(',');
+    const std::string addresses = text.substr(0, comma);
+    const std::string ports = comma == std::string::npos ? std::string() : text.substr(comma);
+    const auto dash = addresses.find('-');
+    if (dash == std::string::npos) return {parse_source(text)};
+    Source first = parse_source(addresses.substr(0, dash) + ports);
+    Source last = parse_source(addresses.substr(dash + 1));
+    if (first.address.family() != last.address.family()) {
+        bad_source(text, "the address range '" + addresses + "' mixes IPv4 and IPv6");
+    }
+    const std::size_t length = first.address.family() == AF_INET ? 4 : 16;
+    const std::uint8_t* end = address_bytes_of(last);
+    if (std::memcmp(address_bytes_of(first), end, length) > 0) {
+        bad_source(text, "the address range '" + addresses + "' must be FIRST-LAST with FIRST <= LAST");
+    }
+    std::vector<Source> out{first};
+    while (std::memcmp(address_bytes_of(out.back()), end, length) != 0) {
+        if (out.size() >= kMaxSourceAddresses) {
+            bad_source(text, "the address range '" + addresses + "' holds more than " +
+                                 std::to_string(kMaxSourceAddresses) + " addresses; give a shorter one");
+        }
+        Source next = out.back();
+        next_address(address_bytes_of(next), length);
+        next.text = to_endpoint(next.address).address().to_string();
+        out.push_back(std::move(next));
+    }
+    return out;
+}
+
+std::vector<PortRange> used_ports(const Source& source) {
+    std::vector<PortRange> kept;
+    std::uint64_t left = source.sockets;
+    for (const PortRange& range : source.ranges) {
+        if (left == 0) break;
+        const std::uint64_t take = std::min(left, range.size());
+        kept.push_back(PortRange{range.first, static_cast<std::uint16_t>(range.first + take - 1)});
+        left -= take;
+    }
+    return kept;
+}
+
 std::uint64_t sockets_of_source(std::uint64_t sockets, std::size_t count, std::size_t index) {
     return sockets / count + (index < sockets % count ? 1 : 0);
 }
@@ -110,9 +173,10 @@ void plan_sources(const Config& c, Plan& plan) {
     }
     plan.bind_text.clear();  // no --bind: the sources say where the sockets are bound
     for (const std::string& text : c.sources) {
-        Source source = parse_source(text);
-        check_source(c, plan, source, text);
-        plan.sources.push_back(std::move(source));
+        for (Source& source : parse_sources(text)) {
+            check_source(c, plan, source, text);
+            plan.sources.push_back(std::move(source));
+        }
     }
     const std::size_t count = plan.sources.size();
     if (sockets < count) {

@@ -14,6 +14,17 @@ namespace xlatperf {
 // ",FIRST-LAST" port ranges in increasing order. Throws OptionError.
 Source parse_source(const std::string& text);
 
+// Most addresses one --source FIRST-LAST address range may name.
+constexpr std::uint64_t kMaxSourceAddresses = 4096;
+
+// Parses one --source value that may name an address range, "198.18.0.1-198.18.0.16,1024-63523":
+// one Source per address, in increasing order, each with the same port ranges. Throws OptionError.
+std::vector<Source> parse_sources(const std::string& text);
+
+// The ports a source's sockets (or flows) take: the first `source.sockets` ports of its
+// ranges, in order (the ranges cut after them; empty for ephemeral ports).
+std::vector<PortRange> used_ports(const Source& source);
+
 // Fills plan.sources from --source (or from --bind / --first-port) and checks
 // them against the server's family and the run's sockets. Needs plan.server and
 // plan.bind set; throws OptionError.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <chrono>
@@ -99,6 +100,8 @@ struct Pair {
     io::SocketSet sockets;                          // --io socket: the pair's sockets and their rings
     std::unique_ptr<io::SendIo> send_io;            // the I/O backend's two halves
     std::unique_ptr<io::ReceiveIo> receive_io;
+    std::uint64_t channels = 0;                     // sockets, or flows (--io xdp)
+    std::function<io::Flow(std::size_t)> channel;   // a socket's (flow's) source address and port
     std::atomic<bool> sender_done{false};
     std::atomic<std::int64_t> last_send_ns{-1};   // monotonic, relative to start
     std::atomic<bool> receiver_done{false};
@@ -255,9 +258,12 @@ public:
           pair_(pair),
           stats_(pair.result.receive),
           recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)) {
-        // Only a socket (or flow) whose IDs wrap can see its epoch-0 answers spelled again.
-        if (shared.schedule.thread_queries(pair.index) > kIdsPerEpoch) {
-            epoch0_answered_.assign(pair.result.ports.size(), std::vector<std::uint64_t>(kIdsPerEpoch / 64, 0));
+        // Only a socket (or flow) whose IDs wrap can see its epoch-0 answers spelled again: those
+        // get a bit per ID (a pair's channels take its queries in turn, so all wrap or none do).
+        const std::uint64_t per_channel = (shared.schedule.thread_queries(pair.index) + pair.channels - 1) / pair.channels;
+        if (per_channel > kIdsPerEpoch) {
+            epoch0_answered_.assign(pair.channels, std::vector<std::uint64_t>(kIdsPerEpoch / 64, 0));
+            stats_.case_bitmap_bytes = pair.channels * (kIdsPerEpoch / 8);
         }
     }
 
@@ -386,12 +392,13 @@ private:
         ++stats_.case_rewritten;
         if (stats_.case_first.seen) return;
         CaseRewriteSeen& first = stats_.case_first;
-        first = {true, socket, static_cast<std::uint16_t>(id), outcome.sequence / kIdsPerEpoch, outcome.spelled_epoch,
-                 evidence, received_ns - shared_.start_ns};
+        const io::Flow where = pair_.channel(socket);
+        first = {true, socket, where.address, where.port, static_cast<std::uint16_t>(id),
+                 outcome.sequence / kIdsPerEpoch, outcome.spelled_epoch, evidence, received_ns - shared_.start_ns};
         if (shared_.case_warned.exchange(true)) return;
         std::ostringstream line;
         line << "xlatperf: warning: the server rewrites the letter case of the query name: a reply to ID " << id
-             << " on port " << pair_.result.ports[socket] << " spells epoch " << first.spelled_epoch
+             << " on port " << first.port << " spells epoch " << first.spelled_epoch
              << " where its query carried epoch " << first.query_epoch
              << (evidence == CaseRewrite::never_sent ? " (no query with that ID has carried that case yet)"
                                                      : " (epoch 0's query with that ID already had its reply)")
@@ -476,11 +483,10 @@ std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio:
         pair->result.sender_cpu = cpu_for(plan.sender_cpus, i);
         pair->result.receiver_cpu = cpu_for(plan.receiver_cpus, i);
         if (xdp != nullptr) {
-            // One flow per (address, port) a socket would have bound, in the flow table's order.
-            for (const io::Flow& flow : xdp->flows()) {
-                pair->result.ports.push_back(flow.port);
-                pair->result.source_addresses.push_back(flow.address);
-            }
+            // One flow per (address, port) a socket would have bound; replies are counted by the
+            // flow's position in a round. No list of them: there may be millions.
+            pair->channels = xdp->flow_count();
+            pair->channel = [xdp](std::size_t position) { return xdp->flow_at(position); };
             pair->send_io = xdp->sender();
             pair->receive_io = xdp->receiver(pair->result.receive);
         } else {
@@ -495,6 +501,11 @@ std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio:
                 pair->result.ports.push_back(set.sockets.back().local_port());
                 pair->result.source_addresses.push_back(plan.sources[from.source].text);
             }
+            pair->channels = config.ports_per_thread;
+            const PairResult& named = pair->result;
+            pair->channel = [&named](std::size_t socket) {
+                return io::Flow{named.source_addresses[socket], named.ports[socket]};
+            };
             pair->send_io = io::socket_sender(plan, shared.query, set, shared.gso, pair->result.send);
             pair->receive_io = io::socket_receiver(plan, shared.query, set, pair->result.receive);
         }
@@ -678,7 +689,8 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     rusage usage_before{};
     getrusage(RUSAGE_SELF, &usage_before);
     const UdpErrorCounters udp_before = read_udp_error_counters();
-    const std::vector<int> egress = egress_devices(plan.server, sources);
+    // With --io xdp the frames leave by the AF_XDP socket's interface (the sources need not be the host's).
+    const std::vector<int> egress = xdp ? std::vector<int>{xdp->ifindex()} : egress_devices(plan.server, sources);
     std::vector<DeviceDrops> egress_before;
     for (const int device : egress) egress_before.push_back(read_device_drops(device));
     release_threads(shared, threads.size());
@@ -713,6 +725,7 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     result.latency = LatencyHistogram(max_latency_ns);
     result.send_lag = LatencyHistogram(kMaxLagRecordedNs);
     merge_pairs(shared, pairs, result);
+    for (const PairResult& pair : result.pairs) result.io.xdp.case_bitmap_bytes += pair.receive.case_bitmap_bytes;
     return result;
 }
 

@@ -56,7 +56,9 @@ struct SenderStats {
 // The first reply whose letter case proved that the server rewrote the query name's case.
 struct CaseRewriteSeen {
     bool seen = false;
-    std::size_t socket = 0;              // index into the pair's sockets (ports)
+    std::size_t socket = 0;              // index into the pair's sockets (or flows)
+    std::string address;                 // that socket's (flow's) source address and port
+    std::uint16_t port = 0;
     std::uint16_t id = 0;
     std::uint64_t query_epoch = 0;       // the epoch of the query holding the ID
     std::uint64_t spelled_epoch = 0;     // the epoch the reply's letters spell
@@ -79,6 +81,7 @@ struct ReceiverStats {
     std::uint64_t duplicate = 0;
     std::uint64_t case_rewritten = 0;    // of unknown_id: replies whose letter case proves a case-rewriting server
     CaseRewriteSeen case_first;          // the first of them
+    std::uint64_t case_bitmap_bytes = 0; // the bits kept per ID of wrapping sockets (flows)
     std::uint64_t socket_drops = 0;      // datagrams the kernel dropped at our sockets
     std::uint64_t final_drain = 0;       // datagrams read after the end time (until nothing was pending)
     std::int64_t final_drain_ns = 0;     // how long that took
@@ -103,7 +106,7 @@ struct PairResult {
     unsigned index = 0;
     SenderStats send;
     ReceiverStats receive;
-    std::vector<std::uint16_t> ports;
+    std::vector<std::uint16_t> ports;    // per socket (--io xdp: empty, io.flows counts the flows)
     std::vector<std::string> source_addresses;  // per socket, beside ports
     int sender_cpu = -1;                 // asked pinning, -1: none
     int receiver_cpu = -1;

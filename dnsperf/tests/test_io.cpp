@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "io/xdp_io.hpp"
+#include "xdp/flows.hpp"
 #include "net.hpp"
 #include "options.hpp"
 
@@ -37,7 +38,7 @@ TEST_CASE("xdp I/O plans one flow per source port a socket would have bound") {
     // --ports-per-thread 4 (default): the first 4 ports of the range.
     CHECK(flows[0].ranges[0].first == 40000);
     CHECK(flows[0].ranges[0].last == 40003);
-    // 1000 q/s x 0.25 s x 2 + 2 batches of 64 = 628 in flight: the 1024-slot floor.
+    // 1000 q/s x 0.25 s = 250 in flight; 2 x 250 + 2 batches of 64 = 628: 1024 slots.
     CHECK(plan.xdp_slots == 1024);
 }
 
@@ -83,4 +84,88 @@ TEST_CASE("xdp I/O refuses what it cannot run, with one line") {
     c = xdp_config();
     c.xdp_frames = 1000;
     CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--xdp-frames must be a power of two"));
+}
+
+TEST_CASE("xdp I/O takes a million flows from an address range, with no per-flow state") {
+    Config c = xdp_config();
+    c.sources = {"198.19.0.1-198.19.0.16,1024-63523"};
+    c.ports_per_thread = 1'000'000;
+    c.rate_qps = 100'000;
+    const Plan plan = make_plan(c);
+    const std::vector<Source> sources = io::flow_sources(plan);
+    REQUIRE(sources.size() == 16);
+    for (const Source& s : sources) CHECK(s.port_count() == 62'500);
+    const xdp::FlowSpace flows(sources, xdp::FlowOrder::sequential, 1);
+    CHECK(flows.size() == 1'000'000);
+    CHECK(flows.memory_bytes() < 16 * 1024);  // per source, not per flow
+    // 100 000 q/s x 0.25 s = 25 000 in flight: 2 x 25 000 + 128 -> 65 536 slots of 16 B = 1 MiB, 41.9 B each.
+    CHECK(plan.xdp_in_flight == 25'000);
+    CHECK(plan.xdp_slots == 65'536);
+    CHECK(static_cast<double>(plan.xdp_slots * xdp::kFlowSlotBytes) / static_cast<double>(plan.xdp_in_flight) <= 64);
+    CHECK(plan.prealloc_bytes < 64u << 20);
+}
+
+TEST_CASE("the flow table is at most 64 B per query in flight plus 64 B per query of a batch") {
+    for (const double rate : {100.0, 1000.0, 33'333.0, 65'536.0 * 4, 1'000'000.0, 3'000'000.0}) {
+        Config c = xdp_config();
+        c.rate_qps = rate;
+        c.ports_per_thread = 100;
+        const Plan plan = make_plan(c);
+        INFO(rate);
+        CHECK(plan.xdp_slots * xdp::kFlowSlotBytes <= 64 * plan.xdp_in_flight + 64 * c.batch);
+        CHECK(plan.xdp_slots >= 2 * plan.xdp_in_flight + 2 * c.batch);
+    }
+}
+
+TEST_CASE("the flow order and its seed are planned, and refused without --io xdp") {
+    Config c = xdp_config();
+    const Plan drawn = make_plan(c);
+    CHECK_FALSE(drawn.flow_pseudorandom);
+    CHECK(drawn.flow_seed != 0);  // drawn, so the JSON can name it
+    c.flow_order = "pseudorandom";
+    c.flow_seed = 4814;
+    const Plan keyed = make_plan(c);
+    CHECK(keyed.flow_pseudorandom);
+    CHECK(keyed.flow_seed == 4814);
+    c.flow_order = "random";
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--flow-order must be sequential or pseudorandom"));
+    Config sockets;
+    sockets.server = "127.0.0.1";
+    sockets.flow_order = "pseudorandom";
+    CHECK_THROWS_WITH(make_plan(sockets), Catch::Contains("add --io xdp"));
+    sockets.flow_order = "sequential";
+    sockets.flow_seed = 7;
+    CHECK_THROWS_WITH(make_plan(sockets), Catch::Contains("add --io xdp"));
+}
+
+TEST_CASE("flows beyond 65535 per thread only with --io xdp, and only as many as the filter holds") {
+    Config c = xdp_config();
+    c.sources = {"192.0.2.2,1024-65535", "192.0.2.3,1024-65535"};
+    c.ports_per_thread = 100'000;
+    CHECK(make_plan(c).xdp);
+    c.io = "socket";
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--ports-per-thread must be 1..65535"));
+    c = xdp_config();
+    c.ports_per_thread = (1u << 24) + 1;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("1..16777216 with --io xdp"));
+    // 65 addresses with one range each: 65 (address, port range) pairs, one more than the filter holds.
+    c = xdp_config();
+    c.sources = {"192.0.2.10-192.0.2.74,1000-1099"};
+    c.ports_per_thread = 65 * 100;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("reply filter holds at most 64"));
+    c.sources = {"192.0.2.10-192.0.2.73,1000-1099"};
+    c.ports_per_thread = 64 * 100;
+    CHECK(make_plan(c).xdp);
+}
+
+TEST_CASE("The VLAN option is an 802.1Q ID for --io xdp frames only") {
+    Config c = xdp_config();
+    c.vlan = 100;
+    CHECK(make_plan(c).config.vlan == 100);
+    c.vlan = 4095;
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--vlan must be a VLAN ID 1..4094"));
+    Config sockets;
+    sockets.server = "127.0.0.1";
+    sockets.vlan = 100;
+    CHECK_THROWS_WITH(make_plan(sockets), Catch::Contains("with sockets send through a VLAN interface"));
 }

@@ -116,3 +116,52 @@ TEST_CASE("the source option is repeatable on the command line, one value each")
     CHECK(cl.plan->sources.size() == 2);
     CHECK(cl.plan->sources[1].text == "192.0.2.9");
 }
+
+TEST_CASE("a --source address range is one source per address, each with the same ports") {
+    const std::vector<Source> v4 = parse_sources("198.18.0.1-198.18.0.16,1024-63523");
+    REQUIRE(v4.size() == 16);
+    CHECK(v4.front().text == "198.18.0.1");
+    CHECK(v4[9].text == "198.18.0.10");
+    CHECK(v4.back().text == "198.18.0.16");
+    for (const Source& s : v4) {
+        REQUIRE(s.ranges.size() == 1);
+        CHECK((s.ranges[0].first == 1024 && s.ranges[0].last == 63523));
+    }
+    // Carries across octets (and IPv6 groups); a one-address range is that address.
+    const std::vector<Source> carry = parse_sources("192.0.2.255-192.0.3.1");
+    REQUIRE(carry.size() == 3);
+    CHECK(carry[1].text == "192.0.3.0");
+    CHECK(carry[2].ranges.empty());
+    const std::vector<Source> v6 = parse_sources("2001:db8::ffff-2001:db8::1:1,5000-5009,6000");
+    REQUIRE(v6.size() == 3);
+    CHECK(v6[1].text == "2001:db8::1:0");
+    CHECK(v6[2].port_count() == 11);
+    CHECK(parse_sources("192.0.2.7-192.0.2.7,53").size() == 1);
+    CHECK(parse_sources("192.0.2.7,53").size() == 1);
+}
+
+TEST_CASE("a bad --source address range is refused naming it") {
+    for (const char* bad : {"192.0.2.9-192.0.2.8", "192.0.2.1-2001:db8::1", "192.0.2.1-", "-192.0.2.1",
+                            "192.0.2.1-x,100", "10.0.0.0-10.1.0.0,100", "192.0.2.1-192.0.2.2,9-5"}) {
+        INFO(bad);
+        CHECK_THROWS_AS(parse_sources(bad), OptionError);
+    }
+    CHECK_THROWS_WITH(parse_sources("192.0.2.9-192.0.2.8,100"), Catch::Contains("FIRST <= LAST"));
+    CHECK_THROWS_WITH(parse_sources("10.0.0.0-10.1.0.0"), Catch::Contains("more than 4096 addresses"));
+    // An address of the range given again on its own is a duplicate, as for single addresses.
+    CHECK_THROWS_WITH(make_plan(with_sources({"192.0.2.8-192.0.2.10,100-199", "192.0.2.9,300"}, 1, 4)),
+                      Catch::Contains("given twice"));
+}
+
+TEST_CASE("an address range deals sockets round-robin like the addresses listed one by one") {
+    const Plan ranged = make_plan(with_sources({"192.0.2.8-192.0.2.10,100-103"}, 2, 3));
+    const Plan listed = make_plan(with_sources({"192.0.2.8,100-103", "192.0.2.9,100-103", "192.0.2.10,100-103"}, 2, 3));
+    REQUIRE(ranged.sources.size() == 3);
+    for (unsigned t = 0; t < 2; ++t) {
+        for (unsigned k = 0; k < 3; ++k) {
+            const SocketSource a = socket_source(ranged, t, k), b = socket_source(listed, t, k);
+            CHECK((a.source == b.source && a.port == b.port));
+        }
+    }
+    CHECK(ranged.sources[2].sockets == 2);
+}

@@ -45,6 +45,57 @@ TEST_CASE("the pseudorandom flow order visits every flow once per round and inve
     CHECK((sequential.forward(3) == 3 && sequential.inverse(3) == 3));
 }
 
+TEST_CASE("the pseudorandom order over a million and more flows is a permutation with its inverse", "[xdp_flows]") {
+    for (std::uint64_t size : {1'000'000ull, (1ull << 22) + 3}) {
+        INFO(size);
+        const FlowPermutation p(size, FlowOrder::pseudorandom, 0x4814);
+        std::vector<bool> seen(size, false);
+        std::uint64_t in_place = 0, wrong_inverse = 0, out_of_range = 0, twice = 0;
+        for (std::uint64_t j = 0; j < size; ++j) {
+            const std::uint64_t f = p.forward(j);
+            if (f >= size) {
+                ++out_of_range;
+                continue;
+            }
+            twice += seen[f] ? 1 : 0;
+            seen[f] = true;
+            wrong_inverse += p.inverse(f) != j ? 1 : 0;
+            in_place += f == j ? 1 : 0;
+        }
+        CHECK(out_of_range == 0);
+        CHECK(twice == 0);
+        CHECK(wrong_inverse == 0);
+        CHECK(in_place < size / 1000);
+        // Another seed, another order.
+        const FlowPermutation q(size, FlowOrder::pseudorandom, 0x4815);
+        std::uint64_t same = 0;
+        for (std::uint64_t j = 0; j < 10'000; ++j) same += p.forward(j) == q.forward(j) ? 1 : 0;
+        CHECK(same < 10);
+    }
+}
+
+TEST_CASE("a million flows over 16 addresses: every (address, port) once per round, and back", "[xdp_flows]") {
+    std::vector<Source> sources;
+    for (int a = 1; a <= 16; ++a) sources.push_back(source(("198.19.0." + std::to_string(a)).c_str(), {{1024, 63523}}));
+    for (const FlowOrder order : {FlowOrder::sequential, FlowOrder::pseudorandom}) {
+        const FlowSpace flows(sources, order, 99);
+        REQUIRE(flows.size() == 1'000'000);
+        std::vector<bool> seen(flows.size(), false);
+        std::uint64_t twice = 0, unmapped = 0;
+        for (std::uint64_t position = 0; position < flows.size(); ++position) {
+            const std::uint64_t flow = flows.permutation().forward(position);
+            const auto e = flows.endpoint(flow);
+            const std::uint64_t key = (e.address[3] - 1u) * 62'500ull + (e.port - 1024u);
+            twice += seen[key] ? 1 : 0;
+            seen[key] = true;
+            std::uint64_t back = 0;
+            if (!flows.flow_of(e.address, e.port, back) || flows.permutation().inverse(back) != position) ++unmapped;
+        }
+        CHECK(twice == 0);
+        CHECK(unmapped == 0);
+    }
+}
+
 TEST_CASE("flows are addresses x port ranges and map back", "[xdp_flows]") {
     const FlowSpace flows({source("192.0.2.1", {{1000, 1009}, {2000, 2004}}), source("192.0.2.2", {{3000, 3099}})},
                           FlowOrder::sequential, 1);

@@ -289,3 +289,31 @@ TEST_CASE("replies to wrong ports are not ours; from a wrong source port they ar
                                               parsed.source.length, 3000);
     CHECK(again.kind == ReplyKind::duplicate);
 }
+
+TEST_CASE("a VLAN frame carries one 802.1Q tag before the IP header, and its reply parses", "[xdp_frame]") {
+    const QueryTemplate query("dns64perf.test", 28);
+    for (const char* server : {"198.51.100.2", "2001:db8::53"}) {
+        const bool v6 = std::strchr(server, ':') != nullptr;
+        FrameSpec tagged = spec_to(address(server, 53));
+        tagged.vlan = 100;
+        const FrameTemplate t(query, tagged);
+        const FrameTemplate plain(query, spec_to(address(server, 53)));
+        const char* tester = v6 ? "2001:db8:1::7" : "192.0.2.1";
+        const Bytes f = build(t, tester, 20001, 5, (10u << 24) | 9u, 3);
+        const Bytes g = build(plain, tester, 20001, 5, (10u << 24) | 9u, 3);
+        INFO(server);
+        REQUIRE(f.size() == g.size() + 4);
+        CHECK(t.ip_offset() == 18);
+        // TPID 0x8100, TCI = VLAN 100 (priority 0), then the untagged frame's EtherType and the rest.
+        CHECK((f[12] == 0x81 && f[13] == 0x00 && f[14] == 0 && f[15] == 100));
+        CHECK(std::equal(f.begin(), f.begin() + 12, g.begin()));
+        CHECK(std::equal(f.begin() + 16, f.end(), g.begin() + 12));
+        // The reply as the server's side tags it: the same tag in front of the untagged reply.
+        Bytes reply = reply_frame(g, v6);
+        reply.insert(reply.begin() + 12, {0x81, 0x00, 0x00, 100});
+        ParsedReply parsed;
+        REQUIRE(parse_reply(reply.data(), reply.size(), parsed) == FrameStatus::ok);
+        CHECK(parsed.destination_port == 20001);
+        CHECK(std::memcmp(parsed.destination, bytes_of(tester).data(), v6 ? 16 : 4) == 0);
+    }
+}

@@ -18,6 +18,7 @@ struct XdpReport {
     std::uint32_t prog_id = 0;
     bool stale_program_removed = false;  // a program a killed run had left was replaced
     std::string next_hop_mac;
+    unsigned vlan = 0;                   // 802.1Q VLAN ID of the frames; 0: untagged
     bool next_hop_probed = false;        // the neighbour entry was absent and a probe resolved it
     std::uint32_t frame_size = 0;        // bytes per UMEM frame
     std::uint32_t rx_frames = 0;
@@ -25,8 +26,13 @@ struct XdpReport {
     std::uint32_t ring_size = 0;         // entries of each of the four rings
     std::uint64_t query_frame_bytes = 0;
     std::uint64_t flows = 0;             // (source address, port) pairs
+    std::string flow_order;              // "sequential" or "pseudorandom"
+    std::uint64_t flow_seed = 0;         // key of the pseudorandom order
+    std::uint64_t in_flight = 0;         // queries in flight: ceil(rate x timeout)
     std::uint64_t slots = 0;             // in-flight query slots of the flow table
     std::uint64_t slot_bytes = 0;        // bytes of matching state per slot
+    std::uint64_t flow_space_bytes = 0;  // the sources' table (addresses, port ranges): per source, not per flow
+    std::uint64_t case_bitmap_bytes = 0; // a bit per ID of each flow whose IDs wrap (only those flows)
     std::uint64_t frames_sent = 0;       // frames put on the TX ring
     std::uint64_t kicks = 0;             // sendto() wake-ups of the TX ring
     std::uint64_t tx_ring_waits = 0;     // times the TX ring had no free frame

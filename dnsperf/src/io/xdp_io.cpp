@@ -1,12 +1,14 @@
 #include "io/xdp_io.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <net/if.h>
 #include <poll.h>
 
 #include "egress.hpp"
 #include "net.hpp"
 #include "pacing.hpp"
+#include "sources.hpp"
 #include "xdp/flows.hpp"
 #include "xdp/frame.hpp"
 #include "xdp/neighbour.hpp"
@@ -24,14 +26,7 @@ std::vector<Source> flow_sources(const Plan& plan) {
             throw StartError("--io xdp: source " + source.text + " has no ports (a flow needs an address and a port)");
         }
         Source kept = source;
-        kept.ranges.clear();
-        std::uint64_t left = source.sockets;
-        for (const PortRange& range : source.ranges) {
-            if (left == 0) break;
-            const std::uint64_t take = std::min(left, range.size());
-            kept.ranges.push_back(PortRange{range.first, static_cast<std::uint16_t>(range.first + take - 1)});
-            left -= take;
-        }
+        kept.ranges = used_ports(source);
         if (!kept.ranges.empty()) out.push_back(std::move(kept));
     }
     return out;
@@ -50,18 +45,10 @@ struct XdpLink::State {
           query(query_),
           ifname(std::move(ifname_)),
           hop(hop_),
-          flows(sources, xdp::FlowOrder::sequential, 1),
+          flows(sources, plan_.flow_pseudorandom ? xdp::FlowOrder::pseudorandom : xdp::FlowOrder::sequential,
+                plan_.flow_seed),
           table(flows.size(), flow_slots(plan_.xdp_slots, flows.size())),
-          frame(query_, spec) {
-        // The order is sequential: position p of a round is flow p, the sources' ports in order.
-        for (const Source& source : sources) {
-            for (const PortRange& range : source.ranges) {
-                for (std::uint64_t port = range.first; port <= range.last; ++port) {
-                    listed.push_back(Flow{source.text, static_cast<std::uint16_t>(port)});
-                }
-            }
-        }
-    }
+          frame(query_, spec) {}
 
     const Plan& plan;
     const QueryTemplate& query;
@@ -70,7 +57,6 @@ struct XdpLink::State {
     xdp::FlowSpace flows;
     FlowTable table;
     xdp::FrameTemplate frame;
-    std::vector<Flow> listed;
     std::unique_ptr<xdp::XdpProgram> program;  // before the socket: it goes after it
     std::unique_ptr<xdp::XskSocket> xsk;
     xdp::XskStats stats_before;
@@ -84,19 +70,68 @@ struct XdpLink::State {
 
 namespace {
 
+// An 802.1Q device's lower device and VLAN ID, from /proc/net/vlan/config ("NAME | VID | DEVICE"
+// lines); false when `device` is none (or the kernel has no 802.1Q devices).
+bool vlan_device(const std::string& device, std::string& lower, unsigned& id) {
+    std::ifstream config("/proc/net/vlan/config");
+    std::string line;
+    const auto trim = [](std::string text) {
+        const auto first = text.find_first_not_of(" \t");
+        const auto last = text.find_last_not_of(" \t");
+        return first == std::string::npos ? std::string() : text.substr(first, last - first + 1);
+    };
+    while (std::getline(config, line)) {
+        const auto bar = line.find('|');
+        const auto bar2 = bar == std::string::npos ? bar : line.find('|', bar + 1);
+        if (bar2 == std::string::npos || trim(line.substr(0, bar)) != device) continue;
+        const std::string vid = trim(line.substr(bar + 1, bar2 - bar - 1));
+        if (vid.empty() || vid.find_first_not_of("0123456789") != std::string::npos || vid.size() > 4) return false;
+        id = static_cast<unsigned>(std::stoul(vid));
+        lower = trim(line.substr(bar2 + 1));
+        return true;
+    }
+    return false;
+}
+
+std::string device_name(int index) {
+    char name[IF_NAMESIZE] = {};
+    if (index <= 0 || if_indextoname(static_cast<unsigned>(index), name) == nullptr) return {};
+    return name;
+}
+
+// Where the next hop is resolved: the interface, or with --vlan the VLAN device over it that the route
+// to the server leaves by (where the kernel keeps the neighbour entry). On a kernel without 802.1Q
+// devices the route leaves by the interface itself.
+std::string hop_interface(const Plan& plan, const std::string& ifname) {
+    if (plan.config.vlan == 0) return ifname;
+    const std::vector<int> devices = egress_devices(plan.server, {SockAddr{}});
+    const std::string routed = device_name(devices.empty() ? 0 : devices.front());
+    if (routed.empty() || routed == ifname) return ifname;
+    std::string lower;
+    unsigned id = 0;
+    if (vlan_device(routed, lower, id) && lower == ifname && id == plan.config.vlan) return routed;
+    throw StartError("--io xdp --vlan " + std::to_string(plan.config.vlan) + ": the route to the server leaves by " +
+                     routed + ", which is not VLAN " + std::to_string(plan.config.vlan) + " over " + ifname);
+}
+
 std::string interface_for(const Plan& plan) {
     if (!plan.config.xdp_interface.empty()) return plan.config.xdp_interface;
     std::vector<SockAddr> sources;
     for (const Source& s : plan.sources) sources.push_back(s.address);
-    const std::vector<int> devices = egress_devices(plan.server, sources);
+    std::vector<int> devices = egress_devices(plan.server, sources);
+    // Flow addresses need not be the host's (the server routes them back through it): then
+    // the route to the server from any address says.
+    if (devices.empty()) devices = egress_devices(plan.server, {SockAddr{}});
     if (devices.size() != 1) {
         throw StartError("--io xdp: the route to the server leaves by " + std::to_string(devices.size()) +
                          " interfaces; name one with --xdp-interface");
     }
-    char name[IF_NAMESIZE] = {};
-    if (if_indextoname(static_cast<unsigned>(devices.front()), name) == nullptr) {
-        throw StartError("--io xdp: cannot name the interface the route to the server leaves by");
-    }
+    const std::string name = device_name(devices.front());
+    if (name.empty()) throw StartError("--io xdp: cannot name the interface the route to the server leaves by");
+    // With --vlan the route leaves by the VLAN device; the frames go out of the device under it.
+    std::string lower;
+    unsigned id = 0;
+    if (plan.config.vlan != 0 && vlan_device(name, lower, id)) return lower;
     return name;
 }
 
@@ -106,11 +141,12 @@ xdp::AttachMode attach_mode(const std::string& text) {
     return xdp::AttachMode::automatic;
 }
 
-xdp::FrameSpec frame_spec(const std::string& ifname, const xdp::NextHop& hop, const SockAddr& server) {
+xdp::FrameSpec frame_spec(const std::string& ifname, const xdp::NextHop& hop, const Plan& plan) {
     xdp::FrameSpec spec;
     spec.source_mac = xdp::interface_mac(ifname);
     spec.destination_mac = hop.mac;
-    spec.server = server;
+    spec.server = plan.server;
+    spec.vlan = static_cast<std::uint16_t>(plan.config.vlan);
     return spec;
 }
 
@@ -252,11 +288,12 @@ XdpLink::XdpLink(const Plan& plan, const QueryTemplate& query) {
     const std::string ifname = interface_for(plan);
     const std::vector<Source> sources = flow_sources(plan);
     try {
-        const xdp::NextHop hop = xdp::resolve_next_hop(ifname, plan.server);
-        state_ = std::make_unique<State>(plan, query, ifname, hop, sources, frame_spec(ifname, hop, plan.server));
+        const std::string hop_if = hop_interface(plan, ifname);
+        const xdp::NextHop hop = xdp::resolve_next_hop(hop_if, plan.server);
+        state_ = std::make_unique<State>(plan, query, ifname, hop, sources, frame_spec(hop_if, hop, plan));
         const xdp::XskSizes sizes{2048, plan.config.xdp_frames, plan.config.xdp_frames,
                                   std::max<std::uint32_t>(plan.config.xdp_frames / 2, 64)};
-        state_->program = std::make_unique<xdp::XdpProgram>(ifname, xdp::FilterSpec{plan.server, sources},
+        state_->program = std::make_unique<xdp::XdpProgram>(ifname, xdp::FilterSpec{plan.server, sources, static_cast<std::uint16_t>(plan.config.vlan)},
                                                             attach_mode(plan.config.xdp_mode));
         state_->xsk = std::make_unique<xdp::XskSocket>(ifname, plan.config.xdp_queue, sizes);
         state_->program->bind_queue(plan.config.xdp_queue, state_->xsk->fd());
@@ -281,7 +318,13 @@ std::unique_ptr<ReceiveIo> XdpLink::receiver(ReceiverStats& stats) {
     return std::make_unique<XdpReceive>(*state_, stats);
 }
 
-const std::vector<Flow>& XdpLink::flows() const { return state_->listed; }
+std::uint64_t XdpLink::flow_count() const { return state_->flows.size(); }
+
+Flow XdpLink::flow_at(std::uint64_t position) const {
+    const State& s = *state_;
+    const xdp::FlowSpace::Endpoint e = s.flows.endpoint(s.flows.permutation().forward(position % s.flows.size()));
+    return Flow{s.flows.source_text(e.source), e.port};
+}
 
 int XdpLink::ifindex() const { return state_->program->ifindex(); }
 
@@ -296,6 +339,7 @@ XdpReport XdpLink::report() const {
     r.prog_id = s.program->prog_id();
     r.stale_program_removed = s.program->stale_removed();
     r.next_hop_mac = xdp::mac_text(s.hop.mac);
+    r.vlan = s.plan.config.vlan;
     r.next_hop_probed = s.hop.probed;
     const xdp::XskSizes& sizes = s.xsk->sizes();
     r.frame_size = sizes.frame_size;
@@ -304,8 +348,12 @@ XdpReport XdpLink::report() const {
     r.ring_size = sizes.ring;
     r.query_frame_bytes = s.frame.size();
     r.flows = s.flows.size();
+    r.flow_order = s.plan.flow_pseudorandom ? "pseudorandom" : "sequential";
+    r.flow_seed = s.plan.flow_seed;
+    r.in_flight = s.plan.xdp_in_flight;
     r.slots = s.table.slots();
     r.slot_bytes = xdp::kFlowSlotBytes;
+    r.flow_space_bytes = s.flows.memory_bytes();
     r.frames_sent = s.frames_sent;
     r.kicks = s.xsk->kicks();
     r.tx_ring_waits = s.tx_ring_waits;

@@ -18,8 +18,8 @@
 
 namespace xlatperf::io {
 
-// The flows of a plan: each source keeps the first `sockets` ports of its ranges,
-// the (address, port) pairs the socket backend would bind. Throws StartError when a
+// The flows of a plan: each source keeps the first `sockets` ports of its ranges
+// (used_ports), the (address, port) pairs the socket backend would bind. Throws StartError when a
 // source has no ports.
 std::vector<Source> flow_sources(const Plan& plan);
 
@@ -45,8 +45,10 @@ public:
     std::unique_ptr<ReceiveIo> receiver(ReceiverStats& stats);
     // The setup and the counters so far (read the kernel's counters: call after the threads ended).
     XdpReport report() const;
-    // Every flow, by its position in a round of the flow table (where replies are counted).
-    const std::vector<Flow>& flows() const;
+    // How many flows, and the flow at a position of a round of the flow table (where replies
+    // are counted): no list of them is kept, whatever their number.
+    std::uint64_t flow_count() const;
+    Flow flow_at(std::uint64_t position) const;
     // The interface's index (its egress drops are the tester's).
     int ifindex() const;
 

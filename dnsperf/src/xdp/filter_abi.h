@@ -25,7 +25,7 @@ struct xlb_config {
     __u32 range_count;     /* entries of the ranges map in use */
     __u8 server[16];       /* IPv4 in the first 4 bytes */
     __u16 server_port;     /* network order */
-    __u16 pad;
+    __u16 vlan;            /* 802.1Q VLAN ID the replies carry, host order; 0: untagged (or priority-tagged) */
     __u32 owner_pid;       /* the process that attached it (a later run checks it is gone) */
 };
 

@@ -101,10 +101,19 @@ FlowSpace::Endpoint FlowSpace::endpoint(std::uint64_t flow) const {
     const std::size_t source = static_cast<std::size_t>(it - first_flow_.begin()) - 1;
     std::uint64_t offset = flow - first_flow_[source];
     for (const PortRange& r : sources_[source].ranges) {
-        if (offset < r.size()) return Endpoint{addresses_[source].data(), static_cast<std::uint16_t>(r.first + offset)};
+        if (offset < r.size()) {
+            return Endpoint{addresses_[source].data(), static_cast<std::uint16_t>(r.first + offset), source};
+        }
         offset -= r.size();
     }
-    return Endpoint{addresses_[source].data(), 0};  // unreachable for flow < size()
+    return Endpoint{addresses_[source].data(), 0, source};  // unreachable for flow < size()
+}
+
+std::size_t FlowSpace::memory_bytes() const {
+    std::size_t bytes = sizeof(*this);
+    for (const Source& s : sources_) bytes += sizeof(Source) + s.ranges.capacity() * sizeof(PortRange) + s.text.capacity();
+    bytes += addresses_.capacity() * sizeof(addresses_.front()) + first_flow_.capacity() * sizeof(std::uint64_t);
+    return bytes;
 }
 
 bool FlowSpace::flow_of(const std::uint8_t* address, std::uint16_t port, std::uint64_t& flow) const {

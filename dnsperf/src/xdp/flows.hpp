@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config.hpp"
@@ -61,11 +62,15 @@ public:
     struct Endpoint {
         const std::uint8_t* address = nullptr;  // 4 or 16 bytes, network order
         std::uint16_t port = 0;                 // host order
+        std::size_t source = 0;                 // index into sources()
     };
     // Flow number -> its address and port.
     Endpoint endpoint(std::uint64_t flow) const;
     // Address and port -> flow number; false when no source has them.
     bool flow_of(const std::uint8_t* address, std::uint16_t port, std::uint64_t& flow) const;
+    const std::string& source_text(std::size_t source) const { return sources_[source].text; }
+    // What the table takes: per source (address, port ranges), never per flow.
+    std::size_t memory_bytes() const;
 
 private:
     std::vector<Source> sources_;

@@ -162,6 +162,7 @@ XdpProgram::XdpProgram(const std::string& ifname, const FilterSpec& spec, Attach
     config.family = spec.server.family() == AF_INET ? 4 : 6;
     copy_address(spec.server, config.server);
     config.server_port = port_of(spec.server);
+    config.vlan = spec.vlan;
     config.owner_pid = static_cast<std::uint32_t>(getpid());
     std::uint32_t key = 0;
     for (const Source& s : spec.sources) {

@@ -30,6 +30,7 @@ enum class AttachMode { automatic, native, generic };
 struct FilterSpec {
     SockAddr server;                 // address and port the replies come from
     std::vector<Source> sources;     // the tester's addresses with their port ranges
+    std::uint16_t vlan = 0;          // the 802.1Q VLAN ID the replies carry; 0: untagged
 };
 
 // Counters of the kernel program, summed over CPUs.

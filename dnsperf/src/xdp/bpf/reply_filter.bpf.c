@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The kernel half of xlatperf's AF_XDP layer. It hands the AF_XDP socket only
  * the tester's replies: UDP from the server's address and port to one of the
- * tester's (address, port range) pairs. Every other frame (ARP, ICMP, the
+ * tester's (address, port range) pairs, on the tester's VLAN (or untagged). Every other frame (ARP, ICMP, the
  * client's SSH, anything not understood) goes on to the kernel with XDP_PASS.
  * The loader (program.cpp) fills the config and ranges maps before it
  * attaches the program. */
@@ -85,12 +85,16 @@ int xlb_reply_filt(struct xdp_md *ctx) {
 
     void *next = eth + 1;
     __be16 proto = eth->h_proto;
+    __u16 vlan = 0;
     if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
         struct vlan_tag *tag = next;
         if ((void *)(tag + 1) > end) return count(XLB_STAT_PASSED, XDP_PASS);
+        vlan = bpf_ntohs(tag->tci) & 0x0fff;
         proto = tag->proto;
         next = tag + 1;
     }
+    /* Only the tester's VLAN (or, untagged, no VLAN): a reply on another is not one of ours. */
+    if (vlan != c->vlan) return count(XLB_STAT_PASSED, XDP_PASS);
 
     __u8 src[16] = {0}, dst[16] = {0};
     int n;

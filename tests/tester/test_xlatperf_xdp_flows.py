@@ -1,0 +1,225 @@
+"""xlatperf --io xdp with flows beyond the socket limits, and with IPv6: known answers from a real knotd.
+
+The veth pair into a Knot namespace (setups.emulation.xdplink). The flows' source addresses are not the
+tester's: they come from a range (`--source 198.19.0.1-198.19.0.4,1024-63523`, 250 000 flows) that the server
+namespace routes back via the tester's own address on the veth, so the server's kernel asks ARP / ND only for
+that address, which the tester's kernel answers, and the replies reach the tester's interface, where its XDP
+program takes them. No address of the range is assigned anywhere.
+
+Known answers, each checked against what the server namespace counted itself (its nftables, and its
+kernel's count of queries dropped at knotd's full socket buffer, UdpRcvbufErrors: with a quarter million
+queries in a few seconds knotd's 208 KiB buffer overflows now and then; the tester must miss exactly those):
+- every flow once, in sequence: valid == sent, and a dynamic nftables set of (source address, source port)
+  filled in the server namespace holds exactly as many distinct pairs as there are flows;
+- the RFC 4814 pseudorandom order with a given seed over the same flows, with a rule that drops exactly every
+  7th query: valid == sent - sent/7, every flow still reached the server, the seed is in the JSON;
+- the matching state stays at most 64 bytes per query in flight plus a fixed part, as the JSON says;
+- IPv6 (the BR and PLAT single-DUT clients send IPv6): from the tester's own address, all valid; from a routed
+  IPv6 range, an exact drop of every 50th query.
+- `--vlan 100`: this kernel has no 802.1Q devices, so the server's end of the veth is a VLAN end made of two
+  tc programs (dnsperf/tests/vlan_tag.bpf.c): UDP must arrive tagged 100 (the tag is taken off) or is
+  dropped, and UDP leaves tagged 100. With --vlan every query is valid; the same run untagged gets no answer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from xlatbench.paths import build_dir
+from xlatbench.setups.emulation.xdplink import SERVER_V4, SERVER_V6, TESTER_V4, TESTER_V6, XdpLink
+from xlatbench.zones import KnotConfig, KnotServer
+
+from .helpers import RELAXED_TIMING, Run, check_consistency
+
+pytestmark = pytest.mark.root
+
+FLOW_RANGE_V4 = "198.19.0.0/24"      # routed back via TESTER_V4, assigned nowhere
+FLOW_RANGE_V6 = "fd00:78::/64"       # routed back via TESTER_V6
+ADDRESSES_V4 = "198.19.0.1-198.19.0.4"
+PORTS = "1024-63523"                 # 62 500 ports per address
+FLOWS = 4 * 62_500
+RATE_QPS = 30_000  # well inside one knotd worker's capacity, so the server itself drops nothing
+
+
+@pytest.fixture
+def routed(link: XdpLink) -> XdpLink:
+    """The server namespace routes the flow ranges back via the tester's addresses on the veth."""
+    for argv in (("ip", "route", "add", FLOW_RANGE_V4, "via", TESTER_V4),
+                 ("ip", "-6", "route", "add", FLOW_RANGE_V6, "via", TESTER_V6)):
+        subprocess.run(link.inside(*argv), check=True, capture_output=True, text=True)
+    return link
+
+
+@pytest.fixture
+def knot(routed: XdpLink, tmp_path: Path) -> Iterator[KnotServer]:
+    # knotd on CPU 1, the tester on CPU 0: a knotd sharing the tester's CPU drops queries at its socket.
+    config = KnotConfig(listen=((SERVER_V4, 53), (SERVER_V6, 53)), cpus=(1,))
+    with KnotServer(tmp_path / "knot", config, netns=routed.netns) as server:
+        yield server
+
+
+def nft(link: XdpLink, family: str, drop_every: int | None) -> None:
+    """A table in the server namespace: a set of every (source address, port) that sent to port 53, and
+    optionally a rule dropping exactly every `drop_every`-th of those queries (after the set took it)."""
+    key, saddr = ("ipv4_addr", "ip saddr") if family == "ip" else ("ipv6_addr", "ip6 saddr")
+    drop = f"udp dport 53 numgen inc mod {drop_every} == 0 counter drop\n" if drop_every else ""
+    rules = (
+        f"table {family} xlbflows {{\n"
+        f"set seen {{\ntype {key} . inet_service\nsize 1048576\nflags dynamic\n}}\n"
+        "chain input {\n"
+        "type filter hook input priority 0; policy accept;\n"
+        f"udp dport 53 add @seen {{ {saddr} . udp sport }}\n"
+        f"{drop}"
+        "}\n"
+        "}\n"
+    )
+    subprocess.run(link.inside("nft", "-f", "-"), input=rules, text=True, check=True, capture_output=True)
+
+
+def nft_counts(link: XdpLink, family: str) -> tuple[int, list[int]]:
+    """Distinct (address, port) pairs in the set, and the drop rule's counter (if any)."""
+    listed = json.loads(subprocess.run(link.inside("nft", "-j", "list", "table", family, "xlbflows"),
+                                       capture_output=True, text=True, check=True).stdout)["nftables"]
+    elements = [len(entry["set"].get("elem", [])) for entry in listed if "set" in entry]
+    counters = [item["counter"]["packets"] for entry in listed if "rule" in entry
+                for item in entry["rule"]["expr"] if "counter" in item]
+    return sum(elements), counters
+
+
+def run_flows(run_xlatperf, link: XdpLink, server: str, source: str, flows: int, queries: int, rate: int,
+              *extra: str) -> Run:
+    return run_xlatperf("--server", server, "--source", source, "--ports-per-thread", str(flows),
+                        "--rate", str(rate), "--queries", str(queries), "--io", "xdp",
+                        "--xdp-interface", link.outer, "--sender-cpus", "0", "--receiver-cpus", "0",
+                        "--quiet", *RELAXED_TIMING, *extra, timeout_s=60)
+
+
+def knot_socket_drops(link: XdpLink) -> int:
+    """Queries the server namespace's kernel dropped at knotd's full socket buffer so far (UDP and UDPv6
+    RcvbufErrors): the server's own count, which the tester must find lost too."""
+    out = subprocess.run(link.inside("nstat", "-az", "UdpRcvbufErrors", "Udp6RcvbufErrors"),
+                         capture_output=True, text=True, check=True).stdout
+    return sum(int(line.split()[1]) for line in out.splitlines() if line.split()[0].endswith("RcvbufErrors"))
+
+
+def measured(link: XdpLink, run) -> tuple[Run, int]:
+    """A run and the queries knotd's socket dropped during it (the server kernel's own count)."""
+    before = knot_socket_drops(link)
+    result = run()
+    return result, knot_socket_drops(link) - before
+
+
+def check_run(run: Run, validator, sent: int, valid: int, flows: int, server_dropped: int = 0) -> dict:
+    """`valid` is what the server answers when only the test's own rule drops; queries the server's
+    kernel dropped at knotd's socket (`server_dropped`, its own counter) must be missing as well."""
+    assert server_dropped <= sent // 50, f"knotd's socket dropped {server_dropped} of {sent} queries"
+    valid -= server_dropped
+    assert run.returncode == 0, run.stderr
+    result = run.result
+    assert result is not None, run.stderr
+    validator.validate(result)
+    check_consistency(result)
+    totals = result["totals"]
+    shown = f"{json.dumps(totals)}; knotd socket drops {server_dropped}"
+    assert totals["sent"] == sent, shown
+    assert totals["valid"] == valid, shown
+    assert totals["unanswered"] == sent - valid, shown
+    for bucket in ("late", "malformed", "unexpected", "duplicate", "nodata", "truncated",
+                   "tester_socket_drops"):
+        assert totals[bucket] == 0, f"{bucket}: {shown}"
+    io = result["io"]
+    assert io["flows"] == flows
+    assert all(n == 0 for n in io["frame_errors"].values()), json.dumps(io)
+    matching = io["matching"]
+    assert matching["flows"] == flows
+    # At most 64 B per query in flight (plus 64 B per query of a batch), and a fixed part that does not
+    # grow with the flows: a list of 250 000 flows alone would take megabytes.
+    batch = result["config"]["batch"]
+    assert matching["bytes"] <= 64 * matching["in_flight_queries"] + 64 * batch, json.dumps(matching)
+    assert matching["fixed_bytes"] < 16_384, json.dumps(matching)
+    assert result["threads"][0]["ports"] == []
+    return result
+
+
+def test_a_quarter_million_flows_in_sequence_all_valid_each_reaching_the_server(routed, knot, run_xlatperf,
+                                                                               validator):
+    nft(routed, "ip", None)
+    source = f"{ADDRESSES_V4},{PORTS}"
+    run, dropped = measured(routed, lambda: run_flows(run_xlatperf, routed, SERVER_V4, source, FLOWS, FLOWS,
+                                                      RATE_QPS))
+    result = check_run(run, validator, FLOWS, FLOWS, FLOWS, dropped)
+    assert result["io"]["flow_order"]["order"] == "sequential"
+    assert len(result["config"]["sources"]) == 4
+    distinct, _ = nft_counts(routed, "ip")
+    assert distinct == FLOWS
+
+
+def test_the_pseudorandom_order_reaches_every_flow_and_an_exact_drop_is_counted(routed, knot, run_xlatperf,
+                                                                                validator):
+    nft(routed, "ip", 7)
+    queries = 210_000  # a multiple of 7: numgen counts from 0, so exactly queries / 7 are dropped
+    flows = 200_000
+    source = f"{ADDRESSES_V4},{PORTS}"
+    run, dropped = measured(routed, lambda: run_flows(run_xlatperf, routed, SERVER_V4, source, flows, queries,
+                                                      RATE_QPS, "--flow-order", "pseudorandom", "--flow-seed",
+                                                      "4814"))
+    result = check_run(run, validator, queries, queries - queries // 7, flows, dropped)
+    assert result["io"]["flow_order"] == {"order": "pseudorandom", "seed": 4814}
+    assert result["config"]["flow_seed"] == 4814
+    distinct, dropped = nft_counts(routed, "ip")
+    assert distinct == flows
+    assert dropped == [queries // 7]
+
+
+def test_ipv6_from_the_testers_own_address_is_all_valid(routed, knot, run_xlatperf, validator):
+    run = run_flows(run_xlatperf, routed, SERVER_V6, f"{TESTER_V6},20000-20999", 1000, 5000, 2000)
+    result = check_run(run, validator, 5000, 5000, 1000)
+    assert result["io"]["xdp_mode"] == "native"
+    assert result["totals"]["checksum_errors"] == 0
+
+
+def test_ipv6_from_a_routed_range_counts_an_exact_drop(routed, knot, run_xlatperf, validator):
+    nft(routed, "ip6", 50)
+    queries = 40_000
+    flows = 2 * 10_000
+    run, dropped = measured(routed, lambda: run_flows(run_xlatperf, routed, SERVER_V6,
+                                                      "fd00:78::1-fd00:78::2,30000-39999", flows, queries,
+                                                      RATE_QPS // 2, "--flow-order", "pseudorandom"))
+    result = check_run(run, validator, queries, queries - queries // 50, flows, dropped)
+    assert result["io"]["flow_order"]["seed"] > 0  # drawn, and recorded
+    distinct, dropped = nft_counts(routed, "ip6")
+    assert distinct == flows
+    assert dropped == [queries // 50]
+
+
+def vlan_end(link: XdpLink) -> None:
+    """The server's veth end takes VLAN 100 off arriving UDP (dropping untagged UDP) and tags leaving UDP;
+    with tx VLAN offload off, the tag is in the frame's bytes, where the tester's XDP program sees it."""
+    objects = build_dir() / "dnsperf"
+    for argv in (("ethtool", "-K", link.inner, "txvlan", "off"),
+                 ("tc", "qdisc", "add", "dev", link.inner, "clsact"),
+                 ("tc", "filter", "add", "dev", link.inner, "ingress", "bpf", "da", "obj",
+                  str(objects / "vlan_untag.bpf.o"), "sec", "tc"),
+                 ("tc", "filter", "add", "dev", link.inner, "egress", "bpf", "da", "obj",
+                  str(objects / "vlan_tag.bpf.o"), "sec", "tc")):
+        subprocess.run(link.inside(*argv), check=True, capture_output=True, text=True)
+
+
+def test_vlan_frames_are_tagged_and_tagged_replies_taken(routed, knot, run_xlatperf, validator):
+    vlan_end(routed)
+    args = ("--server", SERVER_V4, "--source", f"{TESTER_V4},20000-20063", "--ports-per-thread", "64",
+            "--rate", "2000", "--queries", "4000", "--io", "xdp", "--xdp-interface", routed.outer, "--quiet",
+            *RELAXED_TIMING)
+    result = check_run(run_xlatperf(*args, "--vlan", "100"), validator, 4000, 4000, 64)
+    assert result["io"]["vlan"] == 100 and result["config"]["vlan"] == 100
+    assert result["io"]["program"]["redirected"] == 4000
+    untagged = run_xlatperf(*args)
+    assert untagged.returncode == 0, untagged.stderr
+    assert untagged.result["totals"]["sent"] == 4000
+    assert untagged.result["totals"]["valid"] == 0
+    assert untagged.result["io"]["vlan"] == 0
