@@ -84,6 +84,9 @@ class Backend(Protocol):
     programs: tuple[str, ...]  # base names of the executables it starts
     own_build: str | None  # what a testbed host's own build replaces (inventory `<name>_binary`), if anything
     variant_option: VariantOption | None  # its build variants, if it has any
+    # It carries an IPv4 UDP datagram with checksum 0 (no checksum, RFC 768) to IPv6 by computing the checksum
+    # (RFC 7915 section 4.5) rather than dropping it: Knot's XDP mode replies so over IPv4.
+    accepts_zero_udp_checksum: bool
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]: ...
     def unavailable(self) -> str | None: ...  # why it cannot run on this machine, or None
@@ -118,6 +121,7 @@ class BackendBase:
     programs: tuple[str, ...] = ()
     own_build: str | None = None
     variant_option: VariantOption | None = None
+    accepts_zero_udp_checksum = False  # RFC 7915 section 4.5 allows a stateless translator to drop them
 
     def version(self) -> str:
         return "unknown"

@@ -1,12 +1,14 @@
 """The Backend interface and its registry: every registered backend describes its execution model, a
 variant goes through its backend, and the specifics the emulation and the testbed ask for (processes,
-undo, binary swap, refusals) come from the backend that owns them."""
+undo, binary swap, refusals, whether it carries a zero IPv4 UDP checksum to IPv6) come from the backend that
+owns them."""
 
 from __future__ import annotations
 
 import pytest
 
 from xlatbench.setups.backends import EXECUTION_MODELS, USER_SPACE_SINGLE_THREAD, RenderContext, registry
+from xlatbench.setups.emulation import EmulationConfig
 from xlatbench.setups.paper import topology
 from xlatbench.setups.plan import BackendChoice
 from xlatbench.setups.steps import Cmd
@@ -102,3 +104,31 @@ def test_bpf_steps_have_their_undo_and_take_a_hosts_own_object() -> None:
     counts = bpf.parse_counters(dump)
     assert counts["translated_6to4"] == 7 and counts["drop_unmapped_source"] == 0
     assert bpf.parse_counters("not json") == {}
+
+
+REFUSING = [("464xlat", "tayga"), ("464xlat", "clat=bpf,plat=tayga"), ("mapt", "ce=bpf,br=tayga"),
+            ("br", "tayga"), ("plat", "tayga")]
+
+
+@pytest.mark.parametrize(("chain", "backend"), REFUSING)
+def test_knot_xdp_is_refused_where_the_plat_or_br_drops_zero_checksums(chain: str, backend: str) -> None:
+    with pytest.raises(ValueError, match="tayga drops such a datagram on its way to IPv6") as refused:
+        EmulationConfig(chain, backend=backend, knot_io="xdp")
+    role = "br" if chain in ("mapt", "br") else "plat"
+    assert f"with the tayga {role}" in str(refused.value)
+    if not registry.make("bpf").unavailable():
+        assert f"--backend {role}=bpf" in str(refused.value), "it names a backend that computes the checksum"
+
+
+@pytest.mark.parametrize(("chain", "backend"), [("464xlat", "bpf"), ("464xlat", "clat=tayga,plat=bpf"),
+                                                ("mapt", "ce=tayga,br=bpf"), ("plat", "bpf"), ("br", "bpf"),
+                                                ("clat", "tayga"), ("ce", "tayga"), ("baseline", "tayga")])
+def test_knot_xdp_is_accepted_where_no_translator_drops_its_replies(chain: str, backend: str) -> None:
+    """A bpf PLAT or BR computes the checksum; a CLAT or CE only sees replies that Knot sent over IPv6 or
+    that the PLAT/BR already checksummed."""
+    assert EmulationConfig(chain, backend=backend, knot_io="xdp").knot_io == "xdp"
+
+
+def test_which_backends_accept_zero_udp_checksums() -> None:
+    assert {b.name: b.accepts_zero_udp_checksum for b in registry.every()} == {
+        "jool": False, "tayga": False, "bpf": True}

@@ -206,3 +206,78 @@ def test_fragments_are_dropped_and_counted(siit: tuple[str, str, str]) -> None:
     assert stats["drop_fragment"] == 3
     assert stats["translated_4to6"] == 0
 
+
+
+# IPv4 UDP without a checksum (0, as Knot's XDP mode sends it), from a raw socket with the source port of an
+# ordinary socket that receives the (kernel-checksummed) replies. "zero" sizes make the IPv6 checksum come out
+# as 0, which must go out as 0xffff (RFC 768): the IPv6 receiver drops a 0.
+ZERO_CHECKSUM = """
+import socket, struct, sys
+server4, port, client6, server6 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+rx.bind(("0.0.0.0", 0))
+rx.settimeout(1)
+sport = rx.getsockname()[1]
+raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+raw.setsockopt(socket.IPPROTO_IP, 10, 0)
+
+def fold(total):
+    while total >> 16:
+        total = (total & 0xffff) + (total >> 16)
+    return total
+
+def words(data):
+    data += b"\\0" * (len(data) % 2)
+    return sum(struct.unpack(f"!{len(data) // 2}H", data))
+
+for spec in sys.argv[5:]:
+    size = int(spec.rstrip("z"))
+    payload = bytearray((i * 13 + size) % 251 for i in range(size))
+    header = struct.pack("!HHHH", sport, port, 8 + size, 0)
+    if spec.endswith("z"):  # the last two bytes make the IPv6 one's complement sum 0xffff: checksum 0
+        payload[-2:] = b"\\0\\0"
+        pseudo = socket.inet_pton(socket.AF_INET6, client6) + socket.inet_pton(socket.AF_INET6, server6)
+        pseudo += struct.pack("!II", 8 + size, 17)
+        payload[-2:] = struct.pack("!H", 0xffff - fold(words(pseudo) + words(header + bytes(payload))))
+    raw.sendto(header + bytes(payload), (server4, 0))
+    try:
+        data, peer = rx.recvfrom(65535)
+        print(spec, peer[0], data == bytes(payload)[::-1], flush=True)
+    except socket.timeout:
+        print(spec, "timeout", False, flush=True)
+"""
+
+
+def raise_mtu(client: str, dut: str, mtu: int) -> None:
+    """Every link of the path carries `mtu` bytes unfragmented (the translator's veth pair included)."""
+    subprocess.run(["ip", "-n", client, "link", "set", "l0", "mtu", str(mtu)], check=True)
+    links = subprocess.run(["ip", "-n", dut, "-o", "link", "show"], capture_output=True, text=True,
+                           check=True).stdout
+    siit = [line.split(": ")[1].split("@")[0] for line in links.splitlines() if "-siit" in line]
+    for name in ["r0", *siit]:
+        subprocess.run(["ip", "-n", dut, "link", "set", name, "mtu", str(mtu)], check=True)
+
+
+def test_a_missing_ipv4_udp_checksum_is_computed_for_ipv6(siit: tuple[str, str, str]) -> None:
+    """Known answer: the receiving IPv6 kernel delivers a datagram only if its checksum is right (and not 0),
+    so every size must reach the server; the piece boundaries of the program's sum (256 bytes) and odd tails
+    are covered, the largest it sums (1536 bytes of UDP) too, and the next byte is dropped and counted."""
+    client, dut, pins = siit
+    raise_mtu(client, dut, 1600)
+    before = csum_errors(client, dut)
+    server = echo_server(dut)
+    computed = ["0", "1", "2z", "3", "17", "100z", "247", "248", "249", "503", "504", "505", "1000z", "1451",
+                "1527", "1528"]
+    done = subprocess.run(["ip", "netns", "exec", client, sys.executable, "-c", ZERO_CHECKSUM, SERVER4,
+                           str(PORT), CLIENT6, SERVER6, *computed, "1529"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    seen, _ = server.communicate(timeout=10)
+    want = [f"{spec} {SERVER4} True" for spec in computed]
+    assert done.stdout.splitlines() == [*want, "1529 timeout False"]
+    assert seen.splitlines() == [f"{CLIENT6} {spec.rstrip('z')}" for spec in computed]
+    assert csum_errors(client, dut) == before, "no checksum error at either receiving kernel"
+    stats = read_stats(pins, dut)
+    assert stats["udp_zero_checksum_computed"] == len(computed)
+    assert stats["translated_4to6"] == len(computed)
+    assert stats["translated_6to4"] == len(computed)
+    assert stats["drop_udp_zero_checksum"] == 1, "1537 bytes of UDP: longer than the program sums"

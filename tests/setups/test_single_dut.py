@@ -7,8 +7,6 @@ down leaves nothing; a known loss through the PLAT alone; the BR's source ports 
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 from trials import explain_loss
 
@@ -146,13 +144,10 @@ def test_single_dut_up_check_trial_down(name, backend, chain_factory, trial, pre
     assert result["verdict"]["status"] == "ok", result["verdict"]
     assert totals["sent"] == RATE_QPS * DURATION_S
     lost = totals["sent"] - totals["valid"]
-    # bpf lost one query of 10 000 once in a CI run (at a 0.25 s reply timeout, now 1 s), never here: one is
-    # allowed while issue 20 finds out where, and shown in the run's warnings with every hop's drops.
-    allowed = 1 if backend == "bpf" else 0
-    assert lost <= allowed, f"{name} ({backend}): lost {lost} queries; {explain_loss(result)}"
-    if lost:
-        warnings.warn(f"{name} ({backend}) lost {lost} of {totals['sent']} queries: {explain_loss(result)}",
-                      stacklevel=1)
+    # No loss at all, with either backend: bpf's one unexplained lost query in CI was the tester's (a
+    # receiver preempted between two clock reads misdated a reply; fixed in xlatperf 29c161f). After the
+    # fix, 30 runs of br-bpf and 2 of plat/clat/ce-bpf here (2026-11-25) lost nothing.
+    assert lost == 0, f"{name} ({backend}): lost {lost} queries; {explain_loss(result)}"
 
     down(prefix)
     assert leftovers(prefix) == []

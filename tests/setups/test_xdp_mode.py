@@ -8,6 +8,11 @@ which io each end used. Then: a program left attached by a process killed with S
 tester's reply filter through xdp_probe on a plain veth and through xlatperf `--io xdp` on an emulated
 chain's client veth, and the one kxdpgun leaves even when it ends normally) is detached by `xlatbench setup
 down`, the kernel frees it (bpftool no longer finds its id) and nothing of the prefix is left.
+
+Through a translator: Knot's XDP mode sends its IPv4 replies with UDP checksum 0; with bpf as the PLAT
+(464XLAT) or the BR (MAP-T) they come through, `setup check` passes and a trial gets every reply valid, the
+known answer being bpf's own count of checksums it computed: exactly the replies it translated, each one
+received by the tester. (Which chains refuse it: tests/setups/test_backends.py.)
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from trials import explain_loss
 
 from xlatbench import xdp
 from xlatbench.paths import build_dir
@@ -31,6 +37,7 @@ from xlatbench.scripts.xlatperf import TesterOptions, flows, source_first_port, 
 from xlatbench.setups.chain import client_interface
 from xlatbench.setups.counters import udp_counters
 from xlatbench.setups.emulation import leftovers
+from xlatbench.setups.emulation.check import check
 from xlatbench.setups.emulation.cleanup import down
 from xlatbench.setups.emulation.names import read_pid
 from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, attached_program, xdp_link
@@ -230,3 +237,25 @@ def test_setup_down_detaches_the_program_kxdpgun_leaves(prefix, tmp_path):
                for line in removed["xdp_programs"]), removed
     assert not _program_exists(program_id)
     assert leftovers(prefix) == []
+
+
+@pytest.mark.parametrize(("topology", "backend", "provider"),
+                         [("464xlat", "clat=tayga,plat=bpf", "dut2"), ("mapt", "bpf", "dut2")])
+def test_bpf_computes_the_checksums_knot_xdp_leaves_out(topology, backend, provider, chain_factory, trial):
+    """5 000 queries at 2 000 q/s through the chain with Knot in XDP mode: all valid, and the PLAT's or BR's
+    bpf program computed one checksum per reply it translated, as many as the tester received."""
+    chain = chain_factory(topology, backend=backend, knot_io="xdp")
+    assert chain.describe()["server_io"] == "xdp"
+    verdict = check(chain.emulation)
+    assert verdict["ok"], verdict["failures"]
+    result = trial(chain, 2000, 2.5, extra=("--send-tolerance-abs", "0.05", "--max-lag", "0.2"))
+    totals, deltas = result["totals"], result["chain_deltas"]
+    assert totals["sent"] == 5000
+    assert totals["valid"] == totals["received"] == totals["sent"], explain_loss(result)
+    assert deltas["server:udp"]["InDatagrams"] == 0, "Knot's XDP program answered, not the kernel's UDP"
+    program = deltas[f"{provider}:translator"]
+    assert program["udp_zero_checksum_computed"] == program["translated_4to6"] == totals["received"], program
+    assert program["drop_udp_zero_checksum"] == 0
+    print(f"{topology} ({backend}), Knot in XDP mode: sent {totals['sent']}, valid {totals['valid']}, "
+          f"{provider} bpf computed {program['udp_zero_checksum_computed']} UDP checksums")
+

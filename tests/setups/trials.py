@@ -23,7 +23,7 @@ def run_trial(
     chain: EmulatedChain,
     tester: Path,
     rate: int,
-    duration: int,
+    duration: float,
     threads: int = 1,
     ports_per_thread: int = 10,
     extra: tuple[str, ...] = (),
