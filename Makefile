@@ -38,7 +38,7 @@ FUZZ_DIR  := $(BUILD)-fuzz
 SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DXLATBENCH_WERROR=ON -DXLATBENCH_TESTS=ON
 # gcc warns about libstdc++ internals under sanitizers (false positives); the plain build keeps -Werror.
 SAN_NOWARN := -Wno-maybe-uninitialized
-SAN_TARGETS := xlatperf xlatperf_tests xlatperf_stall_shim xdp_probe xdp_pass_object
+SAN_TARGETS := xlatperf xlatperf_tests xlatperf_stall_shim xdp_probe xdp_pass_object vlan_tag_objects
 FUZZ_SRCS := dnsperf/tests/fuzz/fuzz_reply.cpp dnsperf/src/reply.cpp dnsperf/src/query.cpp dnsperf/src/ring.cpp
 
 $(FUZZ_DIR)/fuzz_reply: $(FUZZ_SRCS) $(wildcard dnsperf/src/*.hpp) | $(STAMP)

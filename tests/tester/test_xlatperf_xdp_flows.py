@@ -146,6 +146,7 @@ def check_run(run: Run, validator, sent: int, valid: int, flows: int, server_dro
     return result
 
 
+@pytest.mark.slow  # hundreds of thousands of flows: the sanitizer stage leaves it out
 def test_a_quarter_million_flows_in_sequence_all_valid_each_reaching_the_server(routed, knot, run_xlatperf,
                                                                                validator):
     nft(routed, "ip", None)
@@ -159,6 +160,7 @@ def test_a_quarter_million_flows_in_sequence_all_valid_each_reaching_the_server(
     assert distinct == FLOWS
 
 
+@pytest.mark.slow  # hundreds of thousands of flows: the sanitizer stage leaves it out
 def test_the_pseudorandom_order_reaches_every_flow_and_an_exact_drop_is_counted(routed, knot, run_xlatperf,
                                                                                 validator):
     nft(routed, "ip", 7)
