@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from sshnet import ROLES, SshHosts, fake_irqs, fake_sysfs, online_states, sh
+from test_testbed_ssh import RUN_CLI, setup_on_testbed, write_campaign
 
 from xlatbench.cli import main
 from xlatbench.paths import build_dir
@@ -140,39 +141,6 @@ def test_bpf_testbed_check_up_trial_down(hosts: SshHosts, inventory: Path, tmp_p
     assert_nothing_left(hosts, before, tmp_path, ids)
 
 
-CAMPAIGN = """
-[campaign]
-name = "killed-bpf"
-store = "{store}"
-methods = ["rfc8219-binary"]
-cores = [1]
-
-[search]
-min_rate_qps = 0
-max_rate_qps = 4000
-error_qps = 1000
-duration_s = 30
-rest_s = 0
-repetitions = 1
-short_duration_s = 1
-short_rest_s = 0
-
-[tester]
-threads = 1
-ports_per_thread = 4
-timeout_s = 0.25
-
-[idle]
-runs = 1
-duration_s = 1
-
-[[setup]]
-name = "c464"
-kind = "testbed"
-inventory = "{inventory}"
-topology = "464xlat"
-"""
-RUN_CLI = "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def test_bpf_testbed_down_after_a_killed_campaign(hosts: SshHosts, inventory: Path, tmp_path: Path,
@@ -180,8 +148,7 @@ def test_bpf_testbed_down_after_a_killed_campaign(hosts: SshHosts, inventory: Pa
     """kill -9 of a campaign's whole process group in mid-trial, with the program loaded and attached on
     both DUT hosts; `testbed down` then removes every tc filter, qdisc, pin and bpffs it journalled."""
     before = hosts.snapshot()
-    campaign = tmp_path / "killed.toml"
-    campaign.write_text(CAMPAIGN.format(store=tmp_path / "killed.jsonl", inventory=inventory))
+    campaign, _ = write_campaign(tmp_path, "killed-bpf", setup_on_testbed(inventory), duration=30)
     controller = subprocess.Popen([sys.executable, "-c", RUN_CLI, "campaign", "run", "--no-progress",
                                    str(campaign)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)
