@@ -4,7 +4,8 @@ Prints figures; asserts nothing. The emulated baseline (client -> router with in
 server, setups.emulation) comes up once with Knot 3.2.6 (1 UDP worker, every thread pinned to --knot-cpus)
 in --knot-io mode (default "xdp": Knot's own XDP program and AF_XDP socket on the server namespace's veth)
 and xlatperf in the client namespace with --tester-io (default "xdp": AF_XDP on the client's veth, --flows
-flows), its two threads and the router's receive steering on --tester-cpus. The suite's own RFC 8219
+flows), its two threads and the client's receive steering on --tester-cpus, the router's on --router-cpus
+(default: all three on CPU 0, Knot alone on CPU 1). The suite's own RFC 8219
 binary search (scripts.search.rfc8219_search, its TrialRunner and verdict: loss <= 0.01 %, a tester-limited
 trial retried twice, then "tester limit reached") runs --repetitions times between --min-rate (taken to pass,
 as RFC 8219's search does) and --max-rate to --error-ratio, --duration s per trial. --rates instead measures
@@ -161,6 +162,7 @@ class WatchedMeasurer:
             "cpu_busy_pct": {c: round(100 - u["idle"] - u.get("iowait", 0.0) - u.get("steal", 0.0), 1)
                              for c, u in usage.items() if c != "all"},
             "cpu_softirq_pct": {c: round(u.get("softirq", 0.0), 1) for c, u in usage.items() if c != "all"},
+            "cpu_steal_pct": {c: round(u.get("steal", 0.0), 1) for c, u in usage.items() if c != "all"},
             "ksoftirqd_cpu_s": soft, "knotd_threads": sched,
             "tester_cpu": raw.get("cpu"), "tester_xdp_statistics": io.get("xdp_statistics"),
             "tester_frames_per_kick": io.get("frames_per_kick"),
@@ -183,7 +185,8 @@ def trial_line(t: dict[str, Any]) -> str:
     tester = t["tester_cpu"] or {}
     return (f"{t['rate_qps']:>9,.0f} q/s: sent {t['sent']:,}, valid {t['valid']:,} ({t['loss_pct']} % lost), "
             f"{t['verdict']}; knotd {t['knotd_core_share']:.2f} of a core; CPU busy {t['cpu_busy_pct']} % "
-            f"(softirq {t['cpu_softirq_pct']} %); ksoftirqd {t['ksoftirqd_cpu_s']} CPU-s; tester "
+            f"(softirq {t['cpu_softirq_pct']} %, steal {t['cpu_steal_pct']} %); "
+            f"ksoftirqd {t['ksoftirqd_cpu_s']} CPU-s; tester "
             f"{tester.get('per_million_sent_s')} CPU-s per M sent; knotd threads {t['knotd_threads']}; "
             f"drops: {drops or 'none'}"
             + (f"; tester: {'; '.join(t['tester_reasons'])}" if t["tester_reasons"] else ""))
@@ -196,7 +199,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--flows", type=int, default=64, help="tester flows (ports of one address)")
     p.add_argument("--knot-cpus", default="1", help="CPU list of every knotd thread (default: %(default)s)")
     p.add_argument("--tester-cpus", default="0",
-                   help="CPU of the tester's threads, the client's and the router's receive steering")
+                   help="CPU of the tester's threads and the client's receive steering "
+                        "(default: %(default)s)")
+    p.add_argument("--router-cpus", default="0",
+                   help="CPUs of the router (its namespace's receive steering; default: %(default)s)")
     p.add_argument("--duration", type=float, default=10.0, help="s per trial (default: %(default)s)")
     p.add_argument("--rest", type=float, default=1.0, help="s between trials (default: %(default)s)")
     p.add_argument("--min-rate", type=float, default=100_000.0)
@@ -220,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     tester_cpu = cpus(args.tester_cpus)
     config = EmulationConfig("baseline", prefix="xbx" + secrets.token_hex(2), knot_cpus=cpus(args.knot_cpus),
-                             client_cpus=tester_cpu, dut_cpus=tester_cpu, knot_io=args.knot_io)
+                             client_cpus=tester_cpu, dut_cpus=cpus(args.router_cpus),
+                             knot_io=args.knot_io)
     tester = TesterOptions(sender_cpus=args.tester_cpus, receiver_cpus=args.tester_cpus, io=args.tester_io,
                            ports_per_thread=args.flows, first_port=20000,
                            extra_args=tuple(args.tester_arg))
@@ -253,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"started_utc": started, "kernel": os.uname().release, "load_average": os.getloadavg(),
            "conditions": {"topology": "baseline (in-kernel IPv4 forwarding)", "knot_io": args.knot_io,
                           "knot": {k: knot.get(k) for k in ("version", "udp_workers", "io", "xdp")},
-                          "knot_cpus": args.knot_cpus, "tester_and_router_cpus": args.tester_cpus,
+                          "knot_cpus": args.knot_cpus, "tester_cpus": args.tester_cpus,
+                          "router_cpus": args.router_cpus,
                           "tester": {"io": args.tester_io, "flows": args.flows,
                                      "extra_args": args.tester_arg},
                           "duration_s": args.duration, "rest_s": args.rest, "loss_ratio": DEFAULT_LOSS_RATIO,

@@ -238,24 +238,28 @@ class Generator:
     cleanup: Callable[[], None] = lambda: None
 
 
-def xlatperf_generator(name: str, link: XdpLink, flows: int, knot: dict[str, Any]) -> Generator:
+def xlatperf_generator(name: str, link: XdpLink, flows: int, knot: dict[str, Any],
+                       tester_args: tuple[str, ...] = ()) -> Generator:
     """xlatperf (one sender/receiver pair, both on TESTER_CPU, `flows` source ports of TESTER_V4) through
-    the suite's LoopbackMeasurer (its JSON and verdict; a knotd that died voids the trial)."""
+    the suite's LoopbackMeasurer (its JSON and verdict; a knotd that died voids the trial); tester_args:
+    further xlatperf options (--tester-arg)."""
     io = name.removeprefix("xlatperf-")
     extra = ["--bind", TESTER_V4, "--io", io] + (["--xdp-interface", link.outer] if io == "xdp" else [])
+    extra += tester_args
     options = TesterOptions(ports_per_thread=flows, first_port=FIRST_PORT, sender_cpus=str(TESTER_CPU),
                             receiver_cpus=str(TESTER_CPU), extra_args=tuple(extra))
     measurer = LoopbackMeasurer(server=SERVER_V4, tester=options, knot_description=knot)
     return Generator(name, measurer, lambda result: xlatperf_on_schedule(result.raw or {}))
 
 
-def make_generator(name: str, link: XdpLink, queries: Path, flows: int, knot: dict[str, Any]) -> Generator:
+def make_generator(name: str, link: XdpLink, queries: Path, flows: int, knot: dict[str, Any],
+                   tester_args: tuple[str, ...] = ()) -> Generator:
     if name == "kxdpgun":
         gun = KxdpgunMeasurer(link, queries, TESTER_CPU)
         return Generator(name, gun, result_on_schedule, gun.cleanup)
     if name == "xdp_probe":
         return Generator(name, XdpProbeMeasurer(link, flows, TESTER_CPU), result_on_schedule)
-    return xlatperf_generator(name, link, flows, knot)
+    return xlatperf_generator(name, link, flows, knot, tester_args)
 
 
 # ---------------------------------------------------------------------------------------------------- trials
@@ -521,7 +525,8 @@ def conditions(args: argparse.Namespace, grid: list[int]) -> dict[str, Any]:
         "generators_cpu": TESTER_CPU,
         "kxdpgun": f"one thread (-F {TESTER_CPU}), batch 10 (its default), {NAMES} query names",
         "xlatperf": f"1 sender/receiver pair both on CPU {TESTER_CPU}, {args.flows} flows ({TESTER_V4} ports "
-                    f"{FIRST_PORT}-{FIRST_PORT + args.flows - 1}), timeout 0.25 s, its defaults otherwise",
+                    f"{FIRST_PORT}-{FIRST_PORT + args.flows - 1}), timeout 0.25 s, its defaults otherwise"
+                    + (f", and {' '.join(args.tester_arg)}" if args.tester_arg else ""),
         "trial_s": args.duration, "rest_s": args.rest, "loss_limit": DEFAULT_LOSS_RATIO,
         "fixed_rates_qps": args.rate_list,
         "search": {"method": "bisection of a rate grid, all searches of a Knot mode in round-robin, trials "
@@ -557,7 +562,8 @@ def measure_mode(knot_io: str, args: argparse.Namespace, grid: list[int], tmp: P
             described = knot.describe()
             log(f"Knot in {knot_io} mode: pid {described['pid']}, "
                 f"{json.dumps((described.get('xdp') or {}).get('attached'))}")
-            generators = {name: make_generator(name, link, queries, args.flows, described)
+            generators = {name: make_generator(name, link, queries, args.flows, described,
+                                               tuple(args.tester_arg))
                           for name in args.generator_list}
             bench = Bench(knot_io, int(described["pid"]), link, generators, args.duration, args.rest)
             started, load_before = utc_now(), os.getloadavg()
@@ -734,6 +740,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--rest", type=float, default=1.0, help="pause before each trial, s (default: %(default)s)")
     add("--flows", type=int, default=64, help="xlatperf's (and xdp_probe's) flows (default: %(default)s)")
     add("--knot-workers", type=int, default=1, help="Knot UDP workers (default: %(default)s)")
+    add("--tester-arg", action="append", default=[],
+        help="a further xlatperf option, passed as is (repeatable, e.g. --tester-arg=--send-tick=0.0002)")
     add("--out", type=Path, help="write every trial, search, condition and version as JSON here")
     add("--markdown", type=Path, help="write the tables and targets as Markdown here")
     add("--report", type=Path, nargs="+", metavar="JSON",
