@@ -210,6 +210,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--error-ratio", type=float, default=0.03)
     p.add_argument("--repetitions", type=int, default=1)
     p.add_argument("--rates", help="fixed rates instead of a search, queries/s, comma-separated")
+    p.add_argument("--knot-nice", type=int, help="renice every knotd thread to this value after start")
     p.add_argument("--tester-arg", action="append", default=[], help="an xlatperf option, passed as is")
     p.add_argument("--out", type=Path, help="write every trial and the outcomes as JSON here")
     args = p.parse_args(argv)
@@ -236,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     with EmulatedChain.up(config) as chain:
         emulation = chain.emulation
         knot = chain.describe()["knot"]
+        if args.knot_nice is not None:
+            for task in Path(f"/proc/{knot['pid']}/task").iterdir():
+                os.setpriority(os.PRIO_PROCESS, int(task.name), args.knot_nice)
         links = {"server": (emulation.netns_of["server"], emulation.server_interface()),
                  "client": (emulation.netns_of["client"], client_interface(emulation.topology))}
         watched = WatchedMeasurer(ChainMeasurer(chain, tester), int(knot["pid"]), links,
@@ -260,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"started_utc": started, "kernel": os.uname().release, "load_average": os.getloadavg(),
            "conditions": {"topology": "baseline (in-kernel IPv4 forwarding)", "knot_io": args.knot_io,
                           "knot": {k: knot.get(k) for k in ("version", "udp_workers", "io", "xdp")},
-                          "knot_cpus": args.knot_cpus, "tester_cpus": args.tester_cpus,
+                          "knot_cpus": args.knot_cpus, "knot_nice": args.knot_nice,
+                          "tester_cpus": args.tester_cpus,
                           "router_cpus": args.router_cpus,
                           "tester": {"io": args.tester_io, "flows": args.flows,
                                      "extra_args": args.tester_arg},
