@@ -22,6 +22,7 @@ those fixed rates once each. Every trial records, beside the suite's result:
   them: rx dropped, rx queue full, fill ring empty...), before and after.
 
 --tester-arg passes an xlatperf option through (repeatable, e.g. --tester-arg=--send-tick=0.0002).
+--knot-nice N renices every knotd thread after start (an experiment: it did not help, docs/benchmarks.md).
 
 Run as root, under the machine lock on a shared machine (one repetition of 10 s trials: about 2 minutes):
     flock /tmp/xlatbench-machine.lock env XLATBENCH_BUILD=/work/build-snapshot .venv/bin/python \\

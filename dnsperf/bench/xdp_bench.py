@@ -36,6 +36,7 @@ The output names its conditions and what produced it (date, load average, kernel
 kxdpgun and xlatperf with its path and build commit), writes every trial as JSON (--out) and the tables
 and targets as Markdown (--markdown). --report FILE... prints the tables and targets of earlier --out
 files (several invocations, e.g. one per Knot mode) without measuring; --dry-run prints the plan.
+--tester-arg passes an option to xlatperf as is (repeatable, e.g. --tester-arg=--send-tick=0.002).
 Only ratios measured side by side mean anything on a shared 2-vCPU VM.
 
 Run as root, under the machine lock on a shared machine (about 2 minutes per Knot mode with 2 s trials):

@@ -1,0 +1,61 @@
+"""dnsperf/bench/baseline_xdp_search.py without root: its per-thread scheduler figures (CPU time and run-queue
+wait) read a known amount of CPU burnt by this test's own thread, and its deltas of hand-built readings are
+exact."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "dnsperf" / "bench"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    sys.path.insert(0, str(BENCH_DIR))  # it imports its sibling knot_io_bench, as `python script.py` can
+    try:
+        yield importlib.import_module("baseline_xdp_search")
+    finally:
+        sys.path.remove(str(BENCH_DIR))
+
+
+def test_sched_changes_converts_to_ms_and_leaves_out_idle_threads(bench):
+    before = {"knotd": {"run_ns": 1_000_000_000, "wait_ns": 5_000_000, "voluntary": 10, "involuntary": 1},
+              "idle": {"run_ns": 7, "wait_ns": 0, "voluntary": 0, "involuntary": 0}}
+    after = {"knotd": {"run_ns": 3_500_000_000, "wait_ns": 1_255_000_000, "voluntary": 110, "involuntary": 4},
+             "idle": {"run_ns": 900_007, "wait_ns": 0, "voluntary": 3, "involuntary": 0}}
+    assert bench.sched_changes(before, after) == {
+        "knotd": {"run_ms": 2500.0, "runqueue_wait_ms": 1250.0, "voluntary": 100, "involuntary": 3}}
+
+
+def test_thread_sched_sees_the_cpu_a_thread_burnt(bench):
+    burnt, release = threading.Event(), threading.Event()
+
+    def burn() -> None:
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
+            pass
+        burnt.set()
+        release.wait(10)
+
+    before = bench.thread_sched(os.getpid())
+    worker = threading.Thread(target=burn)
+    worker.start()
+    try:
+        assert burnt.wait(10)
+        after = bench.thread_sched(os.getpid())
+    finally:
+        release.set()
+        worker.join()
+    new = {name: figures for name, figures in after.items() if name not in before}
+    assert len(new) == 1, new
+    (figures,) = new.values()
+    assert 45e6 <= figures["run_ns"] < 5e9  # 50 ms of CPU, measured by the thread's own clock
+    assert bench.changes({"a": 1, "b": 2}, {"a": 1, "b": 5, "c": 4}) == {"b": 3, "c": 4}
