@@ -487,10 +487,8 @@ def _chain_topology(setup: SetupSpec) -> Any:
         return load_inventory(str(setup.params["inventory"])).topology()
     if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
         return None
-    from ..setups.paper import topology
-
     config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
-    return topology(config.topology, config.effective_nat64_prefix, config.ces)
+    return config.chain_topology()
 
 
 def _port_set_text(chain: Any) -> str:

@@ -91,11 +91,15 @@ class ChainMeasurer:
                         self.tester, self.binding)
         steal = steal_between(ticks, read_jiffies())
         check_components(self.chain.gone(components), rate_qps, duration_s)
+        entries = getattr(self.chain, "conntrack_entries", None)  # optional: the emulated chain's
+        conntrack = entries() if entries is not None else None
         cpu_after, counters_after = self.chain.dut_cpu_times(), self.chain.counters()
         self.last_tester_version = tester_version(doc)
         result = result_from_xlatperf(doc, rate_qps, duration_s)
-        dut = {"cpu_s": cpu_deltas(cpu_before, cpu_after),
-               "counters": counter_deltas(counters_before, counters_after)}
+        dut: dict[str, Any] = {"cpu_s": cpu_deltas(cpu_before, cpu_after),
+                               "counters": counter_deltas(counters_before, counters_after)}
+        if conntrack is not None:
+            dut["conntrack_entries"] = conntrack
         return replace(result, dut_stats=dut, host_steal_pct=steal)
 
     def describe(self) -> dict[str, Any]:

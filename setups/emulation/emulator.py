@@ -51,7 +51,9 @@ class EmulationConfig:
     where the client's interfaces steer theirs (None: the kernel's default, the CPU that sent the packet,
     i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only). knot_io: how Knot takes its queries,
     "socket" (the kernel's UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to
-    the chain; its sockets stay for the readiness query over loopback).
+    the chain; its sockets stay for the readiness query over loopback). plat_netmap (`plat` only): the
+    PLAT's NAT44 gives each IPv6 client its own address of paper.PLAT_NETMAP instead of sharing the paper's
+    one address, whose 64 512 ports bound the UDP flows to one server port (a sessions sweep beyond them).
     """
 
     topology: str
@@ -68,14 +70,19 @@ class EmulationConfig:
     client_cpus: tuple[int, ...] | None = None
     ces: int = 1
     knot_io: str = "socket"
+    plat_netmap: bool = False
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
-        chain = topology(self.topology, self.effective_nat64_prefix, self.ces)  # ValueError: bad name or CEs
+        chain = self.chain_topology()  # ValueError: bad name, CEs or plat_netmap
         choice = BackendChoice.parse(self.backend, self.variants)
         refusal = knot_xdp_refusal(chain, choice) if self.knot_io == "xdp" else None
         if refusal:
             raise ValueError(refusal)
+
+    def chain_topology(self) -> Topology:
+        """The topology these options bring up."""
+        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap)
 
     @property
     def effective_nat64_prefix(self) -> str:
@@ -117,7 +124,7 @@ class Emulation:
     def __init__(self, config: EmulationConfig) -> None:
         check_prefix(config.prefix)
         self.config = config
-        self.topology: Topology = topology(config.topology, config.effective_nat64_prefix, config.ces)
+        self.topology: Topology = config.chain_topology()
         self.choice = BackendChoice.parse(config.backend, config.variants)
         self.ctx = RenderContext(world="netns", rundir=str(rundir(config.prefix)), prefix=config.prefix)
         self.netns_of = {h.name: netns_name(config.prefix, h.name) for h in self.topology.hosts}
