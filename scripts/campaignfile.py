@@ -453,7 +453,8 @@ def check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions
 
 
 def _check_flows(setup: SetupSpec, most: int, tester: TesterOptions, cycles: list[Cycle]) -> None:
-    """Fail now when the tester would use more flows than a chain carries (a MAP-T port set), or so many on
+    """Fail now when the tester would use more flows than a chain carries (a MAP-T port set, a PLAT's
+    shared address), or so many on
     ephemeral ports that a MAP-T CE's NAT44 runs out of ports while conntrack keeps earlier trials'
     mappings (scripts.nat44): emulated chains and testbed inventories alike."""
     first_port = tester.first_port
@@ -492,10 +493,17 @@ def _chain_topology(setup: SetupSpec) -> Any:
 
 
 def _port_set_text(chain: Any) -> str:
-    """The MAP-T CE's port set and the arithmetic behind its size."""
+    """What bounds the chain's flows with the arithmetic: the MAP-T CE's port set, or a PLAT's one public
+    address."""
     from ..setups.mapt import MapCe
+    from ..setups.topology import NAT44_PORTS, Plat
 
     ces = [ce for t in chain.translators().values() if isinstance(ce := getattr(t, "ce", None), MapCe)]
+    if not ces and not chain.tester_ces:
+        plat = next(t for t in chain.translators().values() if isinstance(t, Plat))
+        return (f"the PLAT's NAT44 shares one address {plat.pool4}: its {NAT44_PORTS} ports 1024-65535 "
+                "toward the one server address and port; the plat topology's option plat_netmap = true gives "
+                "each IPv6 client an address of its own")
     ce = (ces or list(chain.tester_ces))[0]
     ranges = ", ".join(f"{first}-{last}" for first, last in ce.port_ranges)
     return (f"MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length {ce.psid_len} leaves "
@@ -515,8 +523,8 @@ def _check_local_sockets(most: int, swept: bool) -> None:
         raise CampaignFileError(
             f"{what} asks for {most} tester sockets, but this process may open only {soft} files "
             f"(ulimit -n; hard limit {hard}) and xlatperf needs about {TESTER_OTHER_FILES} more: use at most "
-            f"{soft - TESTER_OTHER_FILES} or raise the limit (ulimit -n; above the hard limit needs "
-            "root with CAP_SYS_RESOURCE)")
+            f"{soft - TESTER_OTHER_FILES}, raise the limit (ulimit -n; above the hard limit needs root with "
+            "CAP_SYS_RESOURCE), or set [tester] io = \"xdp\" (AF_XDP flows need no socket each)")
     try:
         low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     except (OSError, ValueError):

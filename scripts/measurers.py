@@ -73,7 +73,8 @@ class ChainMeasurer:
         if max_flows is not None and count > max_flows:
             raise ValueError(f"the tester would use {count} source ports (threads x ports_per_thread) "
                              f"but the {self.chain.topology} chain carries only {max_flows} flows "
-                             "(MAP-T port set): lower threads or ports_per_thread")
+                             "(a MAP-T port set, or a PLAT's one public address): lower threads or "
+                             "ports_per_thread")
         if self.tester.io != "socket":
             place = getattr(self.chain, "tester_binding", None)
             if place is None:

@@ -68,6 +68,11 @@ class Clat:
     ipv6_interface: str
 
 
+# A stateful NAT44 (Linux's nf_nat) gives a flow whose source port (>= 1024) is taken another free one of
+# 1024-65535: one public address carries at most this many UDP flows to one server address and port.
+NAT44_PORTS = 65536 - 1024
+
+
 @dataclass(frozen=True)
 class Plat:
     """464XLAT provider-side translator (stateful NAT64): `pool6` prefix, `pool4` address with its UDP port
@@ -215,8 +220,11 @@ class Topology:
     def max_flows(self) -> int | None:
         """Distinct flows the chain can carry; None if not limited. Behind a MAP-T CE (napt NAT44): its
         port-set size. A tester playing CEs (`br`): one socket per port of the CEs' sets, dealt round-robin
-        over the CEs (mapt.tester_max_sockets)."""
+        over the CEs (mapt.tester_max_sockets). Through a PLAT whose clients share one public address (the
+        paper's): NAT44_PORTS, its ports toward the one server address and port."""
         sizes = [t.ce.port_count for t in self.translators().values() if isinstance(t, MapCeRole)]
+        sizes += [NAT44_PORTS for t in self.translators().values()
+                  if isinstance(t, Plat) and t.pool4_netmap is None]
         if self.tester_ces:
             sizes.append(tester_max_sockets(self.tester_ces))
         return min(sizes) if sizes else None

@@ -25,7 +25,7 @@ PORT_SET = (55296, 57343)
 
 # topology: tester source -> tester destination, Knot's address, the dual-DUT chain, max flows (paper, 3.1)
 PAPER = {
-    "plat": ("2001:db8:2::4", "64:ff9b::cb00:7138", "203.0.113.56", "464xlat", None),
+    "plat": ("2001:db8:2::4", "64:ff9b::cb00:7138", "203.0.113.56", "464xlat", 64512),  # one NAT44 address
     "clat": ("192.168.0.4", "203.0.113.56", "64:ff9b::cb00:7138", "464xlat", None),
     "ce": ("192.168.0.4", "203.0.113.56", "64:ff9b::cb00:7138", "mapt", 2048),
     "br": (MAP_ADDRESS, "64:ff9b::cb00:7138", "203.0.113.56", "mapt", 2048),
