@@ -107,7 +107,9 @@ class EmulatedChain:
         if not topology.tester_ces:
             addresses, _ = xdp_flow_sources(topology, flows, first_port)
             self._own_addresses(addresses[1:])
-        wanted = {**self.emulation.root_sysctls(), **rootsysctl.conntrack_table(flows)}
+        # A kernel without conntrack has no table to size (and its DUTs no stateful NAT44 to run).
+        table = rootsysctl.conntrack_table(flows) if Path(CONNTRACK_COUNT).exists() else {}
+        wanted = {**self.emulation.root_sysctls(), **table}
         rootsysctl.acquire(self.prefix, wanted, list(self.emulation.netns_of.values()))
         return binding
 
