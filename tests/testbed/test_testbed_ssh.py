@@ -36,6 +36,11 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 @pytest.fixture
 def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
+    return tayga_inventory(hosts, tmp_path)
+
+
+def tayga_inventory(hosts: SshHosts, tmp_path: Path) -> Path:
+    """The sshnet inventory (tayga on both DUTs) with fake sysfs and IRQ trees for the DUT hosts."""
     build = Path(os.environ.get("XLATBENCH_BUILD") or build_dir())
     for dut in ("dut1", "dut2"):
         fake_sysfs(tmp_path / "sys" / dut, 4)
