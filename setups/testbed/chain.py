@@ -530,7 +530,7 @@ class TestbedChain:
                 "inventory": self.inventory.path, "translators": translators,
                 "nat64_prefix": self.machine.nat64_prefix, "max_flows": self.max_flows,
                 "preflight": self.preflight, "placement": self.placement, "knot": self.knot,
-                "server_io": self.knot.get("io", self.server_io), "tester_io": self.tester_io,
+                "server_io": self.knot.get("io", self.server_io),
                 "rx_flow_hash": {"mode": self.inventory.rx_flow_hash,
                                  "before_up": {r: h.get("rx_flow_hash")
                                                for r, h in self.preflight["hosts"].items()},
