@@ -60,6 +60,8 @@ HostStep = Step | XdpRelease  # what plan() gives a host: the topology's steps, 
 class TestbedError(RuntimeError):
     """The testbed cannot be brought up; the message names the host and what to do."""
 
+    __test__ = False  # not a pytest test class
+
 
 class HostLost(ComponentFailure):
     """A host did not answer over SSH, or gave no reading, while a trial needed it: the trial is void (like a
