@@ -174,7 +174,8 @@ def zero_checksum_reason(backend: Backend) -> str:
             f"{backend.name} drops such a datagram on its way to IPv6 (RFC 7915 section 4.5 lets it)")
 
 
-def computing_backends(role: str) -> list[str]:
-    """The backends that can serve `role` and carry a zero IPv4 UDP checksum to IPv6 (available here)."""
-    return [b.name for b in registry.every()
-            if role in b.roles and b.accepts_zero_udp_checksum and not b.unavailable()]
+def computing_backends(role: str, available_here: bool = True) -> list[str]:
+    """The backends that can serve `role` and carry a zero IPv4 UDP checksum to IPv6 (with
+    `available_here`, only those this machine can run: the emulation's; a testbed's hosts are others)."""
+    return [b.name for b in registry.every() if role in b.roles and b.accepts_zero_udp_checksum
+            and not (available_here and b.unavailable())]

@@ -33,7 +33,7 @@ from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_
 from .. import counters as counters_mod
 from ..backends import Backend, RenderContext, registry
 from ..chain import READ_UDP_TIMEOUTS, client_interface, longest_udp_timeout, xdp_tester_binding
-from ..plan import BackendChoice, render_host, zero_checksum_dropper, zero_checksum_reason
+from ..plan import BackendChoice, computing_backends, render_host, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Endpoint, Host, Interface, Link, Topology
 from ..transports import StepError
@@ -129,16 +129,16 @@ def knot_steps(inventory: Inventory, topo: Topology, server_io: str = "socket") 
     line ahead of knotd detaches its program (knotd leaves it attached when it exits)."""
     workdir = f"{inventory.rundir('server')}/knot"
     zonefile = f"{workdir}/{DEFAULT_DOMAIN}.zone"
-    xdp = server_interface(topo) if server_io == "xdp" else None
+    xdp_if = server_interface(topo) if server_io == "xdp" else None
     listen = ((topo.server_address, 53),)
     conf = Template(TEMPLATE.read_text()).substitute(
         rundir=workdir, udp_workers=KNOT_UDP_WORKERS, listen=f"{topo.server_address}@53",
         domain=DEFAULT_DOMAIN, zonefile=zonefile,
-        xdp=xdp_section(KnotConfig(listen=listen, xdp_interface=xdp)))
+        xdp=xdp_section(KnotConfig(listen=listen, xdp_interface=xdp_if)))
     with tempfile.TemporaryDirectory() as tmp:
         write_zone(Path(tmp) / "zone", DEFAULT_DOMAIN, DEFAULT_SUBNET)
         zone = (Path(tmp) / "zone").read_text()
-    release: list[HostStep] = [XdpRelease(xdp, KNOT_XDP_PROGRAM, "knotd in XDP mode")] if xdp else []
+    release: list[HostStep] = [XdpRelease(xdp_if, KNOT_XDP_PROGRAM, "knotd in XDP mode")] if xdp_if else []
     return [Cmd(("mkdir", "-p", workdir)), WriteFile(f"{workdir}/knot.conf", conf), WriteFile(zonefile, zone),
             *release, Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid",
                              f"{workdir}/knotd.log")]
@@ -193,6 +193,7 @@ def host_context(inventory: Inventory, role: str) -> RenderContext:
 
 
 def check_io(tester_io: str, server_io: str) -> None:
+    """TestbedError (one line) unless both are one of IO_MODES."""
     for name, io in (("tester io", tester_io), ("server io", server_io)):
         if io not in IO_MODES:
             raise TestbedError(f"{name} must be one of {', '.join(IO_MODES)}, got {io!r}")
@@ -206,9 +207,11 @@ def knot_xdp_refusal(inventory: Inventory) -> str | None:
     if found is None:
         return None
     host, backend, name = found
+    fixes = " or ".join(f'hosts.{machine_of(topo, host)}.backend = "{b}"'
+                        for b in computing_backends(name, available_here=False))
     return (f"[server] io = \"xdp\" cannot serve {inventory.path}: {zero_checksum_reason(backend)} ({host} "
-            f"is the {name}): use [server] io = \"socket\", or hosts.{machine_of(topo, host)}.backend = "
-            "\"bpf\" (it computes the checksum)")
+            f"is the {name}): use [server] io = \"socket\", or {fixes or 'a backend'} (it computes the "
+            "checksum)")
 
 
 def plan(inventory: Inventory, tester_io: str = "socket",
