@@ -176,12 +176,13 @@ def dry_run(inventory: Inventory, out: TextIO, tester_io: str = "socket", server
             print(sampler.stop_script(), file=out)
         if role == "client":
             _dry_trial(inventory, out, tester_io)
-        print("## teardown (xlatbench testbed down: the state file's lines, newest first)", file=out)
-        for line in teardown_lines(steps[role]):
-            print(line, file=out)
+        print("## teardown (xlatbench testbed down: a killed controller's tester first, then the state "
+              "file's lines, newest first)", file=out)
         if role == "client":
             print(f"{stop_testers(shlex.quote(inventory.rundir(role)))}   # a killed controller's tester",
                   file=out)
+        for line in teardown_lines(steps[role]):
+            print(line, file=out)
         if role in DUTS:
             print(f"# then every CPU of offline_cpus {list(host.offline_cpus)} back online", file=out)
 
