@@ -151,7 +151,7 @@ def test_xdp_tester_campaign_known_answer_then_down_after_kill(hosts: SshHosts, 
        "sec", "xdp")
     assert main(["testbed", "check", "--tester-io", "xdp", str(inventory)]) == 1
     problems = [line for line in capsys.readouterr().out.splitlines() if line.startswith("problem:")]
-    assert len(problems) == 1 and "client: eth1 already carries an XDP program (xdp_pass" in problems[0], \
+    assert len(problems) == 1 and "client: eth1 already carries an XDP program (other_pass" in problems[0], \
         problems
     assert "`ip link set dev eth1 xdp off`" in problems[0]
     sh("ip", "-n", hosts.netns("client"), "link", "set", "dev", "eth1", "xdpgeneric", "off")
