@@ -107,6 +107,9 @@ def check_known_answer(store: Path) -> list[dict]:
     for record in sorted(trials, key=lambda r: r["written_utc"]):
         trial = record["trial"]
         assert trial["sent"] == round(trial["rate_qps"] * trial["duration_s"]), trial
+        io, found = record["raw"]["io"], record["dut"]["preflight"]["hosts"]["client"]["xdp"]
+        assert (io["mode"], io["interface"], io["xdp_mode"]) == ("xdp", "eth1", "native"), io
+        assert io["next_hop"]["mac"] == found["next_hop"]["mac"]  # what up resolved, xlatperf used
         sent_after = sent_before + trial["sent"]
         dropped = math.ceil(sent_after / EVERY) - math.ceil(sent_before / EVERY)
         assert trial["sent"] - trial["valid"] == dropped, (sent_before, trial)
