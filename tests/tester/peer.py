@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import heapq
 import ipaddress
+import os
 import select
 import socket
 import struct
@@ -81,6 +82,7 @@ class Peer:
     behaviour: Behaviour
     port: int = 0
     rcvbuf: int = 0  # bytes for the peer's receive socket (root: SO_RCVBUFFORCE); 0: kernel default
+    cpus: frozenset[int] = frozenset()  # CPUs the serving thread is pinned to (empty: not pinned)
     queries: int = 0
     errors: list[str] = field(default_factory=list)
     received_ns: int = 0  # kernel receive time of the query being handled (CLOCK_REALTIME, ns)
@@ -149,6 +151,8 @@ class Peer:
     def _serve(self) -> None:
         # Timer slack 1 ns (default 50 µs): select() wakes when the next reply is due, not up to 50 µs later.
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)  # pid 0: this thread only
         while not self._stop.is_set():
             now = time.time_ns()
             while self._later and self._later[0][0] <= now:
