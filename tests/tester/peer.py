@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .netns import enter_netns, in_netns
+
 AAAA = 28
 SO_RCVBUFFORCE = 33  # linux/asm-generic/socket.h; the socket module does not name it
 SO_TIMESTAMPNS = 35  # likewise; its control message type SCM_TIMESTAMPNS has the same number
@@ -81,6 +83,7 @@ class Peer:
     behaviour: Behaviour
     port: int = 0
     rcvbuf: int = 0  # bytes for the peer's receive socket (root: SO_RCVBUFFORCE); 0: kernel default
+    netns: str | None = None  # the network namespace its sockets live in (root); None: the test's own
     queries: int = 0
     errors: list[str] = field(default_factory=list)
     received_ns: int = 0  # kernel receive time of the query being handled (CLOCK_REALTIME, ns)
@@ -90,13 +93,14 @@ class Peer:
 
     def __post_init__(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        with in_netns(self.netns):
+            self.sock = socket.socket(family, socket.SOCK_DGRAM)
+            self.other = socket.socket(family, socket.SOCK_DGRAM)  # a second source port
         if self.rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.rcvbuf)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.sock.bind((self.host, 0))
         self.port = self.sock.getsockname()[1]
-        self.other = socket.socket(family, socket.SOCK_DGRAM)  # a second source port
         self.other.bind((self.host, 0))
         self._thread = threading.Thread(target=self._serve, name="dns-peer", daemon=True)
 
@@ -147,6 +151,8 @@ class Peer:
         self.raw.sendto(struct.pack("!HHHH", self.port, to[1], length, bad) + data, (to[0], 0))
 
     def _serve(self) -> None:
+        if self.netns is not None:
+            enter_netns(self.netns)  # this thread only: a raw socket it makes lives beside the others
         # Timer slack 1 ns (default 50 µs): select() wakes when the next reply is due, not up to 50 µs later.
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
         while not self._stop.is_set():
