@@ -3,7 +3,8 @@
 It decodes each query itself (no shared code with the tester) and picks its behaviour from
 the query's index k, read back from the name: query k asks for 10.0.0.0 + k. It reads the kernel's
 receive timestamp of each query (SO_TIMESTAMPNS, CLOCK_REALTIME), so a behaviour can answer a known
-time after the query arrived and the peer can measure the delay it really kept.
+time after the query arrived and the peer can measure the delay it really kept. Given a network namespace,
+its sockets live there (tests/tester/netns.py): an AF_XDP tester reaches it through a veth.
 """
 
 from __future__ import annotations
