@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import heapq
 import ipaddress
+import os
 import select
 import socket
 import struct
@@ -85,6 +86,7 @@ class Peer:
     port: int = 0
     rcvbuf: int = 0  # bytes for the peer's receive socket (root: SO_RCVBUFFORCE); 0: kernel default
     netns: str | None = None  # the network namespace its sockets live in (root); None: the test's own
+    cpus: frozenset[int] = frozenset()  # CPUs the serving thread is pinned to (empty: not pinned)
     queries: int = 0
     errors: list[str] = field(default_factory=list)
     received_ns: int = 0  # kernel receive time of the query being handled (CLOCK_REALTIME, ns)
@@ -156,6 +158,8 @@ class Peer:
             enter_netns(self.netns)  # this thread only: a raw socket it makes lives beside the others
         # Timer slack 1 ns (default 50 µs): select() wakes when the next reply is due, not up to 50 µs later.
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)  # pid 0: this thread only
         while not self._stop.is_set():
             now = time.time_ns()
             while self._later and self._later[0][0] <= now:
