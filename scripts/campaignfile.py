@@ -254,7 +254,9 @@ def _server_io(server: dict[str, Any]) -> str:
 
 def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
     """The setup with [server] io applied: an emulated chain gets it as its `knot_io` option (a setup that
-    sets knot_io itself must agree); loopback and testbed setups refuse XDP mode; a fake has no server."""
+    sets knot_io itself must agree), a testbed its `server_io` (refused where a translator would drop Knot
+    XDP's replies: setups.testbed.chain.knot_xdp_refusal); loopback setups refuse XDP mode; a fake has no
+    server."""
     where = f"[[setup]] #{index + 1} ({setup.name})"
     if setup.kind == "chain":
         options = dict(setup.params.get("options", {}))
@@ -271,26 +273,26 @@ def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
         raise CampaignFileError(f"{where}: [server] io = \"xdp\" needs a network interface for Knot's XDP "
                                 "mode; a loopback setup has none: use a chain setup (or io = \"socket\")")
     if io == "xdp" and setup.kind == "testbed":
-        raise CampaignFileError(f"{where}: [server] io = \"xdp\" is not supported on a testbed yet (Knot's "
-                                "XDP program on the server's test NIC is not in the undo journal): use "
-                                "io = \"socket\"")
+        from ..setups.testbed.chain import knot_xdp_refusal
+        from ..setups.testbed.inventory import load_inventory
+
+        refusal = knot_xdp_refusal(load_inventory(str(setup.params["inventory"])))  # _check_testbed loaded it
+        if refusal:
+            raise CampaignFileError(f"{where}: {refusal}")
+        return replace(setup, params={**setup.params, "server_io": io})
     return setup
 
 
 def _check_tester_io(setup: SetupSpec, tester: TesterOptions, most: int, index: int) -> None:
-    """[tester] io = "xdp" runs xlatperf's AF_XDP flows on the client host's interface: an emulated chain
-    places them (its tester_binding; another factory's chain is checked when it is up); loopback and testbed
-    setups refuse it; a fake runs no tester."""
+    """[tester] io = "xdp" runs xlatperf's AF_XDP flows on the client host's interface: an emulated chain or
+    a testbed's client host places them (its tester_binding; another factory's chain is checked when it is
+    up); loopback setups refuse it; a fake runs no tester."""
     if tester.io == "socket" or setup.kind == "fake":
         return
     where = f"[[setup]] #{index + 1} ({setup.name})"
     if setup.kind == "loopback":
         raise CampaignFileError(f"{where}: [tester] io = \"xdp\" needs a network interface for AF_XDP; a "
                                 "loopback setup has none: use a chain setup (or io = \"socket\")")
-    if setup.kind == "testbed":
-        raise CampaignFileError(f"{where}: [tester] io = \"xdp\" is not supported on a testbed yet (the "
-                                "tester host's NIC and its reply filter are not in the undo journal): use "
-                                "io = \"socket\"")
     chain = _chain_topology(setup)
     if chain is None:
         return
@@ -573,7 +575,8 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
     if setup.kind == "testbed":
         from .testbed_env import TestbedEnvironment
 
-        return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"))
+        return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"),
+                                  server_io=str(p.get("server_io", "socket")))
     if setup.kind == "fake":
         realtime = bool(p.get("realtime", False))
         return FakeEnvironment(
