@@ -58,7 +58,7 @@ nlohmann::json to_json(const IoReport& report) {
                             {"rx_fill_ring_empty", x.rx_fill_ring_empty},
                             {"tx_ring_empty", x.tx_ring_empty}}},
         {"tester_drops", x.own_drops()},
-        {"program", {{"redirected", x.redirected}, {"passed", x.passed}}},
+        {"program", {{"redirected", x.redirected}, {"passed", x.passed}, {"filter_keys", x.filter_keys}}},
         {"frame_errors", {{"truncated", x.frame_truncated},
                           {"not_udp", x.frame_not_udp},
                           {"fragment", x.frame_fragment},

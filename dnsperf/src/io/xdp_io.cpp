@@ -368,6 +368,7 @@ XdpReport XdpLink::report() const {
     const xdp::FilterStats filter = s.program->stats();
     r.redirected = delta(filter.redirected, s.filter_before.redirected);
     r.passed = delta(filter.passed, s.filter_before.passed);
+    r.filter_keys = s.program->filter_keys();
     r.frame_truncated = s.frame_errors[0];
     r.frame_not_udp = s.frame_errors[1];
     r.frame_fragment = s.frame_errors[2];
