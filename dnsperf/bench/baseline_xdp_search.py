@@ -167,6 +167,7 @@ class WatchedMeasurer:
             "ksoftirqd_cpu_s": soft, "knotd_threads": sched,
             "tester_cpu": raw.get("cpu"), "tester_xdp_statistics": io.get("xdp_statistics"),
             "tester_frames_per_kick": io.get("frames_per_kick"),
+            "tester_io": {k: io.get(k) for k in ("frames_sent", "kicks", "tx_ring_waits", "tester_drops")},
             "max_queries_in_100us": (raw.get("send") or {}).get("max_queries_in_100us"),
             "max_lag_s": (raw.get("send") or {}).get("max_lag_s"),
             "links": links, "knot_xsk_before": xsk0, "knot_xsk_after": xdp_sockets(self.server_netns),
