@@ -1,6 +1,6 @@
 """knotd's CPU in socket mode and in XDP mode, side by side, through the emulated baseline.
 
-Prints figures; asserts nothing. For each mode the emulated baseline (in-kernel forwarding on one router,
+Prints figures; asserts nothing. For each mode the emulated baseline (in-kernel forwarding on its two DUTs,
 setups.emulation) comes up with Knot (1 UDP worker, every thread pinned to CPU 1) taking its queries either
 through the kernel's UDP sockets or in XDP mode on the server namespace's interface (`knot_io`); xlatperf
 (sockets, 1 thread x 4 ports) in the client namespace and the router's receive steering stay on CPU 0. At
