@@ -1,15 +1,15 @@
 """The emulated baseline's RFC 8219 throughput with Knot in XDP mode, and what limits it (issue 24, target c).
 
-Prints figures; asserts nothing. The emulated baseline (client -> router with in-kernel IPv4 forwarding ->
-server, setups.emulation) comes up once with Knot 3.2.6 (1 UDP worker, every thread pinned to --knot-cpus)
-in --knot-io mode (default "xdp": Knot's own XDP program and AF_XDP socket on the server namespace's veth)
-and xlatperf in the client namespace with --tester-io (default "xdp": AF_XDP on the client's veth, --flows
-flows), its two threads and the client's receive steering on --tester-cpus, the router's on --router-cpus
-(default: all three on CPU 0, Knot alone on CPU 1). The suite's own RFC 8219
-binary search (scripts.search.rfc8219_search, its TrialRunner and verdict: loss <= 0.01 %, a tester-limited
-trial retried twice, then "tester limit reached") runs --repetitions times between --min-rate (taken to pass,
-as RFC 8219's search does) and --max-rate to --error-ratio, --duration s per trial. --rates instead measures
-those fixed rates once each. Every trial records, beside the suite's result:
+Prints figures; asserts nothing. The emulated baseline (client -> DUT1 -> DUT2 -> server, in-kernel IPv4
+forwarding on both DUTs, setups.emulation) comes up once with Knot 3.2.6 (1 UDP worker, every thread pinned to
+--knot-cpus) in --knot-io mode (default "xdp": Knot's own XDP program and AF_XDP socket on the server
+namespace's veth) and xlatperf in the client namespace with --tester-io (default "xdp": AF_XDP on the client's
+veth, --flows flows), its two threads and the client's receive steering on --tester-cpus, both DUTs (their
+cpusets and receive steering) on --router-cpus (default: all on CPU 0, Knot alone on CPU 1). The suite's own
+RFC 8219 binary search (scripts.search.rfc8219_search, its TrialRunner and verdict: loss <= 0.01 %, a
+tester-limited trial retried twice, then "tester limit reached") runs --repetitions times between --min-rate
+(taken to pass, as RFC 8219's search does) and --max-rate to --error-ratio, --duration s per trial. --rates
+instead measures those fixed rates once each. Every trial records, beside the suite's result:
 
 - knotd's CPU: user + system of all its threads (/proc/PID/stat) over the trial, as a share of one core
   over the trial's scheduled window (its AF_XDP syscalls and the reply transmit they run are in it);
@@ -204,7 +204,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="CPU of the tester's threads and the client's receive steering "
                         "(default: %(default)s)")
     p.add_argument("--router-cpus", default="0",
-                   help="CPUs of the router (its namespace's receive steering; default: %(default)s)")
+                   help="CPUs of both forwarding DUTs (default: %(default)s)")
     p.add_argument("--duration", type=float, default=10.0, help="s per trial (default: %(default)s)")
     p.add_argument("--rest", type=float, default=1.0, help="s between trials (default: %(default)s)")
     p.add_argument("--min-rate", type=float, default=100_000.0)
