@@ -12,7 +12,8 @@ tester-limited trial retried twice, then "tester limit reached") runs --repetiti
 instead measures those fixed rates once each. Every trial records, beside the suite's result:
 
 - knotd's CPU: user + system of all its threads (/proc/PID/stat) over the trial, as a share of one core
-  over the trial's scheduled window (its AF_XDP syscalls and the reply transmit they run are in it);
+  over the trial's scheduled window (its AF_XDP syscalls and the reply transmit they run are in it), and per
+  thread its ms on the CPU, ms waiting on a run queue and context switches (/proc/PID/task/TID/schedstat);
 - each CPU's busy and softirq share (/proc/stat over the whole trial, start and end included) and the CPU
   time of the kernel's ksoftirqd threads (softirq work deferred to a thread competes with knotd there);
 - the tester's own CPU (xlatperf's JSON: CPU-seconds per million queries sent) and its XDP_STATISTICS;
