@@ -78,7 +78,7 @@ test-hardening: fuzz-reply fuzz-frame
 	  $(VENV)/bin/pytest -q -m "not slow" tests/tester
 	cmake -S . -B $(BUILD)-tsan -G Ninja $(SAN_FLAGS) -DCMAKE_CXX_FLAGS="-O1 -fsanitize=thread -Wno-tsan $(SAN_NOWARN)"
 	cmake --build $(BUILD)-tsan --target xlatperf xlatperf_tests
-	TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/dnsperf/xlatperf_tests -# "[#test_ring]"
+	TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/dnsperf/xlatperf_tests -# "[#test_ring],[#test_xdp_queues]"
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 XLATBENCH_BUILD=$(abspath $(BUILD)-tsan) \
 	  $(VENV)/bin/pytest -q tests/tester/test_xlatperf_peer.py
 
