@@ -114,9 +114,11 @@ def test_two_queues_count_exactly_and_match_replies_on_either_queue(link2, knot,
     # 32 flows per queue hashed over two queues: replies crossed between the queues, and were matched.
     assert io["other_queue_replies"] == sum(q["other_queue_replies"] for q in queues) > 0
     assert all(q["tester_drops"] == 0 for q in queues), json.dumps(io)
-    print(f"two queues: sent per queue {[q['frames_sent'] for q in queues]}, nftables {[even, odd]}; replies "
-          f"per queue {received}, veth redirect counters {[after[n] - before[n] for n in (0, 1)]}; replies on the "
-          f"other queue {[q['other_queue_replies'] for q in queues]}; valid {totals['valid']} of {totals['sent']}")
+    counted = [after[n] - before[n] for n in (0, 1)]
+    crossed = [q["other_queue_replies"] for q in queues]
+    print(f"two queues: sent per queue {[q['frames_sent'] for q in queues]}, nftables {[even, odd]}; "
+          f"replies per queue {received}, veth redirect counters {counted}; replies on the other queue "
+          f"{crossed}; valid {totals['valid']} of {totals['sent']}")
     # Each pair's receiver counted the replies that arrived on its queue.
     assert [t["valid"] for t in result["threads"]] == received
     assert attached_program(link2.outer) is None
