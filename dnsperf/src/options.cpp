@@ -395,7 +395,10 @@ void plan_xdp_queues(const Config& c, Plan& plan) {
     try {
         queues = parse_cpu_list(c.xdp_queues);
     } catch (const std::invalid_argument& e) {
-        throw OptionError("--xdp-queues " + c.xdp_queues + ": " + e.what());
+        // The list syntax is the CPU lists': say queue where its message says CPU.
+        std::string why = e.what();
+        for (auto at = why.find("CPU"); at != std::string::npos; at = why.find("CPU", at)) why.replace(at, 3, "queue");
+        throw OptionError("--xdp-queues " + c.xdp_queues + ": " + why);
     }
     check(queues.size() == c.threads, "--xdp-queues " + c.xdp_queues + " names " + std::to_string(queues.size()) +
                                           " queues for --threads " + std::to_string(c.threads) +
