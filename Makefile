@@ -48,6 +48,7 @@ $(FUZZ_DIR)/fuzz_reply: $(FUZZ_SRCS) $(wildcard dnsperf/src/*.hpp) | $(STAMP)
 	  -Idnsperf/src $(FUZZ_SRCS) -lldns -o $@
 
 FUZZ_FRAME_SRCS := dnsperf/tests/fuzz/fuzz_frame.cpp dnsperf/src/xdp/frame.cpp dnsperf/src/xdp/flows.cpp \
+  dnsperf/src/xdp/filter_keys.cpp \
   dnsperf/src/reply.cpp dnsperf/src/query.cpp dnsperf/src/ring.cpp
 
 $(FUZZ_DIR)/fuzz_frame: $(FUZZ_FRAME_SRCS) $(wildcard dnsperf/src/*.hpp dnsperf/src/xdp/*.hpp) | $(STAMP)
@@ -55,7 +56,8 @@ $(FUZZ_DIR)/fuzz_frame: $(FUZZ_FRAME_SRCS) $(wildcard dnsperf/src/*.hpp dnsperf/
 	clang++-14 -std=c++17 -O1 -g -Wall -Werror -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -Idnsperf/src $(FUZZ_FRAME_SRCS) -lldns -o $@
 
-# The AF_XDP frame parser and the flows' matching state behind it, seeded with knotd replies in frames.
+# The AF_XDP frame parser, the flows' matching state behind it and the kernel filter's prefix keys (it must
+# take exactly the frames to a flow), seeded with knotd replies in frames.
 fuzz-frame: $(FUZZ_DIR)/fuzz_frame
 	rm -rf $(FUZZ_DIR)/frame_corpus && cp -r dnsperf/tests/fuzz/frame_corpus $(FUZZ_DIR)/frame_corpus
 	$(FUZZ_DIR)/fuzz_frame -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(FUZZ_DIR)/frame_corpus \

@@ -26,7 +26,7 @@ def tables_of(campaign: Campaign) -> list[Table]:
     searched = [series for series in campaign.series if series.method != MLRSEARCH]
     tables = [throughput_table(series) for series in searched]
     tables += comparison_tables(searched)
-    return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched)
+    return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched, campaign.records)
             + measured_tables(searched))
 
 

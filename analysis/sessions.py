@@ -1,11 +1,16 @@
 """Throughput against the tester's sessions (distinct flows), per setup and core count: draft-lencse's
 degradation test as a table and a figure. Only series of a campaign that swept [campaign] sessions count.
+Each table also says, per session count, from the point's trial records: how the tester sent (sockets or
+AF_XDP), the most conntrack entries a DUT's namespace held after a trial (a stateful translator's own count),
+the tester's matching memory, and the worst trial's loss.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -14,6 +19,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
+from ..scripts.records import TrialEntry  # noqa: E402
 from .bounded import of_cell  # noqa: E402
 from .plots import save_figure, throughput_axes  # noqa: E402
 from .records import Series, Throughput  # noqa: E402
@@ -41,19 +47,77 @@ def sweeps(all_series: list[Series]) -> Sweep:
     return grouped
 
 
-def sessions_tables(all_series: list[Series]) -> list[Table]:
-    """One table per (setup, method, [[search]] name, cores) measured at two or more session counts."""
+@dataclass
+class PointTrials:
+    """What the trials of one sweep point say beside its throughput. io: the tester's io ("socket",
+    "xdp"); conntrack: the most conntrack entries one DUT namespace held right after a trial (None: not
+    recorded); matching_bytes: the largest flow-table memory xlatperf reported (io.matching.total_bytes;
+    None with sockets); worst_loss: the highest loss ratio of a trial that was not tester-limited."""
+
+    io: str = "socket"
+    conntrack: int | None = None
+    matching_bytes: int | None = None
+    worst_loss: float | None = None
+
+
+# (setup, method, [[search]] name, cores, sessions) -> what its trials say
+PointKey = tuple[str, str, str, int, int]
+
+
+def point_trials(records: list[Any]) -> dict[PointKey, PointTrials]:
+    """Per swept point, what its trial records say (PointTrials)."""
+    points: dict[PointKey, PointTrials] = {}
+    for record in records:
+        if not isinstance(record, TrialEntry) or not record.context.swept:
+            continue
+        key = (record.context.setup_name, record.search.method, record.search.settings_name,
+               record.context.cores, record.context.sessions)
+        point = points.setdefault(key, PointTrials(
+            io=str(record.context.tester.get("options", {}).get("io", "socket"))))
+        entries = ((record.result.get("dut_stats") or {}).get("conntrack_entries") or {}).values()
+        if entries:
+            point.conntrack = max(point.conntrack or 0, *(int(n) for n in entries))
+        matching = ((record.raw or {}).get("io") or {}).get("matching") or {}
+        if "total_bytes" in matching:
+            point.matching_bytes = max(point.matching_bytes or 0, int(matching["total_bytes"]))
+        if record.verdict != "tester-limited":
+            point.worst_loss = max(point.worst_loss or 0.0, float(record.result.get("loss_ratio", 0.0)))
+    return points
+
+
+def sessions_tables(all_series: list[Series], records: list[Any] | None = None) -> list[Table]:
+    """One table per (setup, method, [[search]] name, cores) measured at two or more session counts;
+    `records` (the store's) add the rows of point_trials."""
     by_name = {_sweep_of(s): s for s in all_series if s.sessions is not None}
+    points = point_trials(records or [])
     tables = []
     for name, per_cores in sweeps(all_series).items():
         series = by_name[name]
         for cores, cells in sorted(per_cores.items()):
             if len(cells) > 1:
-                tables.append(_table(series, cores, cells))
+                tables.append(_table(series, cores, cells, {n: points.get((*name, cores, n)) for n in cells}))
     return tables
 
 
-def _table(series: Series, cores: int, cells: dict[int, Throughput]) -> Table:
+def _trial_rows(counts: list[int], points: dict[int, PointTrials | None]) -> list[list[str]]:
+    """The rows of point_trials, only those some point recorded."""
+    found = [points[n] for n in counts]
+    if not any(found):
+        return []
+    rows = [["Tester io", *["-" if p is None else "AF_XDP" if p.io == "xdp" else "sockets" for p in found]]]
+    if any(p and p.conntrack is not None for p in found):
+        rows.append(["Conntrack entries after a trial (DUT's own count, most)",
+                     *["-" if p is None or p.conntrack is None else f"{p.conntrack:,}" for p in found]])
+    if any(p and p.matching_bytes is not None for p in found):
+        rows.append(["Tester matching memory (bytes, most)", *[
+            "-" if p is None or p.matching_bytes is None else f"{p.matching_bytes:,}" for p in found]])
+    rows.append(["Worst trial loss (%, not tester-limited)",
+                 *["-" if p is None or p.worst_loss is None else f"{100 * p.worst_loss:.4g}" for p in found]])
+    return rows
+
+
+def _table(series: Series, cores: int, cells: dict[int, Throughput],
+           points: dict[int, PointTrials | None] | None = None) -> Table:
     counts = sorted(cells)
     repetitions = series.conditions.get("repetitions")
     values = {n: of_cell(cell.status, cell.median, cell.n, repetitions) for n, cell in cells.items()}
@@ -69,6 +133,7 @@ def _table(series: Series, cores: int, cells: dict[int, Throughput]) -> Table:
         ["Maximum (queries/s)", *["-" if cells[n].maximum is None else f"{cells[n].maximum:,.0f}"
                                   for n in counts]],
         [f"Proportion to {counts[0]} session(s)", *ratio],
+        *_trial_rows(counts, points or dict.fromkeys(counts)),
     ]
     return Table(title, ["Tester sessions (source address x port)", *[str(n) for n in counts]], rows)
 

@@ -254,7 +254,9 @@ def _server_io(server: dict[str, Any]) -> str:
 
 def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
     """The setup with [server] io applied: an emulated chain gets it as its `knot_io` option (a setup that
-    sets knot_io itself must agree); loopback and testbed setups refuse XDP mode; a fake has no server."""
+    sets knot_io itself must agree), a testbed its `server_io` (refused where a translator would drop Knot
+    XDP's replies: setups.testbed.chain.knot_xdp_refusal); loopback setups refuse XDP mode; a fake has no
+    server."""
     where = f"[[setup]] #{index + 1} ({setup.name})"
     if setup.kind == "chain":
         options = dict(setup.params.get("options", {}))
@@ -271,26 +273,26 @@ def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
         raise CampaignFileError(f"{where}: [server] io = \"xdp\" needs a network interface for Knot's XDP "
                                 "mode; a loopback setup has none: use a chain setup (or io = \"socket\")")
     if io == "xdp" and setup.kind == "testbed":
-        raise CampaignFileError(f"{where}: [server] io = \"xdp\" is not supported on a testbed yet (Knot's "
-                                "XDP program on the server's test NIC is not in the undo journal): use "
-                                "io = \"socket\"")
+        from ..setups.testbed.chain import knot_xdp_refusal
+        from ..setups.testbed.inventory import load_inventory
+
+        refusal = knot_xdp_refusal(load_inventory(str(setup.params["inventory"])))  # _check_testbed loaded it
+        if refusal:
+            raise CampaignFileError(f"{where}: {refusal}")
+        return replace(setup, params={**setup.params, "server_io": io})
     return setup
 
 
 def _check_tester_io(setup: SetupSpec, tester: TesterOptions, most: int, index: int) -> None:
-    """[tester] io = "xdp" runs xlatperf's AF_XDP flows on the client host's interface: an emulated chain
-    places them (its tester_binding; another factory's chain is checked when it is up); loopback and testbed
-    setups refuse it; a fake runs no tester."""
+    """[tester] io = "xdp" runs xlatperf's AF_XDP flows on the client host's interface: an emulated chain or
+    a testbed's client host places them (its tester_binding; another factory's chain is checked when it is
+    up); loopback setups refuse it; a fake runs no tester."""
     if tester.io == "socket" or setup.kind == "fake":
         return
     where = f"[[setup]] #{index + 1} ({setup.name})"
     if setup.kind == "loopback":
         raise CampaignFileError(f"{where}: [tester] io = \"xdp\" needs a network interface for AF_XDP; a "
                                 "loopback setup has none: use a chain setup (or io = \"socket\")")
-    if setup.kind == "testbed":
-        raise CampaignFileError(f"{where}: [tester] io = \"xdp\" is not supported on a testbed yet (the "
-                                "tester host's NIC and its reply filter are not in the undo journal): use "
-                                "io = \"socket\"")
     chain = _chain_topology(setup)
     if chain is None:
         return
@@ -453,7 +455,8 @@ def check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions
 
 
 def _check_flows(setup: SetupSpec, most: int, tester: TesterOptions, cycles: list[Cycle]) -> None:
-    """Fail now when the tester would use more flows than a chain carries (a MAP-T port set), or so many on
+    """Fail now when the tester would use more flows than a chain carries (a MAP-T port set, a PLAT's
+    shared address), or so many on
     ephemeral ports that a MAP-T CE's NAT44 runs out of ports while conntrack keeps earlier trials'
     mappings (scripts.nat44): emulated chains and testbed inventories alike."""
     first_port = tester.first_port
@@ -487,17 +490,22 @@ def _chain_topology(setup: SetupSpec) -> Any:
         return load_inventory(str(setup.params["inventory"])).topology()
     if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
         return None
-    from ..setups.paper import topology
-
     config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
-    return topology(config.topology, config.effective_nat64_prefix, config.ces)
+    return config.chain_topology()
 
 
 def _port_set_text(chain: Any) -> str:
-    """The MAP-T CE's port set and the arithmetic behind its size."""
+    """What bounds the chain's flows with the arithmetic: the MAP-T CE's port set, or a PLAT's one public
+    address."""
     from ..setups.mapt import MapCe
+    from ..setups.topology import NAT44_PORTS, Plat
 
     ces = [ce for t in chain.translators().values() if isinstance(ce := getattr(t, "ce", None), MapCe)]
+    if not ces and not chain.tester_ces:
+        plat = next(t for t in chain.translators().values() if isinstance(t, Plat))
+        return (f"the PLAT's NAT44 shares one address {plat.pool4}: its {NAT44_PORTS} ports 1024-65535 "
+                "toward the one server address and port; the plat topology's option plat_netmap = true gives "
+                "each IPv6 client an address of its own")
     ce = (ces or list(chain.tester_ces))[0]
     ranges = ", ".join(f"{first}-{last}" for first, last in ce.port_ranges)
     return (f"MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length {ce.psid_len} leaves "
@@ -517,8 +525,8 @@ def _check_local_sockets(most: int, swept: bool) -> None:
         raise CampaignFileError(
             f"{what} asks for {most} tester sockets, but this process may open only {soft} files "
             f"(ulimit -n; hard limit {hard}) and xlatperf needs about {TESTER_OTHER_FILES} more: use at most "
-            f"{soft - TESTER_OTHER_FILES} or raise the limit (ulimit -n; above the hard limit needs "
-            "root with CAP_SYS_RESOURCE)")
+            f"{soft - TESTER_OTHER_FILES}, raise the limit (ulimit -n; above the hard limit needs root with "
+            "CAP_SYS_RESOURCE), or set [tester] io = \"xdp\" (AF_XDP flows need no socket each)")
     try:
         low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     except (OSError, ValueError):
@@ -573,7 +581,8 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
     if setup.kind == "testbed":
         from .testbed_env import TestbedEnvironment
 
-        return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"))
+        return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"),
+                                  server_io=str(p.get("server_io", "socket")))
     if setup.kind == "fake":
         realtime = bool(p.get("realtime", False))
         return FakeEnvironment(

@@ -73,7 +73,8 @@ class ChainMeasurer:
         if max_flows is not None and count > max_flows:
             raise ValueError(f"the tester would use {count} source ports (threads x ports_per_thread) "
                              f"but the {self.chain.topology} chain carries only {max_flows} flows "
-                             "(MAP-T port set): lower threads or ports_per_thread")
+                             "(a MAP-T port set, or a PLAT's one public address): lower threads or "
+                             "ports_per_thread")
         if self.tester.io != "socket":
             place = getattr(self.chain, "tester_binding", None)
             if place is None:
@@ -91,11 +92,15 @@ class ChainMeasurer:
                         self.tester, self.binding)
         steal = steal_between(ticks, read_jiffies())
         check_components(self.chain.gone(components), rate_qps, duration_s)
+        entries = getattr(self.chain, "conntrack_entries", None)  # optional: the emulated chain's
+        conntrack = entries() if entries is not None else None
         cpu_after, counters_after = self.chain.dut_cpu_times(), self.chain.counters()
         self.last_tester_version = tester_version(doc)
         result = result_from_xlatperf(doc, rate_qps, duration_s)
-        dut = {"cpu_s": cpu_deltas(cpu_before, cpu_after),
-               "counters": counter_deltas(counters_before, counters_after)}
+        dut: dict[str, Any] = {"cpu_s": cpu_deltas(cpu_before, cpu_after),
+                               "counters": counter_deltas(counters_before, counters_after)}
+        if conntrack is not None:
+            dut["conntrack_entries"] = conntrack
         return replace(result, dut_stats=dut, host_steal_pct=steal)
 
     def describe(self) -> dict[str, Any]:

@@ -51,13 +51,17 @@ def fixed_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> lis
 
 @dataclass
 class TestbedEnvironment(Environment):
-    """inventory: path of the inventory file; topology: what the campaign asks (must be the inventory's)."""
+    """inventory: path of the inventory file; topology: what the campaign asks (must be the inventory's);
+    server_io: how Knot answers on the server host ([server] io: "socket", or "xdp", its XDP mode on the
+    server's test interface). The tester's io ([tester] io = "xdp": AF_XDP on the client's test interface)
+    comes with `tester`; both are checked by the preflight and journalled on their hosts."""
 
     __test__ = False
 
     inventory: str
     tester: TesterOptions
     topology: str | None = None
+    server_io: str = "socket"
     _inventory: Inventory | None = field(default=None, init=False)
     _preflight: dict[str, Any] | None = field(default=None, init=False)
     _chain: Any = field(default=None, init=False)
@@ -73,12 +77,13 @@ class TestbedEnvironment(Environment):
         if self._chain is not None:
             return self._chain.preflight
         if self._preflight is None:
-            from ..setups.testbed.chain import machine_interfaces, transport_for
+            from ..setups.testbed.chain import machine_interfaces, plan, transport_for
             from ..setups.testbed.preflight import check
 
             shell = transport_for(self._inv())
             try:
-                self._preflight = check(self._inv(), shell, machine_interfaces(self._inv()))
+                self._preflight = check(self._inv(), shell, machine_interfaces(self._inv()),
+                                        plan(self._inv(), self.tester.io, self.server_io))
             finally:
                 shell.close()
             if not self._preflight["ok"]:
@@ -89,7 +94,7 @@ class TestbedEnvironment(Environment):
     def up(self) -> None:
         from ..setups.testbed.chain import TestbedChain
 
-        self._chain = TestbedChain.up(self._inv())
+        self._chain = TestbedChain.up(self._inv(), tester_io=self.tester.io, server_io=self.server_io)
         self._measurer = ChainMeasurer(self._chain, self.tester)
 
     def down(self) -> None:

@@ -28,7 +28,8 @@ class TrialResult:
     achieved_rate_qps: rate the tester really offered, queries/s.
     raw: the tester's JSON document, or None (fake DUTs).
     dut_stats: what the DUT side did during the trial, or None: {"cpu_s": {dut: CPU-seconds of its translator
-        processes}, "counters": {hop: {counter: increase}}} (ChainMeasurer).
+        processes}, "counters": {hop: {counter: increase}}, "conntrack_entries": {dut: entries in its
+        namespace's conntrack right after the trial, count; emulated chains}} (ChainMeasurer).
     host_steal_pct: per CPU of the host running the suite ("0", "1", ...), % of the trial's time the
         hypervisor gave that CPU to another guest (/proc/stat steal), or None when not measured (fake DUTs,
         older stores). In emulation that host is the whole testbed; on a real testbed it is the controller.

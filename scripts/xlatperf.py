@@ -16,6 +16,7 @@ from typing import Any
 
 from ..paths import tester_binary
 from ..procs import TESTER_JSON_PREFIX
+from ..setups.chain import MAX_XDP_FLOWS
 
 # Beyond its own bound (xlatperf_bound_s) the tester needs time to start (sockets, rings, threads) and to
 # write its JSON; a tester still running after both is broken, and the harness ends it.
@@ -36,8 +37,8 @@ MAX_OUTSTANDING_PER_SOCKET = 32768
 TESTER_IO = ("socket", "xdp")
 
 # AF_XDP flows have no socket to pick a port: without [tester] first_port they start here (fixed ports, the
-# same flows every trial). xlatperf's --io xdp binds one interface queue per thread pair; the emulated
-# chains' client veth has one queue, so campaigns run one pair.
+# same flows every trial). xlatperf's --io xdp binds one interface queue per thread pair; a chain binds
+# one queue (the emulated client veth has one), so campaigns run one pair.
 XDP_FIRST_PORT = 20000
 
 
@@ -77,7 +78,8 @@ class TesterOptions:
     rcvbuf_bytes, sndbuf_bytes: socket buffer sizes, bytes (None: tester's default).
     domain, qtype, subnet: query names (None: tester's defaults, dns64perf.test / AAAA / 10.0.0.0/16).
     io: "socket" (UDP sockets, one per flow) or "xdp" (AF_XDP on the client host's interface, flows without
-        sockets: one thread pair, fixed ports; the chain names the interface and each flow's address).
+        sockets: one thread pair, fixed ports, up to MAX_XDP_FLOWS; the chain names the interface and each
+        flow's address, several addresses when one address's ports from first_port do not hold them).
     extra_args: further arguments passed as they are.
     """
 
@@ -110,10 +112,13 @@ class TesterOptions:
             raise ValueError(f"tester io must be one of {list(TESTER_IO)}, got {self.io!r}")
         if self.io == "xdp" and self.threads != 1:
             raise ValueError("tester io = 'xdp' runs one sender/receiver pair on one interface queue "
-                             "(the emulated chains' client veth has one queue), got threads = "
+                             "in campaigns (a chain binds one queue), got threads = "
                              f"{self.threads}: set threads = 1 and give the flows as ports_per_thread")
         first = source_first_port(self)
-        if first is not None and first + flows(self) - 1 > 65535:
+        if self.io == "xdp" and flows(self) > MAX_XDP_FLOWS:
+            raise ValueError(f"tester io = 'xdp' gives at most {MAX_XDP_FLOWS} flows (xlatperf --io xdp "
+                             f"-K), got {flows(self)}")
+        if self.io == "socket" and first is not None and first + flows(self) - 1 > 65535:
             raise ValueError(f"tester source ports {first}-{first + flows(self) - 1} run past 65535 "
                              "(first_port + threads x ports_per_thread): lower first_port or the flows")
 

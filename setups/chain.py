@@ -4,6 +4,7 @@ placement of the tester's AF_XDP flows in the client host."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Protocol
 
 from .mapt import MapCe, tester_port_ranges
@@ -27,6 +28,7 @@ class Chain(Protocol):
     # keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace (None: no CE NAT44, or unreadable).
     # Optional (emulation): tester_binding(io, flows, first_port) -> tuple[str, ...], the tester options that
     # place its flows in the client host for that io ("socket": none; "xdp": xdp_tester_binding).
+    # Optional (emulation): conntrack_entries() -> {dut host: count}, each DUT's conntrack entries now.
 
 
 # Read in the NAT44's namespace: the stream (replied) and the plain UDP conntrack timeouts, s.
@@ -72,16 +74,45 @@ def client_interface(chain: Topology) -> str:
     return interfaces[0].name
 
 
+# xlatperf's flows with --io xdp: -K up to 2^24 (dnsperf/src/options.cpp); beyond one address's ports a
+# chain deals them over several client addresses (xdp_flow_sources).
+MAX_XDP_FLOWS = 1 << 24
+
+
+def xdp_flow_sources(chain: Topology, flows: int, first_port: int | None) -> tuple[tuple[str, ...], int]:
+    """Where `flows` AF_XDP flows come from in the client host of `chain`: the fewest consecutive addresses
+    from its client address whose ports first_port..65535 hold them (at most the chain's client_sources),
+    and the ports each address gets (the flows dealt evenly, as xlatperf deals them round-robin).
+    ValueError (one line) when that is impossible."""
+    if first_port is None or not 0 < first_port < 65536:
+        raise ValueError(f"the tester's AF_XDP flows need a first source port 1-65535, got {first_port}")
+    if not 0 < flows <= MAX_XDP_FLOWS:
+        raise ValueError(f"the tester's AF_XDP flows must number 1-{MAX_XDP_FLOWS} (xlatperf --io xdp), "
+                         f"got {flows}")
+    per_address = 65536 - first_port
+    count = -(-flows // per_address)
+    if count > chain.client_sources:
+        most = chain.client_sources * per_address
+        raise ValueError(
+            f"the tester's {flows} AF_XDP flows need {count} source addresses of {per_address} ports "
+            f"({first_port}-65535), but the {chain.name} chain carries {chain.client_sources} client "
+            f"address(es) from {chain.client_address}: use at most {most} flows"
+            + (" or a lower first_port" if first_port > 1024 else ""))
+    first = ipaddress.ip_address(chain.client_address)
+    return tuple(str(first + i) for i in range(count)), -(-flows // count)
+
+
 def xdp_tester_binding(chain: Topology, flows: int, first_port: int | None) -> tuple[str, ...]:
     """xlatperf options that place its AF_XDP flows (`--io xdp`) in the client host of `chain`: the interface
     toward the chain, and every flow's address and port (a flow has no socket to pick either). A tester that
     plays MAP-T CEs (`br`) takes their addresses and port sets (ce_tester_args, which the chain adds to every
-    tester command line); any other sends from the client address, ports first_port .. first_port + flows - 1.
-    ValueError (one line) when that is impossible."""
+    tester command line); any other sends from the client address, ports first_port .. first_port + flows - 1,
+    and beyond one address's ports from the next addresses too (xdp_flow_sources: `--source FIRST-LAST,PORTS`,
+    one source per address). ValueError (one line) when that is impossible."""
     binding = ("--xdp-interface", client_interface(chain))
     if chain.tester_ces:
         return binding
-    if first_port is None or not 0 < first_port <= 65536 - flows:
-        raise ValueError(f"the tester's {flows} AF_XDP flows need source ports from a first port such that "
-                         f"first + flows - 1 <= 65535, got {first_port}")
-    return (*binding, "--source", f"{chain.client_address},{first_port}-{first_port + flows - 1}")
+    addresses, ports = xdp_flow_sources(chain, flows, first_port)
+    assert first_port is not None  # xdp_flow_sources refused None
+    where = addresses[0] if len(addresses) == 1 else f"{addresses[0]}-{addresses[-1]}"
+    return (*binding, "--source", f"{where},{first_port}-{first_port + ports - 1}")

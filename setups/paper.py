@@ -42,6 +42,9 @@ CLIENT_GATEWAY = "192.168.0.1"
 SERVER = "203.0.113.56"
 SERVER_NET = "203.0.113.0/24"
 SERVER_GATEWAY = "203.0.113.2"
+# Consecutive client addresses from CLIENT (192.168.0.4-254) that the baseline carries: flows from
+# several sources (AF_XDP flows beyond one address's 65 535 ports).
+CLIENT_SOURCES = 254 - 4 + 1
 # Our choice: the paper does not print the baseline's DUT1-DUT2 addresses (its Figure 6); TEST-NET-2.
 BASELINE_INNER = ("198.51.100.1", "198.51.100.2")
 
@@ -109,6 +112,7 @@ def baseline(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
         links=_chain_links(Endpoint("dut1", "enp5s0f0")),
         client_address=CLIENT,
         server_address=SERVER,
+        client_sources=CLIENT_SOURCES,
         notes=(
             "DUT1-DUT2 addresses 198.51.100.1/24 and 198.51.100.2/24 are our choice "
             "(the paper shows them only in its Figure 6)",
@@ -267,6 +271,12 @@ def mapt(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
 
 CLAT_TRANSLATED = "2001:db8:2::4"  # the CLAT's EAM address of the client (paper, 464XLAT)
 CLAT_INNER, PLAT_INNER = "2001:db8:100::1", "2001:db8:100::2"  # the CLAT-PLAT link (paper)
+# The PLAT routes 2001:db8:2::/64 back to the client; its dynamic pool has 254 IPv4 addresses, one per
+# IPv6 client: the tester may send from 2001:db8:2::4 and the next PLAT_CLIENT_SOURCES - 1 addresses.
+PLAT_CLIENT_SOURCES = 250
+# Our choice (RFC 2544's benchmarking range): with `plat_netmap` the PLAT's NAT44 maps its dynamic pool one
+# to one onto this /24, routed back by the server via the PLAT, instead of sharing the paper's 203.0.113.2.
+PLAT_NETMAP = "198.18.0.0/24"
 
 
 def _single_links(first_hop: Endpoint) -> tuple[Link, ...]:
@@ -303,8 +313,11 @@ def _ipv6_server(address: str, gateway: str, *routes: Route) -> Host:
     return Host("server", (Interface("enp5s0f0", (f"{address}/64", f"{gateway}/128")), *routes))
 
 
-def plat(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
-    """The tester as the CLAT's translated address -> PLAT (stateful NAT64) -> IPv4 Knot."""
+def plat(nat64_prefix: str = WELL_KNOWN_PREFIX, netmap: bool = False) -> Topology:
+    """The tester as the CLAT's translated address -> PLAT (stateful NAT64) -> IPv4 Knot. netmap: the PLAT's
+    NAT44 gives each IPv6 client its own address of PLAT_NETMAP (ports kept) instead of the paper's single
+    203.0.113.2, which carries at most 64 512 UDP flows to the one server port; the server routes the /24
+    back via the PLAT."""
     client = Host(
         "client",
         (
@@ -312,16 +325,27 @@ def plat(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
             Route(nat64_prefix, PLAT_INNER, source=CLAT_TRANSLATED),
         ),
     )
-    dual = xlat464(nat64_prefix)
+    dut = replace(xlat464(nat64_prefix).host("dut2"), name="dut1")
+    server = _server_plain()
+    notes: tuple[str, ...] = ()
+    if netmap:
+        dut = replace(dut, items=tuple(replace(item, pool4_netmap=PLAT_NETMAP) if isinstance(item, Plat)
+                                       else item for item in dut.items))
+        server = _server_plain(Route(PLAT_NETMAP, SERVER_GATEWAY))
+        notes = (f"plat_netmap (our choice): the NAT44 maps the PLAT's dynamic pool one to one onto "
+                 f"{PLAT_NETMAP} (one public address per IPv6 client, ports kept), not the paper's single "
+                 f"{SERVER_GATEWAY}; the server routes {PLAT_NETMAP} via {SERVER_GATEWAY}",)
     return _single(
         "plat",
         "IPv6 tester as the CLAT's address 2001:db8:2::4 -> PLAT (stateful NAT64) -> IPv4 server",
         "464xlat",
-        (client, replace(dual.host("dut2"), name="dut1"), _server_plain()),
+        (client, dut, server),
         client_address=CLAT_TRANSLATED,
         server_address=embed_ipv4(nat64_prefix, SERVER),
         server_listen=SERVER,
         nat64_prefix=nat64_prefix,
+        client_sources=PLAT_CLIENT_SOURCES,
+        notes=notes,
     )
 
 
@@ -424,11 +448,17 @@ TOPOLOGIES: dict[str, Callable[[str], Topology]] = {
 }
 
 
-def topology(name: str, nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
+def topology(name: str, nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1,
+             plat_netmap: bool = False) -> Topology:
     """The named testbed; `nat64_prefix` replaces the paper's 64:ff9b::/96 everywhere it appears;
-    `ces`: how many CEs the tester plays in the `br` topology."""
+    `ces`: how many CEs the tester plays in the `br` topology; `plat_netmap`: the `plat` topology's PLAT
+    maps its clients one to one onto PLAT_NETMAP (see plat)."""
     if name not in TOPOLOGIES:
         raise ValueError(f"unknown topology {name!r}: choose one of {', '.join(TOPOLOGIES)}")
+    if plat_netmap and name != "plat":
+        raise ValueError(f"plat_netmap applies only to the plat topology, not {name}")
+    if plat_netmap:
+        return plat(nat64_prefix, netmap=True)
     if name == "br":
         return br(nat64_prefix, ces)
     if ces != 1:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .backends import Backend, RenderContext, linux, registry
 from .steps import Cmd, Comment, Daemon, Step
-from .topology import TRANSLATOR_ROLES, Host, Topology, Translator
+from .topology import TRANSLATOR_ROLES, Host, MapBrRole, Plat, Topology, Translator
 
 ROLES = ("clat", "plat", "ce", "br")
 
@@ -150,3 +150,32 @@ def header(topology: Topology, choice: BackendChoice) -> list[Comment]:
     notes = [n for r in topology.translators().values() for n in choice.backend(r).notes(r)]
     lines += list(dict.fromkeys(notes))
     return [Comment(line) for line in lines]
+
+
+def zero_checksum_dropper(chain: Topology, choice: BackendChoice) -> tuple[str, Backend, str] | None:
+    """The translator that would drop Knot's XDP-mode replies on `chain`, as (host, backend, role name), or
+    None when every reply gets through. Knot 3.2's XDP mode sends its IPv4 UDP replies with checksum 0 (no
+    checksum, which RFC 768 allows); the translator that carries them to IPv6 (the PLAT, the BR: the roles
+    whose IPv4 side faces the server), where UDP needs a checksum, may compute it or drop them (RFC 7915
+    section 4.5); its backend says which (`accepts_zero_udp_checksum`). Over IPv6 Knot computes the
+    checksum. The one rule both worlds apply (emulation.emulator.knot_xdp_refusal, the testbed's plan)."""
+    if ":" in chain.knot_address:
+        return None
+    for host, role in chain.translators().items():
+        backend = choice.backend(role)
+        if isinstance(role, Plat | MapBrRole) and not backend.accepts_zero_udp_checksum:
+            return host, backend, TRANSLATOR_ROLES[type(role)]
+    return None
+
+
+def zero_checksum_reason(backend: Backend) -> str:
+    """Why Knot's XDP mode cannot answer through `backend` (what zero_checksum_dropper found), one clause."""
+    return (f"Knot's XDP mode answers IPv4 queries with UDP checksum 0 (RFC 768 allows it) and "
+            f"{backend.name} drops such a datagram on its way to IPv6 (RFC 7915 section 4.5 lets it)")
+
+
+def computing_backends(role: str, available_here: bool = True) -> list[str]:
+    """The backends that can serve `role` and carry a zero IPv4 UDP checksum to IPv6 (with
+    `available_here`, only those this machine can run: the emulation's; a testbed's hosts are others)."""
+    return [b.name for b in registry.every() if role in b.roles and b.accepts_zero_udp_checksum
+            and not (available_here and b.unavailable())]

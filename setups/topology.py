@@ -68,16 +68,24 @@ class Clat:
     ipv6_interface: str
 
 
+# A stateful NAT44 (Linux's nf_nat) gives a flow whose source port (>= 1024) is taken another free one of
+# 1024-65535: one public address carries at most this many UDP flows to one server address and port.
+NAT44_PORTS = 65536 - 1024
+
+
 @dataclass(frozen=True)
 class Plat:
     """464XLAT provider-side translator (stateful NAT64): `pool6` prefix, `pool4` address with its UDP port
-    range (inclusive)."""
+    range (inclusive). pool4_netmap: None (the paper's: every client shares `pool4`, so at most 64 512 UDP
+    flows reach one server port at once), or an IPv4 /24 onto which the NAT44 maps the dynamic pool one to
+    one (each IPv6 client its own public address, source ports kept): many more flows."""
 
     pool6: str
     pool4: str
     udp_ports: tuple[int, int]
     ipv4_interface: str
     ipv6_interface: str
+    pool4_netmap: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,9 @@ class Topology:
     server_listen: where Knot listens (None: server_address; differs when a single translator sits between).
     single_dut_of: for a single-DUT topology (RFC 8219 Figure 5), the dual-DUT chain its DUT belongs to.
     tester_ces: the MAP-T CEs the tester itself plays (the `br` topology): it sends from their MAP addresses
-    and from ports inside their port sets. check_links: links `setup check` captures on."""
+    and from ports inside their port sets. check_links: links `setup check` captures on. client_sources:
+    how many consecutive addresses from client_address the chain carries to the server and back (a tester
+    with AF_XDP flows may send from all of them; 1: only client_address)."""
 
     name: str
     description: str
@@ -182,6 +192,7 @@ class Topology:
     single_dut_of: str | None = None
     tester_ces: tuple[MapCe, ...] = ()
     check_links: tuple[str, ...] = ("dut1-dut2",)
+    client_sources: int = 1
 
     @property
     def knot_address(self) -> str:
@@ -209,8 +220,11 @@ class Topology:
     def max_flows(self) -> int | None:
         """Distinct flows the chain can carry; None if not limited. Behind a MAP-T CE (napt NAT44): its
         port-set size. A tester playing CEs (`br`): one socket per port of the CEs' sets, dealt round-robin
-        over the CEs (mapt.tester_max_sockets)."""
+        over the CEs (mapt.tester_max_sockets). Through a PLAT whose clients share one public address (the
+        paper's): NAT44_PORTS, its ports toward the one server address and port."""
         sizes = [t.ce.port_count for t in self.translators().values() if isinstance(t, MapCeRole)]
+        sizes += [NAT44_PORTS for t in self.translators().values()
+                  if isinstance(t, Plat) and t.pool4_netmap is None]
         if self.tester_ces:
             sizes.append(tester_max_sockets(self.tester_ces))
         return min(sizes) if sizes else None

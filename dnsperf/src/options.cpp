@@ -232,9 +232,7 @@ void check(bool ok, const std::string& message) {
 
 bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
 
-// Most (address, port range) pairs the kernel reply filter of --io xdp checks.
-constexpr std::uint64_t kXdpFilterRanges = XLB_MAX_RANGES;
-// Most queues (entries of its XSK map, indexed by the receive queue).
+// Most queues of --io xdp (entries of the reply filter's XSK map, indexed by the receive queue).
 constexpr std::uint64_t kXdpQueues = XLB_MAX_QUEUES;
 
 // Bounds that keep a trial's memory (per-second series) and counters sane.
@@ -446,13 +444,6 @@ void plan_io(const Config& c, Plan& plan) {
               "--io xdp needs every source address and its ports: give --source ADDR,FIRST-LAST or --bind ADDR "
               "--first-port PORT (a flow is an address and a port, with no socket to pick either)");
     }
-    // The kernel filter checks (address, port range) pairs, at most kXdpFilterRanges of them.
-    std::uint64_t pairs = 0;
-    for (const Source& source : plan.sources) pairs += used_ports(source).size();
-    check(pairs <= kXdpFilterRanges,
-          "--io xdp: the sources' flows make " + std::to_string(pairs) + " (address, port range) pairs, and the "
-              "reply filter holds at most " + std::to_string(kXdpFilterRanges) +
-              "; use fewer addresses or one port range per address");
     // The queries in flight at once (two timeouts of the rate, as the socket rings) and two batches.
     // So the table is at most 64 bytes per query in flight plus 64 bytes per query of a batch:
     // 16-byte slots, fewer than twice (2 x in flight + 2 batches).

@@ -4,6 +4,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <cstring>
 #include <sstream>
+#include <unordered_set>
 
 #include "net.hpp"
 #include "options.hpp"
@@ -58,16 +59,16 @@ Source legacy_source(const Config& c, const Plan& plan) {
     return source;
 }
 
-void check_source(const Config& c, const Plan& plan, const Source& s, const std::string& given) {
+// `seen` holds the addresses before it: a set, so tens of thousands of sources cost no more than their count.
+void check_source(const Config& c, const Plan& plan, const Source& s, const std::string& given,
+                  std::unordered_set<std::string>& seen) {
     if (s.address.family() != plan.server.family()) {
         throw OptionError("--source " + given + " and --server " + c.server +
                           " are of different IP versions; give sources of the server's family");
     }
-    for (const Source& other : plan.sources) {
-        if (other.text == s.text) {
-            throw OptionError("--source " + s.text + " is given twice; list each address once, with all its "
-                              "port ranges after it (" + std::string(kExample) + ",60000-60999)");
-        }
+    if (!seen.insert(s.text).second) {
+        throw OptionError("--source " + s.text + " is given twice; list each address once, with all its "
+                          "port ranges after it (" + std::string(kExample) + ",60000-60999)");
     }
 }
 
@@ -172,9 +173,10 @@ void plan_sources(const Config& c, Plan& plan) {
                           "--source ADDR,FIRST-LAST instead of combining them");
     }
     plan.bind_text.clear();  // no --bind: the sources say where the sockets are bound
+    std::unordered_set<std::string> seen;
     for (const std::string& text : c.sources) {
         for (Source& source : parse_sources(text)) {
-            check_source(c, plan, source, text);
+            check_source(c, plan, source, text, seen);
             plan.sources.push_back(std::move(source));
         }
     }

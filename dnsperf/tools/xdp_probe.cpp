@@ -265,7 +265,7 @@ int run(const Options& o) {
     out["xsk_statistics"] = {{"rx_dropped", ks.rx_dropped},          {"rx_invalid_descs", ks.rx_invalid_descs},
                              {"tx_invalid_descs", ks.tx_invalid_descs}, {"rx_ring_full", ks.rx_ring_full},
                              {"rx_fill_ring_empty", ks.rx_fill_ring_empty}, {"tx_ring_empty", ks.tx_ring_empty}};
-    out["filter"] = {{"redirected", fs.redirected}, {"passed", fs.passed}};
+    out["filter"] = {{"redirected", fs.redirected}, {"passed", fs.passed}, {"keys", program.filter_keys()}};
     out["matching"] = {{"slots", table.slots()},
                        {"bytes_per_slot", kFlowSlotBytes},
                        {"bytes", table.bytes()}};

@@ -245,7 +245,7 @@ class BpfBackend(BackendBase):
         steps += [Cmd(r) for r in routes]
         if isinstance(role, Plat):
             steps += linux.plat_snat(f"{ctx.prefix}_plat", role.ipv4_interface, linux.PLAT_DYNAMIC_POOL,
-                                     role.pool4)
+                                     role.pool4, role.pool4_netmap)
         return steps
 
     @staticmethod
@@ -298,7 +298,7 @@ class BpfBackend(BackendBase):
             "hook": "tc clsact ingress (cls_bpf direct-action) of the inner end of a veth pair",
         }
         if isinstance(role, Plat):
-            info["nat44"] = f"nftables SNAT {linux.PLAT_DYNAMIC_POOL} -> {role.pool4} (kernel)"
+            info["nat44"] = linux.plat_nat44_text(linux.PLAT_DYNAMIC_POOL, role.pool4, role.pool4_netmap)
             info["pool"] = f"{linux.PLAT_DYNAMIC_POOL}: an address per IPv6 client, picked by a hash (LRU)"
         if isinstance(role, MapCeRole | MapBrRole):
             info["limitations"] = "EAM per CE address; MAP-T port sets are not checked by the translator"

@@ -104,7 +104,8 @@ class JoolBackend(BackendBase):
             return [
                 Cmd(("modprobe", "jool")),
                 Cmd(("jool", "instance", "add", "--netfilter", "--pool6", role.pool6)),
-                Cmd(("jool", "pool4", "add", role.pool4, "--udp", f"{first}-{last}")),
+                # With pool4_netmap Jool's pool4 is that prefix (Jool spreads clients over it itself).
+                Cmd(("jool", "pool4", "add", role.pool4_netmap or role.pool4, "--udp", f"{first}-{last}")),
             ]
         if isinstance(role, MapCeRole):
             name = role.instance

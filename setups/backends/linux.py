@@ -58,16 +58,28 @@ def render_item(item: Item) -> list[Step]:
     raise TypeError(f"linux backend cannot render {type(item).__name__}")
 
 
-def plat_snat(table: str, out_interface: str, source: str, to_address: str) -> list[Step]:
+def plat_snat(table: str, out_interface: str, source: str, to_address: str,
+              netmap: str | None = None) -> list[Step]:
     """The PLAT's stateful NAT44 in the kernel (nftables): `source` leaving `out_interface` gets
-    `to_address`, ports kept when free (what `jool pool4 add ADDR --udp 0-65535` puts on the wire)."""
+    `to_address`, ports kept when free (what `jool pool4 add ADDR --udp 0-65535` puts on the wire); with
+    `netmap` (a prefix as long as `source`) each address of `source` gets its own of `netmap` instead, the
+    host part kept (nftables' prefix NAT), ports kept when free."""
+    target = ("snat", "to", to_address) if netmap is None else \
+        ("snat", "ip", "prefix", "to", "ip", "saddr", "map", f"{{ {source} : {netmap} }}")
     return [
         Cmd(("nft", "add", "table", "ip", table)),
         Cmd(("nft", "add", "chain", "ip", table, "postrouting",
              "{ type nat hook postrouting priority srcnat; }")),
         Cmd(("nft", "add", "rule", "ip", table, "postrouting", "oifname", out_interface,
-             "ip", "saddr", source, "counter", "snat", "to", to_address)),
+             "ip", "saddr", source, "counter", *target)),
     ]
+
+
+def plat_nat44_text(source: str, role_pool4: str, netmap: str | None) -> str:
+    """How the PLAT's NAT44 (plat_snat) maps its dynamic pool, for describe()."""
+    if netmap is None:
+        return f"nftables SNAT {source} -> {role_pool4} (kernel)"
+    return f"nftables prefix SNAT {source} -> {netmap}, one address per client, ports kept (kernel)"
 
 
 def describe() -> dict[str, object]:

@@ -193,7 +193,8 @@ class TaygaBackend(BackendBase):
 
     @staticmethod
     def _plat_nat(role: Plat, ctx: RenderContext) -> list[Step]:
-        return linux.plat_snat(f"{ctx.prefix}_plat", role.ipv4_interface, PLAT_DYNAMIC_POOL, role.pool4)
+        return linux.plat_snat(f"{ctx.prefix}_plat", role.ipv4_interface, PLAT_DYNAMIC_POOL, role.pool4,
+                               role.pool4_netmap)
 
     def unavailable(self) -> str | None:
         path = Path(self.binary)
@@ -222,7 +223,7 @@ class TaygaBackend(BackendBase):
         else:
             info["limitations_stock"] = "zero UDP checksum after 4->6 in about 1 of 65536 datagrams (dropped)"
         if isinstance(role, Plat):
-            info["nat44"] = f"nftables SNAT {PLAT_DYNAMIC_POOL} -> {role.pool4} (kernel)"
+            info["nat44"] = linux.plat_nat44_text(PLAT_DYNAMIC_POOL, role.pool4, role.pool4_netmap)
         if isinstance(role, MapCeRole | MapBrRole):
             info["limitations"] = "EAM per CE address; MAP-T port sets are not checked by tayga"
         if isinstance(role, MapBrRole):

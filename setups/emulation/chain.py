@@ -8,13 +8,23 @@ from pathlib import Path
 
 from ...procs import dead_processes
 from .. import counters as counters_mod
-from ..chain import READ_UDP_TIMEOUTS, ce_tester_args, longest_udp_timeout, xdp_tester_binding
+from ..chain import (
+    READ_UDP_TIMEOUTS,
+    ce_tester_args,
+    client_interface,
+    longest_udp_timeout,
+    xdp_flow_sources,
+    xdp_tester_binding,
+)
+from . import rootsysctl
 from .cleanup import down
 from .cpusets import set_dut_cpus
 from .emulator import Emulation, EmulationConfig, attach
 from .names import read_pid
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# A namespace's own conntrack entries, count (the table is shared; the count is per namespace).
+CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
 
 
 class EmulatedChain:
@@ -84,12 +94,49 @@ class EmulatedChain:
 
     def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
         """The tester options that place its flows in the client namespace for `io`: none for sockets; for
-        "xdp" the client's veth toward the chain and every flow's address and port (xdp_tester_binding)."""
+        "xdp" the client's veth toward the chain and every flow's address and port (xdp_tester_binding).
+        With xdp the client's interface gets every source address the flows use (so the first hop's ARP or ND
+        for them is answered), and the kernel's conntrack table is sized for the flows (root sysctls under
+        this chain's lease, restored by `down`)."""
         if io == "socket":
             return ()
         if io != "xdp":
             raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
-        return xdp_tester_binding(self.emulation.topology, flows, first_port)
+        topology = self.emulation.topology
+        binding = xdp_tester_binding(topology, flows, first_port)
+        if not topology.tester_ces:
+            addresses, _ = xdp_flow_sources(topology, flows, first_port)
+            self._own_addresses(addresses[1:])
+        # A kernel without conntrack has no table to size (and its DUTs no stateful NAT44 to run).
+        table = rootsysctl.conntrack_table(flows) if Path(CONNTRACK_COUNT).exists() else {}
+        wanted = {**self.emulation.root_sysctls(), **table}
+        rootsysctl.acquire(self.prefix, wanted, list(self.emulation.netns_of.values()))
+        return binding
+
+    def _own_addresses(self, addresses: tuple[str, ...]) -> None:
+        """Put `addresses` (beyond the client address) on the client's interface toward the chain."""
+        if not addresses:
+            return
+        interface = client_interface(self.emulation.topology)
+        lines = "".join(f"address replace {a}/{128 if ':' in a else 32} dev {interface}\n" for a in addresses)
+        done = subprocess.run(["ip", "-n", self.emulation.netns_of["client"], "-batch", "-"], input=lines,
+                              capture_output=True, text=True, check=False, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"cannot add the tester's source addresses to {interface}: "
+                               f"{done.stderr.strip().splitlines()[-1:]}")
+
+    def conntrack_entries(self) -> dict[str, int]:
+        """Each DUT host's conntrack entries now (nf_conntrack_count read in its own namespace; 0 where
+        nothing is tracked, e.g. stateless forwarding), count."""
+        counts = {}
+        for host, netns in self.emulation.netns_of.items():
+            if host in ("client", "server"):
+                continue
+            done = subprocess.run(["ip", "netns", "exec", netns, "cat", CONNTRACK_COUNT],
+                                  capture_output=True, text=True, check=False, timeout=30)
+            if done.returncode == 0 and done.stdout.strip().isdigit():
+                counts[host] = int(done.stdout)
+        return counts
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
         return set_dut_cpus(self.emulation, cpus, per_dut)

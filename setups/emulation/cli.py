@@ -63,6 +63,12 @@ def _add_ces_option(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="br only: MAP-T CEs the tester plays, derived from the paper's BMR (default: %(default)s)",
     )
+    parser.add_argument(
+        "--plat-netmap",
+        action="store_true",
+        help="plat only: the PLAT's NAT44 maps each IPv6 client onto its own address of 198.18.0.0/24 "
+        "instead of sharing the paper's one address (whose 64 512 ports bound the flows to one server port)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -167,6 +173,7 @@ def _config(args: argparse.Namespace) -> EmulationConfig:
         knot_io=args.knot_io,
         dut_cpus=args.dut_cpus,
         ces=args.ces,
+        plat_netmap=args.plat_netmap,
     )
 
 
@@ -243,7 +250,7 @@ def _render(args: argparse.Namespace) -> int:
         for host, step in emulation.plan():
             dry.run(host, step)
         return 0
-    topo = topology(args.topology, prefix, args.ces)
+    topo = topology(args.topology, prefix, args.ces, args.plat_netmap)
     for comment in header(topo, choice):
         print(comment.shell())
     dry = DryRun()
@@ -261,6 +268,7 @@ def _config_for_render(args: argparse.Namespace) -> EmulationConfig:
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
         ces=args.ces,
+        plat_netmap=args.plat_netmap,
     )
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from ...procs import alive
 from ...zones import KnotConfig, KnotServer, check_io
-from ..backends import Process, RenderContext, linux, registry
+from ..backends import Process, RenderContext, linux
 from ..backends.registry import EMULATION_DEFAULT
 from ..chain import client_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
-from ..plan import BackendChoice, render
+from ..plan import BackendChoice, computing_backends, render, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Comment, Step
-from ..topology import TRANSLATOR_ROLES, MapBrRole, Plat, Topology
+from ..topology import Topology
 from ..transports import Netns, Transport
 from . import rootsysctl
 from .cleanup import down, existing_namespaces
@@ -51,7 +51,9 @@ class EmulationConfig:
     where the client's interfaces steer theirs (None: the kernel's default, the CPU that sent the packet,
     i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only). knot_io: how Knot takes its queries,
     "socket" (the kernel's UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to
-    the chain; its sockets stay for the readiness query over loopback).
+    the chain; its sockets stay for the readiness query over loopback). plat_netmap (`plat` only): the
+    PLAT's NAT44 gives each IPv6 client its own address of paper.PLAT_NETMAP instead of sharing the paper's
+    one address, whose 64 512 ports bound the UDP flows to one server port (a sessions sweep beyond them).
     """
 
     topology: str
@@ -68,14 +70,19 @@ class EmulationConfig:
     client_cpus: tuple[int, ...] | None = None
     ces: int = 1
     knot_io: str = "socket"
+    plat_netmap: bool = False
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
-        chain = topology(self.topology, self.effective_nat64_prefix, self.ces)  # ValueError: bad name or CEs
+        chain = self.chain_topology()  # ValueError: bad name, CEs or plat_netmap
         choice = BackendChoice.parse(self.backend, self.variants)
         refusal = knot_xdp_refusal(chain, choice) if self.knot_io == "xdp" else None
         if refusal:
             raise ValueError(refusal)
+
+    def chain_topology(self) -> Topology:
+        """The topology these options bring up."""
+        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap)
 
     @property
     def effective_nat64_prefix(self) -> str:
@@ -85,30 +92,17 @@ class EmulationConfig:
 
 
 def knot_xdp_refusal(chain: Topology, choice: BackendChoice) -> str | None:
-    """Why Knot's XDP mode cannot answer through `chain` with these backends, or None. Knot 3.2's XDP mode
-    sends its IPv4 UDP replies with checksum 0 (no checksum, which RFC 768 allows); the translator that
-    carries them to IPv6 (the PLAT, the BR: the roles whose IPv4 side faces the server), where UDP needs a
-    checksum, may compute it or drop them (RFC 7915 section 4.5); its backend says which
-    (`accepts_zero_udp_checksum`). Over IPv6 Knot computes the checksum."""
-    if ":" in chain.knot_address:
+    """Why Knot's XDP mode cannot answer through `chain` with these backends, or None (the rule:
+    plan.zero_checksum_dropper), with the emulation's fixes."""
+    found = zero_checksum_dropper(chain, choice)
+    if found is None:
         return None
-    for host, role in chain.translators().items():
-        backend = choice.backend(role)
-        if isinstance(role, Plat | MapBrRole) and not backend.accepts_zero_udp_checksum:
-            name = TRANSLATOR_ROLES[type(role)]
-            return (f"knot_io = 'xdp' cannot serve the {chain.name} chain with the {backend.name} {name} "
-                    f"({host}): Knot's XDP mode answers IPv4 queries with UDP checksum 0 (RFC 768 allows it) "
-                    f"and {backend.name} drops such a datagram on its way to IPv6 (RFC 7915 section 4.5 lets "
-                    "it): use knot_io = 'socket', the baseline, a chain whose Knot listens on IPv6 (clat, "
-                    f"ce), or a {name} backend that computes the checksum ({computing_backends(name)})")
-    return None
-
-
-def computing_backends(role: str) -> str:
-    """The backends that can serve `role` and carry a zero IPv4 UDP checksum to IPv6, as --backend choices."""
-    found = [f"--backend {role}={b.name}" for b in registry.every()
-             if role in b.roles and b.accepts_zero_udp_checksum and not b.unavailable()]
-    return " or ".join(found) or "none available here"
+    host, backend, name = found
+    choices = " or ".join(f"--backend {name}={b}" for b in computing_backends(name)) or "none available here"
+    return (f"knot_io = 'xdp' cannot serve the {chain.name} chain with the {backend.name} {name} ({host}): "
+            f"{zero_checksum_reason(backend)}: use knot_io = 'socket', the baseline, a "
+            f"chain whose Knot listens on IPv6 (clat, ce), or a {name} backend that computes the checksum "
+            f"({choices})")
 
 
 class Emulation:
@@ -117,7 +111,7 @@ class Emulation:
     def __init__(self, config: EmulationConfig) -> None:
         check_prefix(config.prefix)
         self.config = config
-        self.topology: Topology = topology(config.topology, config.effective_nat64_prefix, config.ces)
+        self.topology: Topology = config.chain_topology()
         self.choice = BackendChoice.parse(config.backend, config.variants)
         self.ctx = RenderContext(world="netns", rundir=str(rundir(config.prefix)), prefix=config.prefix)
         self.netns_of = {h.name: netns_name(config.prefix, h.name) for h in self.topology.hosts}

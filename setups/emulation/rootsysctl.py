@@ -32,6 +32,14 @@ def receive_backlog(packets: int) -> dict[str, int]:
     return {"net.core.netdev_max_backlog": packets}
 
 
+def conntrack_table(entries: int) -> dict[str, int]:
+    """Root sysctls sizing the kernel's conntrack table for `entries` flows: one table serves every namespace
+    (a child namespace reads its size and cannot change it), and the kernel's default (262 144 here) is
+    short of a million flows. Room for twice `entries`, in a hash of a power of two >= `entries` buckets."""
+    return {"net.netfilter.nf_conntrack_max": 2 * entries,
+            "net.netfilter.nf_conntrack_buckets": 1 << max(0, entries - 1).bit_length()}
+
+
 def _path(key: str) -> Path:
     return Path("/proc/sys") / key.replace(".", "/")
 

@@ -25,13 +25,15 @@ from pathlib import Path
 from string import Template
 from typing import Any, TypeVar
 
+from ... import xdp
 from ...scripts.measurers import ComponentFailure
-from ...zones.knot import TEMPLATE
+from ...zones import KnotConfig
+from ...zones.knot import KNOT_XDP_PROGRAM, TEMPLATE, xdp_section
 from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 from .. import counters as counters_mod
 from ..backends import Backend, RenderContext, registry
-from ..chain import READ_UDP_TIMEOUTS, longest_udp_timeout
-from ..plan import BackendChoice, render_host
+from ..chain import READ_UDP_TIMEOUTS, client_interface, longest_udp_timeout, xdp_tester_binding
+from ..plan import BackendChoice, computing_backends, render_host, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Endpoint, Host, Interface, Link, Topology
 from ..transports import StepError
@@ -42,18 +44,23 @@ from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
 from .remote_idle import IdleSampler, samples_from
 from .ssh import Shell, SshTransport, step_script
-from .undo import down_script, guarded, moving_nics, pending, sysctl_snapshot
+from .undo import XdpRelease, down_script, guarded, moving_nics, pending, sysctl_snapshot
 
 ORDER = ("dut1", "dut2", "server", "client")
 # One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
 COUNTERS_SCRIPT = ("ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; echo '#--'; "
                    "cat /proc/net/snmp")
 KNOT_UDP_WORKERS = 1
+TESTER_XDP_PROGRAM = "xlb_reply_filt"  # xlatperf's reply filter (dnsperf/src/xdp/bpf) as the kernel names it
+IO_MODES = ("socket", "xdp")
 T = TypeVar("T")
+HostStep = Step | XdpRelease  # what plan() gives a host: the topology's steps, Knot, the XDP journal lines
 
 
 class TestbedError(RuntimeError):
     """The testbed cannot be brought up; the message names the host and what to do."""
+
+    __test__ = False  # not a pytest test class
 
 
 class HostLost(ComponentFailure):
@@ -107,19 +114,34 @@ def machine_interfaces(inventory: Inventory) -> dict[str, list[str]]:
     return {role: list(host.interfaces.values()) for role, host in inventory.hosts.items()}
 
 
-def knot_steps(inventory: Inventory, topo: Topology) -> list[Step]:
-    """Knot on the server host: config, zone, knotd in the foreground (the transport backgrounds it)."""
+def server_interface(topo: Topology) -> str:
+    """The server host's test interface (the inventory's name): where Knot's XDP mode listens."""
+    interfaces = topo.host("server").interfaces
+    if len(interfaces) != 1:
+        raise TestbedError(f"the server host of {topo.name} has {len(interfaces)} interfaces; Knot's XDP "
+                           "mode needs exactly one")
+    return interfaces[0].name
+
+
+def knot_steps(inventory: Inventory, topo: Topology, server_io: str = "socket") -> list[HostStep]:
+    """Knot on the server host: config, zone, knotd in the foreground (the transport backgrounds it). In XDP
+    mode (`server_io`) knot.conf gets its `xdp: listen: IF@53` on the server's test interface, and a journal
+    line ahead of knotd detaches its program (knotd leaves it attached when it exits)."""
     workdir = f"{inventory.rundir('server')}/knot"
     zonefile = f"{workdir}/{DEFAULT_DOMAIN}.zone"
+    xdp_if = server_interface(topo) if server_io == "xdp" else None
+    listen = ((topo.server_address, 53),)
     conf = Template(TEMPLATE.read_text()).substitute(
         rundir=workdir, udp_workers=KNOT_UDP_WORKERS, listen=f"{topo.server_address}@53",
-        domain=DEFAULT_DOMAIN, zonefile=zonefile, xdp="")  # sockets: a testbed refuses Knot's XDP mode
+        domain=DEFAULT_DOMAIN, zonefile=zonefile,
+        xdp=xdp_section(KnotConfig(listen=listen, xdp_interface=xdp_if)))
     with tempfile.TemporaryDirectory() as tmp:
         write_zone(Path(tmp) / "zone", DEFAULT_DOMAIN, DEFAULT_SUBNET)
         zone = (Path(tmp) / "zone").read_text()
+    release: list[HostStep] = [XdpRelease(xdp_if, KNOT_XDP_PROGRAM, "knotd in XDP mode")] if xdp_if else []
     return [Cmd(("mkdir", "-p", workdir)), WriteFile(f"{workdir}/knot.conf", conf), WriteFile(zonefile, zone),
-            Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid",
-                   f"{workdir}/knotd.log")]
+            *release, Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid",
+                             f"{workdir}/knotd.log")]
 
 
 def knot_placement_script(inventory: Inventory) -> str:
@@ -132,12 +154,30 @@ def knot_placement_script(inventory: Inventory) -> str:
             f"$(cut -d')' -f2 $t/stat | awk '{{print $37}}')\"; done")
 
 
-def knot_placement(inventory: Inventory, shell: Shell) -> dict[str, Any]:
+def knot_placement(inventory: Inventory, shell: Shell, server_io: str = "socket") -> dict[str, Any]:
+    """Knot as it runs on the server host: its threads (knot_placement_script), its I/O mode and, in XDP
+    mode, where its program is attached (as zones.knot's describe() gives it in emulation)."""
     out = shell.capture("server", knot_placement_script(inventory), check=False).stdout
     rows = [line.split() for line in out.splitlines() if len(line.split()) == 4]
-    return {"threads": [{"tid": int(tid), "name": name, "cpus_allowed": cpus, "last_cpu": int(last)}
-                        for tid, name, cpus, last in rows if tid.isdigit() and last.isdigit()],
-            "udp_workers": KNOT_UDP_WORKERS, "io": "socket"}
+    found: dict[str, Any] = {
+        "threads": [{"tid": int(tid), "name": name, "cpus_allowed": cpus, "last_cpu": int(last)}
+                    for tid, name, cpus, last in rows if tid.isdigit() and last.isdigit()],
+        "udp_workers": KNOT_UDP_WORKERS, "io": server_io}
+    if server_io == "xdp":
+        iface = server_interface(machine_topology(inventory))
+        programs = attached_xdp(shell, "server", iface)
+        found["xdp"] = {"listen": f"{iface}@53",
+                        "attached": next((p for p in programs if p["program"] == KNOT_XDP_PROGRAM), None)}
+    return found
+
+
+def attached_xdp(shell: Shell, role: str, iface: str) -> list[dict[str, Any]]:
+    """The XDP programs on a host's interface, read over SSH (xlatbench.xdp's reading of `ip -j -d link`)."""
+    out = shell.capture(role, f"ip -j -d link show dev {shlex.quote(iface)}", check=False).stdout
+    try:
+        return [p.record() for p in xdp.parse_links(out)]
+    except (ValueError, KeyError):
+        return []
 
 
 def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
@@ -152,11 +192,41 @@ def host_context(inventory: Inventory, role: str) -> RenderContext:
     return RenderContext(world="real", rundir=inventory.rundir(role), prefix="xlatbench")
 
 
-def plan(inventory: Inventory) -> dict[str, list[Step]]:
-    """Per role, every setup step in order: the topology's rendering for the host, Knot on the server."""
+def check_io(tester_io: str, server_io: str) -> None:
+    """TestbedError (one line) unless both are one of IO_MODES."""
+    for name, io in (("tester io", tester_io), ("server io", server_io)):
+        if io not in IO_MODES:
+            raise TestbedError(f"{name} must be one of {', '.join(IO_MODES)}, got {io!r}")
+
+
+def knot_xdp_refusal(inventory: Inventory) -> str | None:
+    """Why Knot's XDP mode cannot answer through this testbed's translators (plan.zero_checksum_dropper's
+    rule), with the testbed's fix; None when it can."""
+    topo = machine_topology(inventory)
+    found = zero_checksum_dropper(topo, BackendChoice.parse(inventory.backend_spec(), inventory.variants))
+    if found is None:
+        return None
+    host, backend, name = found
+    fixes = " or ".join(f'hosts.{machine_of(topo, host)}.backend = "{b}"'
+                        for b in computing_backends(name, available_here=False))
+    return (f"[server] io = \"xdp\" cannot serve {inventory.path}: {zero_checksum_reason(backend)} ({host} "
+            f"is the {name}): use [server] io = \"socket\", or {fixes or 'a backend'} (it computes the "
+            "checksum)")
+
+
+def plan(inventory: Inventory, tester_io: str = "socket",
+         server_io: str = "socket") -> dict[str, list[HostStep]]:
+    """Per role, every setup step in order: the topology's rendering for the host, Knot on the server (in
+    XDP mode with `server_io` "xdp"), and on the client, with `tester_io` "xdp", the journal line that
+    detaches the tester's reply filter from its test interface (a killed tester leaves it there)."""
+    check_io(tester_io, server_io)
     topo = machine_topology(inventory)
     choice = BackendChoice.parse(inventory.backend_spec(), inventory.variants)
-    steps: dict[str, list[Step]] = {}
+    if server_io == "xdp":
+        refusal = knot_xdp_refusal(inventory)
+        if refusal:
+            raise TestbedError(refusal)
+    steps: dict[str, list[HostStep]] = {}
     for role in ORDER:
         ctx = host_context(inventory, role)
         host_steps = render_host(topo, topo.host(role), choice, ctx)
@@ -164,9 +234,12 @@ def plan(inventory: Inventory) -> dict[str, list[Step]]:
         if entry.binary:
             own = registry.make(entry.backend, inventory.variants.get(entry.backend))
             host_steps = [_with_binary(own, s, entry.binary) for s in host_steps]
+        mine: list[HostStep] = [narrow_default_route(s, topo) for s in host_steps]
         if role == "server":
-            host_steps += knot_steps(inventory, topo)
-        steps[role] = [narrow_default_route(s, topo) for s in host_steps]
+            mine += knot_steps(inventory, topo, server_io)
+        if role == "client" and tester_io == "xdp":
+            mine.append(XdpRelease(client_interface(topo), TESTER_XDP_PROGRAM, "the tester (--io xdp)"))
+        steps[role] = mine
     return steps
 
 
@@ -198,7 +271,7 @@ def _with_binary(backend: Backend, step: Step, binary: str) -> Step:
     return step
 
 
-def batch_script(steps: list[Step], statefile: str) -> str:
+def batch_script(steps: list[HostStep], statefile: str) -> str:
     lines = []
     for number, step in enumerate(steps, 1):
         script, stdin = step_script(step)
@@ -296,8 +369,12 @@ class TestbedChain:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, inventory: Inventory, shell: SshTransport, preflight: dict[str, Any]) -> None:
+    def __init__(self, inventory: Inventory, shell: SshTransport, preflight: dict[str, Any],
+                 tester_io: str = "socket", server_io: str = "socket") -> None:
+        check_io(tester_io, server_io)
         self.inventory = inventory
+        self.tester_io = tester_io
+        self.server_io = server_io
         self.shell = shell
         self.preflight = preflight
         self.machine = machine_topology(inventory)
@@ -311,7 +388,12 @@ class TestbedChain:
         self.irqs: dict[str, SavedIrqs] = {}
 
     @classmethod
-    def up(cls, inventory: Inventory, shell: SshTransport | None = None) -> TestbedChain:
+    def up(cls, inventory: Inventory, shell: SshTransport | None = None, tester_io: str = "socket",
+           server_io: str = "socket") -> TestbedChain:
+        """Check, then configure every host and start Knot. tester_io "xdp": the client's interface is
+        checked for AF_XDP (preflight) and its next hop resolved, and its reply filter is journalled;
+        server_io "xdp": Knot answers in XDP mode on the server's test interface (journalled)."""
+        check_io(tester_io, server_io)
         shell = shell or transport_for(inventory)
         try:
             left = leftovers(inventory, shell)
@@ -321,14 +403,14 @@ class TestbedChain:
             if left:
                 raise TestbedError(f"hosts {', '.join(left)} still carry a previous run: "
                                    f"run `xlatbench testbed down {inventory.path}` first")
-            steps = plan(inventory)
+            steps = plan(inventory, tester_io, server_io)
             found = preflight_check(inventory, shell, machine_interfaces(inventory), steps)
             if not found["ok"]:
                 raise TestbedError("preflight refused: " + "; ".join(found["problems"]))
         except BaseException:
             shell.close()
             raise
-        chain = cls(inventory, shell, found)
+        chain = cls(inventory, shell, found, tester_io, server_io)
         try:
             # Before anything moves: the NICs' IRQ affinities (journalled, restored last by down).
             chain.irqs = each(DUTS, lambda dut: irq_hosts(inventory)[dut].save(shell))
@@ -336,7 +418,11 @@ class TestbedChain:
                 each(ORDER, chain.apply_rx_flow_hash)
             each(ORDER, lambda role: chain.apply(role, steps[role]))
             shell.capture("server", knot_ready_script(chain.machine))
-            chain.knot = knot_placement(inventory, shell)
+            if server_io == "xdp":
+                chain.wait_for_knot_xdp()
+            chain.knot = knot_placement(inventory, shell, server_io)
+            if tester_io == "xdp":
+                found["hosts"]["client"]["xdp"]["next_hop"] = chain.resolve_next_hop()
         except BaseException:
             chain.down()
             shell.close()
@@ -351,7 +437,69 @@ class TestbedChain:
         if script:
             self.shell.capture(role, "set -e\n" + script)
 
-    def apply(self, role: str, steps: list[Step]) -> None:
+    def wait_for_knot_xdp(self, timeout_s: float = 10.0) -> None:
+        """Knot's XDP program on the server's test interface once it answers; TestbedError (with knotd's log)
+        if it attached none (a driver or kernel without XDP for it)."""
+        iface = server_interface(self.machine)
+        deadline = time.monotonic() + timeout_s
+        while not any(p["program"] == KNOT_XDP_PROGRAM for p in attached_xdp(self.shell, "server", iface)):
+            if time.monotonic() > deadline:
+                logfile = shlex.quote(f"{self.inventory.rundir('server')}/knot/knotd.log")
+                log = self.shell.capture("server", f"tail -n 3 {logfile}", check=False).stdout.strip()
+                raise TestbedError(f"server: knotd attached no XDP program to {iface} ([server] io = "
+                                   "\"xdp\"); "
+                                   f"its log: {' | '.join(log.splitlines()) or '(empty)'}: check that the "
+                                   "kernel and driver have XDP, or use [server] io = \"socket\"")
+            time.sleep(0.2)
+
+    def resolve_next_hop(self) -> dict[str, Any]:
+        """The route from the client host to the server leaves by its test interface, and its next hop's
+        MAC address is in the neighbour table (resolved with a ping, else an empty UDP datagram to its
+        discard port, the way xlatperf's own probe does): what --io xdp needs to build its frames.
+        TestbedError naming the fix when not."""
+        iface, server = client_interface(self.machine), self.server_address
+        out = self.shell.capture("client", f"ip -j route get {shlex.quote(server)}", check=False).stdout
+        try:
+            route = json.loads(out or "[]")[0]
+        except (ValueError, IndexError):
+            raise TestbedError(f"client: no route to the server {server} ([tester] io = \"xdp\"): check "
+                               "the client's addresses and routes after up") from None
+        if route.get("dev") != iface:
+            raise TestbedError(f"client: the route to {server} leaves by {route.get('dev')}, not by the "
+                               f"tester's interface {iface}: fix hosts.client.interfaces in "
+                               f"{self.inventory.path} or the host's routes")
+        hop = str(route.get("gateway") or server)
+        h, i = shlex.quote(hop), shlex.quote(iface)
+        script = (f"for n in 1 2 3 4 5 6 7 8 9 10; do o=$(ip -j neigh show {h} dev {i}); case \"$o\" in "
+                  f"*lladdr*) break;; esac; ping -c 1 -W 1 -I {i} {h} >/dev/null 2>&1 || "
+                  f"bash -c 'echo >/dev/udp/'{h}'/9' 2>/dev/null; sleep 0.3; done; echo \"$o\"")
+        try:
+            entry = json.loads(self.shell.capture("client", script, check=False).stdout or "[]")
+        except ValueError:
+            entry = []
+        mac = next((e.get("lladdr") for e in entry if e.get("lladdr")), None)
+        if mac is None:
+            raise TestbedError(f"client: the next hop {hop} on {iface} does not resolve (no ARP answer), "
+                               "which [tester] io = \"xdp\" needs to address its frames: check the cable of "
+                               f"link client-dut1 and that {hop} answers on it")
+        return {"interface": iface, "gateway": hop, "mac": mac}
+
+    def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
+        """The tester options that place its flows on the client host for `io`: none for sockets; for
+        "xdp" the client's test interface (the inventory's name) and every flow's address and port
+        (setups.chain.xdp_tester_binding). The chain must have been brought up for that io (its journal
+        detaches the reply filter a killed tester leaves)."""
+        if io == "socket":
+            return ()
+        if io != "xdp":
+            raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
+        if self.tester_io != "xdp":
+            raise ValueError("this testbed was brought up for a socket tester: its journal would not "
+                             "remove the reply filter of a killed --io xdp tester; bring it up with "
+                             "tester_io = 'xdp'")
+        return xdp_tester_binding(self.machine, flows, first_port)
+
+    def apply(self, role: str, steps: list[HostStep]) -> None:
         """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
         may be); each step is guarded by its undo record and names itself when it fails."""
         statefile = self.inventory.statefile(role)
@@ -387,7 +535,7 @@ class TestbedChain:
                 "inventory": self.inventory.path, "translators": translators,
                 "nat64_prefix": self.machine.nat64_prefix, "max_flows": self.max_flows,
                 "preflight": self.preflight, "placement": self.placement, "knot": self.knot,
-                "server_io": self.knot.get("io", "socket"),
+                "server_io": self.knot.get("io", self.server_io),
                 "rx_flow_hash": {"mode": self.inventory.rx_flow_hash,
                                  "before_up": {r: h.get("rx_flow_hash")
                                                for r, h in self.preflight["hosts"].items()},
@@ -495,7 +643,7 @@ class TestbedChain:
         Rendered once per chain: plan() renders every host's steps and writes a zone, and the daemons are
         looked up before and after each trial."""
         found: dict[str, dict[str, str]] = {}
-        for role, steps in plan(self.inventory).items():
+        for role, steps in plan(self.inventory, self.tester_io, self.server_io).items():
             for step in steps:
                 if isinstance(step, Daemon):
                     found.setdefault(role, {})[f"{Path(step.argv[0]).name} ({role})"] = step.pidfile

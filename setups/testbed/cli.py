@@ -8,10 +8,14 @@ import shlex
 import sys
 from typing import TextIO
 
+from ...scripts.xlatperf import XDP_FIRST_PORT
+from ..chain import xdp_tester_binding
 from ..plan import BackendChoice, header
-from ..steps import Cmd, Step, WriteFile
+from ..steps import Cmd, WriteFile
 from .chain import (
+    IO_MODES,
     ORDER,
+    HostStep,
     TestbedChain,
     down_all,
     hotplugs,
@@ -46,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if name == "check":
             parser.add_argument("--json", action="store_true",
                                 help="the whole preflight as JSON on stdout (the summary then on stderr)")
+        if name != "down":  # down needs no choice: the state files say what up did
+            parser.add_argument("--tester-io", choices=IO_MODES, default="socket",
+                                help="the tester's I/O on the client ([tester] io): xdp checks the client "
+                                "for AF_XDP and journals its reply filter (default: socket)")
+            parser.add_argument("--server-io", choices=IO_MODES, default="socket",
+                                help="Knot's I/O on the server ([server] io): xdp answers in Knot's XDP "
+                                "mode on the server's test interface, journalled (default: socket)")
         parser.set_defaults(func=func)
 
 
@@ -53,7 +64,8 @@ def _check(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     shell = transport_for(inventory)
     try:
-        result = check(inventory, shell, machine_interfaces(inventory), plan(inventory))
+        steps = plan(inventory, args.tester_io, args.server_io)
+        result = check(inventory, shell, machine_interfaces(inventory), steps)
     finally:
         shell.close()
     if args.json:
@@ -67,7 +79,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
-    chain = TestbedChain.up(inventory)
+    chain = TestbedChain.up(inventory, tester_io=args.tester_io, server_io=args.server_io)
     chain.shell.close()  # the hosts stay up; this command's SSH masters end with it
     print(json.dumps(chain.describe(), indent=2, default=str))
     print(f"testbed up: {inventory.topology_name} is up ({len(chain.shell.log)} remote commands); "
@@ -102,11 +114,11 @@ def _report_down(inventory: Inventory, report: dict, left: dict[str, str]) -> in
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    dry_run(load_inventory(args.inventory), sys.stdout)
+    dry_run(load_inventory(args.inventory), sys.stdout, args.tester_io, args.server_io)
     return 0
 
 
-def teardown_lines(steps: list[Step]) -> list[str]:
+def teardown_lines(steps: list[HostStep]) -> list[str]:
     """What `down` will run, newest first (values read at `up` time shown as <previous>)."""
     lines = []
     for step in reversed(steps):
@@ -129,21 +141,24 @@ def teardown_lines(steps: list[Step]) -> list[str]:
     return lines
 
 
-def _dry_trial(inventory: Inventory, out: TextIO) -> None:
+def _dry_trial(inventory: Inventory, out: TextIO, tester_io: str = "socket") -> None:
     print("## each trial (the tester, its pid file while it runs; its --json is copied back to the "
           "controller)", file=out)
-    argv = ["xlatperf", "--server", machine_topology(inventory).server_address, "--rate", "RATE",
+    topo = machine_topology(inventory)
+    argv = ["xlatperf", "--server", topo.server_address, "--rate", "RATE",
             "--duration", "S", "--json", "/tmp/xlatbench-ID.json", "--quiet"]
+    if tester_io == "xdp":  # e.g. 4 flows from XDP_FIRST_PORT (the campaign's threads x ports_per_thread)
+        argv += ["--io", "xdp", *xdp_tester_binding(topo, 4, XDP_FIRST_PORT)]
     run, fetch, _ = remote_scripts(inventory.hosts["client"].tester, inventory.rundir("client"), argv, "ID")
     print(f"{run}\n{fetch}", file=out)
 
 
-def dry_run(inventory: Inventory, out: TextIO) -> None:
+def dry_run(inventory: Inventory, out: TextIO, tester_io: str = "socket", server_io: str = "socket") -> None:
     """Every host's commands, touching nothing."""
     topo = machine_topology(inventory)
     for comment in header(topo, BackendChoice.parse(inventory.backend_spec(), inventory.variants)):
         print(comment.shell(), file=out)
-    steps = plan(inventory)
+    steps = plan(inventory, tester_io, server_io)
     for role in ORDER:
         host = inventory.hosts[role]
         print(f"\n### host {role} (ssh {host.ssh}; state file {inventory.statefile(role)})", file=out)
@@ -160,18 +175,19 @@ def dry_run(inventory: Inventory, out: TextIO) -> None:
             print(sampler.start_script(record=False), file=out)
             print(sampler.stop_script(), file=out)
         if role == "client":
-            _dry_trial(inventory, out)
-        print("## teardown (xlatbench testbed down: the state file's lines, newest first)", file=out)
-        for line in teardown_lines(steps[role]):
-            print(line, file=out)
+            _dry_trial(inventory, out, tester_io)
+        print("## teardown (xlatbench testbed down: a killed controller's tester first, then the state "
+              "file's lines, newest first)", file=out)
         if role == "client":
             print(f"{stop_testers(shlex.quote(inventory.rundir(role)))}   # a killed controller's tester",
                   file=out)
+        for line in teardown_lines(steps[role]):
+            print(line, file=out)
         if role in DUTS:
             print(f"# then every CPU of offline_cpus {list(host.offline_cpus)} back online", file=out)
 
 
-def _shown(step: Step, limit: int = 8) -> str:
+def _shown(step: HostStep, limit: int = 8) -> str:
     """A step as shell; a long file (the zone) cut to its first lines."""
     if isinstance(step, WriteFile) and step.text.count("\n") > 100:
         lines = step.text.splitlines()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,9 @@ class Inventory:
         return f"{self.rundir(role)}/undo.sh"
 
     def topology(self) -> Topology:
-        return topology(self.topology_name, self.nat64_prefix)
+        """The paper's topology; its tester sends from the client host's one configured address (the
+        testbed puts no further client addresses on a real host: AF_XDP flows stay within its ports)."""
+        return replace(topology(self.topology_name, self.nat64_prefix), client_sources=1)
 
     def backend_spec(self) -> str:
         """The per-role backend string BackendChoice.parse takes: CLAT/CE follow dut1, PLAT/BR dut2."""

@@ -18,13 +18,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ... import xdp
 from ...paths import tester_binary
 from ..backends import registry
 from ..steps import Cmd, Step
 from ..transports import StepError
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
-from .undo import append_line, pending, with_record
+from .undo import XdpRelease, append_line, pending, with_record
 
 OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload", "large-receive-offload")
 RX_OFFLOADS = ("generic-receive-offload", "large-receive-offload")
@@ -34,6 +35,17 @@ FLOW_PROTOS = ("udp4", "udp6")
 HASH_FIELDS = {"L2DA": "m", "VLAN tag": "v", "L3 proto": "t", "IP SA": "s", "IP DA": "d",
                "L4 bytes 0 & 1 [TCP/UDP src port]": "f", "L4 bytes 2 & 3 [TCP/UDP dst port]": "n"}
 PAPER_HASH = "sdfn"  # the paper set `ethtool -N IF rx-flow-hash udp4 sdfn` (and udp6) on every host
+# Drivers with native (driver) XDP in Linux 6.x; any other interface runs XDP in generic (skb) mode, which
+# works everywhere at a higher CPU cost per packet (docs/tester.md: what a real NIC needs).
+NATIVE_XDP_DRIVERS = frozenset({"veth", "virtio_net", "tun", "i40e", "ice", "ixgbe", "ixgbevf", "igb", "igc",
+                                "mlx4_en", "mlx5_core", "bnxt_en", "nfp", "qede", "ena", "sfc", "stmmac",
+                                "netsec", "mvneta", "mvpp2", "dpaa2-eth", "enetc", "fec", "hv_netvsc",
+                                "gve", "octeontx2-nicpf", "xen-netfront", "netdevsim"})
+# AF_XDP and the BPF syscall, from the kernel's configuration (/proc/config.gz or /boot), else its symbols.
+XDP_KERNEL_SCRIPT = ("( (zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r) 2>/dev/null) | "
+                     "grep -E '^# CONFIG_XDP_SOCKETS is not set|^CONFIG_XDP_SOCKETS=y' | head -n 1; "
+                     "grep -qE ' xsk_create$' /proc/kallsyms 2>/dev/null && echo kallsyms:xsk_create) "
+                     "| tr '\\n' ';'")
 
 
 def hash_letters(text: str) -> str | None:
@@ -105,6 +117,80 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
               "| tail -n +2 | tr '\\n' ';' || true)\"" for proto in FLOW_PROTOS],
         ]
     return "\n".join(lines)
+
+
+def xdp_uses(steps: list[Any]) -> list[XdpRelease]:
+    """The XDP programs the plan lets a process attach on the host (knotd in XDP mode, the tester)."""
+    return [step for step in steps if isinstance(step, XdpRelease)]
+
+
+def xdp_script(uses: list[XdpRelease]) -> str:
+    """Probe lines for a host where an XDP program will be attached: who we are, the kernel's AF_XDP,
+    and what each such interface carries now (`ip -j -d link`)."""
+    if not uses:
+        return ""
+    lines = ['echo "xdp_uid=$(id -u)"', f'echo "xdp_kernel=$({XDP_KERNEL_SCRIPT})"']
+    lines += [f'echo "xdp_link_{u.interface}=$(ip -j -d link show dev {shlex.quote(u.interface)} 2>/dev/null '
+              '| tr -d "\\n")"' for u in uses]
+    return "\n".join(lines)
+
+
+def xdp_report(uses: list[XdpRelease], facts: dict[str, str],
+               interfaces: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """What the preflight found for the XDP users of a host: root, the kernel's AF_XDP, per interface the
+    program the plan attaches, the program already there, the expected mode (native where the driver has
+    it, else generic)."""
+    if not uses:
+        return None
+    kernel = facts.get("xdp_kernel", "")
+    if "CONFIG_XDP_SOCKETS=y" in kernel or "kallsyms:xsk_create" in kernel:
+        af_xdp: bool | None = True
+    elif "CONFIG_XDP_SOCKETS is not set" in kernel:
+        af_xdp = False
+    else:
+        af_xdp = None  # neither the configuration nor the symbols could be read
+    report: dict[str, Any] = {"root": facts.get("xdp_uid", "").strip() == "0", "af_xdp": af_xdp,
+                              "interfaces": {}}
+    for use in uses:
+        try:
+            present = [p.text() for p in xdp.parse_links(facts.get(f"xdp_link_{use.interface}", "") or "[]")]
+        except ValueError:
+            present = []
+        driver = interfaces.get(use.interface, {}).get("driver")
+        report["interfaces"][use.interface] = {
+            "program": use.program, "owner": use.owner, "attached_before": present, "driver": driver,
+            "expected_mode": "native" if driver in NATIVE_XDP_DRIVERS else "generic"}
+    return report
+
+
+def xdp_problems(role: str, report: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """One line per reason the host cannot run its XDP users, with the fix; a warning for generic mode."""
+    if report is None:
+        return [], []
+    problems, warnings = [], []
+    owners = " and ".join(sorted({i["owner"] for i in report["interfaces"].values()}))
+    if not report["root"]:
+        problems.append(f"{role}: {owners} need root (XDP programs, AF_XDP sockets): connect as root "
+                        "(hosts.ROLE.ssh = \"root@...\" or ssh_options = [\"-o\", \"User=root\"])"
+                        .replace("ROLE", role))
+    if report["af_xdp"] is False:
+        problems.append(f"{role}: the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS is not set), which "
+                        f"{owners} need: use io = \"socket\" or a kernel built with it")
+    elif report["af_xdp"] is None:
+        warnings.append(f"{role}: could not read whether the kernel has AF_XDP sockets (no /proc/config.gz, "
+                        f"/boot/config-*, or xsk_create in /proc/kallsyms); {owners} will fail if it has not")
+    for iface, found in report["interfaces"].items():
+        if found["attached_before"]:
+            there = found["attached_before"][0]
+            problems.append(f"{role}: {iface} already carries an XDP program ({there}), and "
+                            f"{found['owner']} attaches its own there: detach it (`ip link set dev {iface} "
+                            "xdp off`) if nothing needs it, or run `xlatbench testbed down` if a previous "
+                            "run left it")
+        if found["driver"] and found["expected_mode"] == "generic":
+            warnings.append(f"{role}: {iface} ({found['driver']}) has no native XDP that the suite knows of: "
+                            f"{found['owner']} runs in generic (skb) mode there, at a higher CPU cost per "
+                            "packet; say so with the results")
+    return problems, warnings
 
 
 def planned_objects(steps: list[Step]) -> list[tuple[str, str, str]]:
@@ -314,17 +400,20 @@ def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) ->
 
 
 def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]],
-          planned: dict[str, list[Step]] | None = None) -> dict[str, Any]:
+          planned: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     """Probe every host; `machine_interfaces`: role -> interface names the run will use there; `planned`:
-    role -> the setup steps `up` would run there (each object they create must not exist yet)."""
+    role -> the setup steps `up` would run there (each object they create must not exist yet; an XDP user
+    among them, setups.testbed.undo.XdpRelease, has its host checked for root, AF_XDP and a free
+    interface)."""
     result: dict[str, Any] = {"inventory": inventory.path, "topology": inventory.topology_name, "hosts": {},
                               "problems": [], "warnings": []}
     objects = {role: planned_objects((planned or {}).get(role, [])) for role in inventory.hosts}
+    uses = {role: xdp_uses((planned or {}).get(role, [])) for role in inventory.hosts}
 
     def probe(role: str) -> tuple[dict[str, str], dict[str, float]] | str:
         host = inventory.hosts[role]
         script = (probe_script(host, machine_interfaces[role]) + "\n" + collision_script(objects[role])
-                  + "\n" + previous_run_script(inventory.statefile(role)))
+                  + "\n" + previous_run_script(inventory.statefile(role)) + "\n" + xdp_script(uses[role]))
         try:
             facts = parse_probe(shell.capture(role, script).stdout)
             return facts, clock_offset(shell, role)
@@ -350,6 +439,10 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
         problems, warnings = host_problems(inventory, role, facts, interfaces)
         problems += collision_problems(role, objects[role], facts)
         problems += previous_run_problems(inventory, role, facts)
+        xdp_found = xdp_report(uses[role], facts, interfaces)
+        more_problems, more_warnings = xdp_problems(role, xdp_found)
+        problems += more_problems
+        warnings += more_warnings
         if abs(clock["offset_s"]) > CLOCK_WARN_S:
             warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
         result["hosts"][role] = {
@@ -361,6 +454,7 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
             **{b.name: b.preflight_report(facts) for b in registry.every() if b.preflight_facts()},
             "knotd": facts.get("knotd"), "kdig": facts.get("kdig"),
             "tester": facts.get("tester"),
+            **({"xdp": xdp_found} if xdp_found else {}),
         }
         result["problems"] += problems
         result["warnings"] += warnings

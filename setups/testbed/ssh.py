@@ -20,7 +20,7 @@ from typing import Protocol
 
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 from ..transports import StepError
-from .undo import remember_process
+from .undo import XdpRelease, remember_process
 
 LOG = logging.getLogger("xlatbench.ssh")
 BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
@@ -43,9 +43,9 @@ class Shell(Protocol):
     def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> Completed: ...
 
 
-def step_script(step: Step) -> tuple[str, str | None]:
+def step_script(step: Step | XdpRelease) -> tuple[str, str | None]:
     """A step as one shell snippet for a remote host, and the text to feed its stdin (WriteFile)."""
-    if isinstance(step, Cmd):
+    if isinstance(step, Cmd | XdpRelease):
         return step.shell(), None
     if isinstance(step, WriteFile):
         path = shlex.quote(step.path)

@@ -15,6 +15,7 @@ planning time.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import PurePosixPath as Path
 
 from ..backends import registry
@@ -69,8 +70,41 @@ def stop_own(pidfile: str, signal: str = "TERM") -> str:
     return f"if {own_process(pidfile)}; then kill -{signal} \"$p\"; fi; true"
 
 
-def undo_line(step: Step) -> str | None:
+@dataclass(frozen=True)
+class XdpRelease:
+    """A host step that changes nothing but journals a promise: `interface` carries no XDP program now (the
+    step fails, naming it, if one is there), and `down` detaches the program named `program` (as the kernel
+    shows it, 15 characters at most) from it, should the process that attaches it later (`owner`: knotd in
+    XDP mode, the tester with --io xdp) leave it there, as one killed with SIGKILL does. It goes into the
+    plan before that process starts, so its line is in the state file before the program can be."""
+
+    interface: str
+    program: str
+    owner: str
+
+    def shell(self) -> str:
+        q = shlex.quote(self.interface)
+        found = f"ip -j -d link show dev {q} | grep -q '\"xdp\":'"
+        why = shlex.quote(f"{self.interface} already carries an XDP program, and {self.owner} attaches "
+                          f"its own ({self.program}) there: detach it (`ip link set dev {self.interface} "
+                          "xdp off`) if nothing needs it")
+        return f"ip link show dev {q} >/dev/null && if {found}; then echo {why} >&2; false; fi"
+
+
+def detach_xdp_line(interface: str, program: str) -> str:
+    """Undo line: detach the XDP program named `program` from `interface` in whichever mode it is attached
+    (generic, native), if it is there; another program there is left alone. Fails if it stays."""
+    q = shlex.quote(interface)
+    pattern = shlex.quote('"name":"' + program + '"')
+    ours = f"ip -j -d link show dev {q} 2>/dev/null | grep -q {pattern}"
+    return (f"if {ours}; then ip link set dev {q} xdpgeneric off 2>/dev/null; "
+            f"{ours} && ip link set dev {q} xdpdrv off; fi; ! {ours}")
+
+
+def undo_line(step: Step | XdpRelease) -> str | None:
     """The line that reverses `step` when no previous value has to be read; None: nothing to undo."""
+    if isinstance(step, XdpRelease):
+        return detach_xdp_line(step.interface, step.program)
     if isinstance(step, Comment):
         return None
     if isinstance(step, WriteFile):
@@ -184,8 +218,9 @@ def sysctl_snapshot(statefile: str, nics: list[str]) -> str:
 
 
 def down_script(statefile: str) -> str:
-    """Run the state file's lines newest first (each tolerated to fail, reported), then delete it; stop a
-    tester a killed controller left running (its `trial-*.pid`, see remote_run), delete the tester's result
+    """Stop a tester a killed controller left running (its `trial-*.pid`, see remote_run; first, so that
+    what it uses, such as its XDP program, is undone after it ends), run the state file's lines newest
+    first (each tolerated to fail, reported), then delete it; delete the tester's result
     files of killed trials (`trial-*.json`, and the `.tmp-PID` file xlatperf writes before renaming) and
     the then empty directories.
     Prints `undone: LINE`, `failed: LINE` and `stopped tester PID` lines."""
@@ -195,10 +230,10 @@ def down_script(statefile: str) -> str:
     pending_first = (f"if [ -f {waiting} ]; then if [ -f {path} ] && [ \"$(tail -n 1 {path})\" = "
                      f"\"$(cat {waiting})\" ]; then :; else cat {waiting} >> {path}; fi; "
                      f"rm -f {waiting}; fi; ")
-    return (f"{pending_first}if [ -f {path} ]; then tac {path} | while IFS= read -r line; do "
-            f"if sh -c \"$line\" >/dev/null 2>&1; then echo \"undone: $line\"; "
+    return (f"{pending_first}{stop_testers(role_dir)}; if [ -f {path} ]; then tac {path} | "
+            f"while IFS= read -r line; do if sh -c \"$line\" >/dev/null 2>&1; then echo \"undone: $line\"; "
             f"else echo \"failed: $line\"; fi; "
-            f"done; rm -f {path}; fi; {stop_testers(role_dir)}; "
+            f"done; rm -f {path}; fi; "
             f"rm -f {role_dir}/trial-*.json {role_dir}/trial-*.json.tmp-*; "
             f"rmdir {role_dir} \"$(dirname {role_dir})\" 2>/dev/null; true")
 

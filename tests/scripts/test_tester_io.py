@@ -60,7 +60,8 @@ def test_a_tester_playing_map_t_ces_keeps_their_binding() -> None:
 @pytest.mark.parametrize(("given", "says"), [
     ({"io": "dpdk"}, "tester io must be one of ['socket', 'xdp'], got 'dpdk'"),
     ({"io": "xdp", "threads": 2}, "set threads = 1"),
-    ({"io": "xdp", "ports_per_thread": 45537}, "source ports 20000-65536 run past 65535"),
+    ({"io": "xdp", "ports_per_thread": (1 << 24) + 1}, "at most 16777216 flows"),
+    ({"ports_per_thread": 45537, "first_port": 20000}, "source ports 20000-65536 run past 65535"),
 ])
 def test_bad_tester_io_is_refused_in_one_line(given: dict, says: str) -> None:
     with pytest.raises(ValueError) as err:

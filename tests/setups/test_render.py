@@ -75,7 +75,8 @@ def test_expected_packets_on_the_inner_link_are_the_papers():
         "64:ff9b::cb00:7138",
         (55296, 57343),
     )
-    assert topology("mapt").max_flows() == 2048 and topology("464xlat").max_flows() is None
+    assert topology("mapt").max_flows() == 2048 and topology("baseline").max_flows() is None
+    assert topology("464xlat").max_flows() == 65536 - 1024  # the PLAT's one NAT44 address toward the server
 
 
 def test_emulation_script_wraps_every_host_command_in_its_namespace():

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 from sshnet import ROLES, SshHosts, fake_irqs, fake_sysfs, irq_affinities, sh
+from test_testbed_ssh import RUN_CLI, write_campaign
 
 from xlatbench.analysis.report import write_report
 from xlatbench.cli import main
@@ -55,42 +56,6 @@ IRQ_AFFINITY = {"40": "0-3", "41": "2", "42": "1,3"}
 UPLINK_GW = "198.51.100.254"  # the hosts' own IPv4 default gateway, on a veth pair inside each host
 CE_SNAT = ["-t", "nat", "-A", "POSTROUTING", "-s", "192.168.0.0/24", "-o", "to_global", "-p", "udp",
            "-j", "SNAT", "--to-source", "192.0.2.8:55296-57343"]
-RUN_CLI = "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))"
-
-CAMPAIGN = """
-[campaign]
-name = "donewhen"
-store = "{store}"
-methods = ["rfc8219-binary"]
-cores = [1, 2]
-
-[search]
-min_rate_qps = 0
-max_rate_qps = 2000
-error_qps = 1000
-duration_s = 1
-rest_s = 0
-repetitions = 1
-short_duration_s = 1
-short_rest_s = 0
-
-[tester]
-threads = 1
-ports_per_thread = 4
-timeout_s = 0.25
-
-[idle]
-runs = 1
-duration_s = 2
-
-[[setup]]
-name = "mapt-testbed"
-kind = "testbed"
-inventory = "{inventory}"
-topology = "mapt"
-"""
-
-
 @pytest.fixture
 def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
     build = Path(os.environ.get("XLATBENCH_BUILD") or build_dir())
@@ -364,8 +329,9 @@ def test_done_when(hosts: SshHosts, inventory: Path, tmp_path: Path,
         irqs_found = "\n".join(f"{irq} {cpus}" for irq, cpus in IRQ_AFFINITY.items())
         assert before["machine"]["irq affinity dut1"] == before["machine"]["irq affinity dut2"] == irqs_found
         # 3. A campaign at 1 and 2 cores with an idle capture; dut2 lost inside its first trial.
-        store, campaign = tmp_path / "store.jsonl", tmp_path / "campaign.toml"
-        campaign.write_text(CAMPAIGN.format(store=store, inventory=inventory))
+        setup = f'kind = "testbed"\ninventory = "{inventory}"\ntopology = "mapt"'
+        campaign, store = write_campaign(tmp_path, "donewhen", setup, cores=(1, 2), max_rate=2000, idle_s=2,
+                                         setup_name="mapt-testbed")
         argv = [sys.executable, "-c", RUN_CLI, "campaign", "run", "--no-progress", str(campaign)]
         started = time.monotonic()
         controller = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

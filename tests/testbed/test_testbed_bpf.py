@@ -46,6 +46,10 @@ def drop_rule(prefix: str) -> str:
 
 @pytest.fixture
 def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
+    return bpf_inventory(hosts, tmp_path)
+
+
+def bpf_inventory(hosts: SshHosts, tmp_path: Path) -> Path:
     """The sshnet inventory with backend = "bpf" on both DUTs, each naming a copy of the build's object."""
     build = Path(os.environ.get("XLATBENCH_BUILD") or build_dir())
     for dut in DUTS:

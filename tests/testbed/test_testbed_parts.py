@@ -15,14 +15,23 @@ from pathlib import Path
 import pytest
 from sshnet import fake_irqs, fake_sysfs, irq_affinities, online_states
 
-from xlatbench.setups.steps import Cmd, cmd
+from xlatbench.setups.steps import Cmd, Daemon, WriteFile, cmd
+from xlatbench.setups.testbed.chain import TestbedError, knot_xdp_refusal, plan
 from xlatbench.setups.testbed.cli import dry_run
 from xlatbench.setups.testbed.hotplug import Hotplug, HotplugError
 from xlatbench.setups.testbed.inventory import load_inventory
 from xlatbench.setups.testbed.irqs import IrqAffinity, IrqError, SavedIrqs
+from xlatbench.setups.testbed.preflight import xdp_problems, xdp_report
 from xlatbench.setups.testbed.remote_idle import IdleSampler
 from xlatbench.setups.testbed.ssh import CONTROL_PREFIX, LocalShell, sweep_control_dirs
-from xlatbench.setups.testbed.undo import UndoError, down_script, record_script, undo_line
+from xlatbench.setups.testbed.undo import (
+    UndoError,
+    XdpRelease,
+    detach_xdp_line,
+    down_script,
+    record_script,
+    undo_line,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "paper-mapt.toml"
 
@@ -475,3 +484,85 @@ def test_a_killed_commands_ssh_directory_is_removed_by_the_next_one(tmp_path: Pa
     (dead / "0123abcd").write_text("")  # a master's socket path
     assert sweep_control_dirs(tmp_path) == [dead]
     assert not dead.exists() and alive.exists() and unknown.exists()
+
+
+def bpf_example(tmp_path: Path) -> Path:
+    """The paper's MAP-T inventory with the bpf backend on both DUTs (its BR computes Knot XDP's checksum)."""
+    path = tmp_path / "bpf.toml"
+    path.write_text(EXAMPLE.read_text().replace('backend = "jool"', 'backend = "bpf"'))
+    return path
+
+
+def test_xdp_users_are_journalled_before_they_start(tmp_path: Path) -> None:
+    """tester io xdp: the client's plan ends with the journal step of the tester's reply filter; server io
+    xdp: knot.conf listens in XDP mode on the server's test NIC and the journal step of Knot's program comes
+    just before knotd. Their undo lines detach that program by name, nothing else."""
+    inventory = load_inventory(bpf_example(tmp_path))
+    steps = plan(inventory, tester_io="xdp", server_io="xdp")
+    release = steps["client"][-1]
+    assert release == XdpRelease("enp5s0f0", "xlb_reply_filt", "the tester (--io xdp)")
+    server = steps["server"]
+    knotd = next(i for i, s in enumerate(server) if isinstance(s, Daemon))
+    assert server[knotd - 1] == XdpRelease("enp5s0f0", "xdp_redirect_dn", "knotd in XDP mode")
+    conf = next(s.text for s in server if isinstance(s, WriteFile) and s.path.endswith("knot.conf"))
+    assert "xdp:\n    listen: [ enp5s0f0@53 ]" in conf and "listen: [ 203.0.113.56@53 ]" in conf
+    assert undo_line(release) == detach_xdp_line("enp5s0f0", "xlb_reply_filt")
+    assert record_script(release, "/s/undo.sh") is not None
+    plain = plan(inventory)
+    assert not any(isinstance(s, XdpRelease) for role in plain.values() for s in role)
+    assert "xdp:" not in next(s.text for s in plain["server"] if isinstance(s, WriteFile)
+                              and s.path.endswith("knot.conf"))
+
+
+def test_knot_xdp_is_refused_where_a_testbed_translator_drops_zero_checksums(tmp_path: Path) -> None:
+    with pytest.raises(TestbedError, match=r"jool drops such a datagram .* \(dut2 is the br\): .* "
+                                           r"hosts\.dut2\.backend = \"bpf\""):
+        plan(load_inventory(EXAMPLE), server_io="xdp")
+    assert knot_xdp_refusal(load_inventory(bpf_example(tmp_path))) is None
+
+
+def test_xdp_detach_line_removes_only_its_program(tmp_path: Path) -> None:
+    """The undo line against a fake `ip`: it detaches a program of its name (both modes tried) and leaves
+    another program alone."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "calls"
+    attached = tmp_path / "attached"
+    (fake / "ip").write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n"
+                             f"case \"$*\" in *' off'*) rm -f {attached};; "
+                             f"*-j*) cat {attached} 2>/dev/null || echo '[{{}}]';; esac\n")
+    (fake / "ip").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    line = detach_xdp_line("eth1", "xlb_reply_filt")
+    ours = '[{"ifname":"eth1","xdp":{"mode":1,"prog":{"id":7,"name":"xlb_reply_filt"}}}]'
+    (tmp_path / "attached").write_text(ours)
+    assert subprocess.run(["sh", "-c", line], env=env, check=False).returncode == 0
+    assert "link set dev eth1 xdpgeneric off" in calls.read_text()
+    calls.unlink()
+    (tmp_path / "attached").write_text(ours.replace("xlb_reply_filt", "xdp_pass"))
+    assert subprocess.run(["sh", "-c", line], env=env, check=False).returncode == 0
+    assert " off" not in calls.read_text()  # someone else's program stays
+
+
+@pytest.mark.parametrize(("facts", "problem", "warning"), [
+    ({"xdp_uid": "0", "xdp_kernel": "CONFIG_XDP_SOCKETS=y;"}, None, None),
+    ({"xdp_uid": "1000", "xdp_kernel": "CONFIG_XDP_SOCKETS=y;"}, "client: the tester (--io xdp) need root",
+     None),
+    ({"xdp_uid": "0", "xdp_kernel": "# CONFIG_XDP_SOCKETS is not set;"}, "the kernel has no AF_XDP sockets",
+     None),
+    ({"xdp_uid": "0", "xdp_kernel": ""}, None, "could not read whether the kernel has AF_XDP"),
+    ({"xdp_uid": "0", "xdp_kernel": "kallsyms:xsk_create;",
+      "xdp_link_eth1": '[{"ifname":"eth1","xdp":{"mode":2,"prog":{"id":9,"name":"xdp_pass"}}}]'},
+     "client: eth1 already carries an XDP program (xdp_pass (id 9, generic) on eth1), and the tester", None),
+])
+def test_preflight_checks_an_xdp_host(facts: dict[str, str], problem: str | None,
+                                     warning: str | None) -> None:
+    uses = [XdpRelease("eth1", "xlb_reply_filt", "the tester (--io xdp)")]
+    report = xdp_report(uses, facts, {"eth1": {"present": True, "driver": "veth"}})
+    assert report is not None and report["interfaces"]["eth1"]["expected_mode"] == "native"
+    problems, warnings = xdp_problems("client", report)
+    assert len(problems) == (1 if problem else 0) and (not problem or problem in problems[0]), problems
+    assert len(warnings) == (1 if warning else 0) and (not warning or warning in warnings[0]), warnings
+    generic = xdp_report(uses, facts, {"eth1": {"present": True, "driver": "r8169"}})
+    assert generic is not None and generic["interfaces"]["eth1"]["expected_mode"] == "generic"
+    assert any("generic (skb) mode" in w for w in xdp_problems("client", generic)[1])

@@ -36,6 +36,11 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 @pytest.fixture
 def inventory(hosts: SshHosts, tmp_path: Path) -> Path:
+    return tayga_inventory(hosts, tmp_path)
+
+
+def tayga_inventory(hosts: SshHosts, tmp_path: Path) -> Path:
+    """The sshnet inventory (tayga on both DUTs) with fake sysfs and IRQ trees for the DUT hosts."""
     build = Path(os.environ.get("XLATBENCH_BUILD") or build_dir())
     for dut in ("dut1", "dut2"):
         fake_sysfs(tmp_path / "sys" / dut, 4)
@@ -173,39 +178,66 @@ CAMPAIGN = """
 name = "{name}"
 store = "{store}"
 methods = ["rfc8219-binary"]
-cores = [1]
+cores = {cores}
 
-[search]
+[[search]]
+name = "default"
 min_rate_qps = 0
-max_rate_qps = 4000
+max_rate_qps = {max_rate}
 error_qps = 1000
 duration_s = {duration}
 rest_s = 0
 repetitions = 1
 short_duration_s = 1
 short_rest_s = 0
-
+{more_searches}
 [tester]
 threads = 1
 ports_per_thread = 4
 timeout_s = 0.25
-
+{tester}
 [idle]
 runs = 1
-duration_s = 3
-
+duration_s = {idle_s}
+{extra}
 [[setup]]
-name = "c464"
+name = "{setup_name}"
 {setup}
+"""
+
+# A search after "default" whose trials last long enough to kill a campaign inside one (its tester then
+# still runs on the client host): `write_campaign(..., long_trial_s=30)`.
+LONG_SEARCH = """
+[[search]]
+name = "long"
+min_rate_qps = 0
+max_rate_qps = {max_rate}
+error_qps = 1000
+duration_s = {long_trial_s}
+rest_s = 0
+repetitions = 1
+short_duration_s = {long_trial_s}
+short_rest_s = 0
 """
 
 
 RUN_CLI = "import sys; from xlatbench.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def write_campaign(tmp_path: Path, world: str, setup: str, duration: float = 1.0) -> tuple[Path, Path]:
+def write_campaign(tmp_path: Path, world: str, setup: str, duration: float = 1.0, *,
+                   cores: tuple[int, ...] = (1,), max_rate: int = 4000, idle_s: float = 3,
+                   setup_name: str = "c464", tester: str = "", extra: str = "",
+                   long_trial_s: float | None = None) -> tuple[Path, Path]:
+    """The testbed tests' one campaign template: an RFC 8219 binary search of `duration` s trials up to
+    `max_rate` queries/s at each of `cores`, one idle run of `idle_s` s; `tester`: more [tester] lines
+    (e.g. io = "xdp"); `extra`: more tables (e.g. [server]); `long_trial_s`: a second search of trials that
+    long. Returns (campaign file, store)."""
     store, campaign = tmp_path / f"{world}.jsonl", tmp_path / f"{world}.toml"
-    campaign.write_text(CAMPAIGN.format(name=world, store=store, setup=setup, duration=duration))
+    more = "" if long_trial_s is None else LONG_SEARCH.format(max_rate=max_rate, long_trial_s=long_trial_s)
+    campaign.write_text(CAMPAIGN.format(name=world, store=store, setup=setup, duration=duration,
+                                        cores=list(cores), max_rate=max_rate, idle_s=idle_s,
+                                        setup_name=setup_name, tester=tester, extra=extra,
+                                        more_searches=more))
     return campaign, store
 
 

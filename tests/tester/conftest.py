@@ -1,4 +1,5 @@
-"""Fixtures for the xlatperf end-to-end tests: the binary, the schema validator, a runner."""
+"""Fixtures for the xlatperf end-to-end tests: the binary, the schema validator, a runner, and where a
+Python peer stands for each I/O path (loopback for sockets, behind a veth for AF_XDP)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import jsonschema
 import pytest
 
 from xlatbench.paths import tester_binary
-from xlatbench.setups.emulation.xdplink import XdpLink, xdp_link
+from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, XdpLink, xdp_link
 
-from .helpers import SCHEMA_PATH, Run
+from .helpers import SCHEMA_PATH, PeerSide, Run
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +50,18 @@ def link() -> Iterator[XdpLink]:
     """A veth pair into a namespace of its own for the AF_XDP tests, always removed."""
     with xdp_link("xbx" + secrets.token_hex(2)) as made:
         yield made
+
+
+FIRST_FLOW_PORT = 20000
+
+
+@pytest.fixture(params=["socket", pytest.param("xdp", marks=pytest.mark.root)])
+def peer_side(request: pytest.FixtureRequest) -> PeerSide:
+    """Where a test's Python peer answers and how xlatperf reaches it: `socket` on loopback (127.0.0.1, the
+    tester's sockets); `xdp` in the server namespace of a veth pair (the peer's sockets made there), xlatperf
+    on the pair's root end with --io xdp, one flow per socket the socket run would use, from the tester's
+    address and ports 20000 on."""
+    if request.param == "socket":
+        return PeerSide("socket", "127.0.0.1")
+    made: XdpLink = request.getfixturevalue("link")
+    return PeerSide("xdp", SERVER_V4, made.netns, made.outer, TESTER_V4, FIRST_FLOW_PORT)

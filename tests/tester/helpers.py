@@ -50,6 +50,29 @@ def check_consistency(result: dict) -> None:
 
 
 @dataclass(frozen=True)
+class PeerSide:
+    """Where a Python peer answers (`host`, in `netns` or, None, the test's own namespace) and how xlatperf
+    reaches it: io "socket" (its sockets) or "xdp" (AF_XDP on `interface`, flows from `source` and ports
+    `first_port` on)."""
+
+    io: str
+    host: str
+    netns: str | None = None
+    interface: str = ""
+    source: str = ""
+    first_port: int = 0
+
+    def senders(self, threads: int, ports_per_thread: int) -> list[str]:
+        """Arguments for threads x ports_per_thread sockets; with xdp as many flows on one thread (AF_XDP
+        runs one sender/receiver pair)."""
+        if self.io == "socket":
+            return ["--threads", str(threads), "--ports-per-thread", str(ports_per_thread)]
+        flows = threads * ports_per_thread
+        return ["--threads", "1", "--ports-per-thread", str(flows), "--io", "xdp", "--xdp-interface",
+                self.interface, "--source", f"{self.source},{self.first_port}-{self.first_port + flows - 1}"]
+
+
+@dataclass(frozen=True)
 class VethPair:
     """Two namespaces joined by a veth: the tester's side (client, 10.213.0.1), the server's (10.213.0.2)."""
 

@@ -3,7 +3,8 @@
 It decodes each query itself (no shared code with the tester) and picks its behaviour from
 the query's index k, read back from the name: query k asks for 10.0.0.0 + k. It reads the kernel's
 receive timestamp of each query (SO_TIMESTAMPNS, CLOCK_REALTIME), so a behaviour can answer a known
-time after the query arrived and the peer can measure the delay it really kept.
+time after the query arrived and the peer can measure the delay it really kept. Given a network namespace,
+its sockets live there (tests/tester/netns.py): an AF_XDP tester reaches it through a veth.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import heapq
 import ipaddress
+import os
 import select
 import socket
 import struct
@@ -18,6 +20,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from .netns import enter_netns, in_netns
 
 AAAA = 28
 SO_RCVBUFFORCE = 33  # linux/asm-generic/socket.h; the socket module does not name it
@@ -81,6 +85,8 @@ class Peer:
     behaviour: Behaviour
     port: int = 0
     rcvbuf: int = 0  # bytes for the peer's receive socket (root: SO_RCVBUFFORCE); 0: kernel default
+    netns: str | None = None  # the network namespace its sockets live in (root); None: the test's own
+    cpus: frozenset[int] = frozenset()  # CPUs the serving thread is pinned to (empty: not pinned)
     queries: int = 0
     errors: list[str] = field(default_factory=list)
     received_ns: int = 0  # kernel receive time of the query being handled (CLOCK_REALTIME, ns)
@@ -90,13 +96,14 @@ class Peer:
 
     def __post_init__(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        with in_netns(self.netns):
+            self.sock = socket.socket(family, socket.SOCK_DGRAM)
+            self.other = socket.socket(family, socket.SOCK_DGRAM)  # a second source port
         if self.rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.rcvbuf)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.sock.bind((self.host, 0))
         self.port = self.sock.getsockname()[1]
-        self.other = socket.socket(family, socket.SOCK_DGRAM)  # a second source port
         self.other.bind((self.host, 0))
         self._thread = threading.Thread(target=self._serve, name="dns-peer", daemon=True)
 
@@ -147,8 +154,12 @@ class Peer:
         self.raw.sendto(struct.pack("!HHHH", self.port, to[1], length, bad) + data, (to[0], 0))
 
     def _serve(self) -> None:
+        if self.netns is not None:
+            enter_netns(self.netns)  # this thread only: a raw socket it makes lives beside the others
         # Timer slack 1 ns (default 50 µs): select() wakes when the next reply is due, not up to 50 µs later.
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)  # pid 0: this thread only
         while not self._stop.is_set():
             now = time.time_ns()
             while self._later and self._later[0][0] <= now:

@@ -10,13 +10,17 @@ epoch 0, whose query with that ID already had its reply. Each such reply matches
 case_rewrite.detected with their count and the first one, the verdict carries one warning, and stderr
 carries one warning line, whatever the number of such replies. A reply held past its ID's reuse
 (test_xlatperf_wrap.py) is not blamed on the server.
+
+The rewriting peers run on both I/O paths (`peer_side`): sockets on loopback, and AF_XDP with the peer behind
+a veth in a namespace (root), where one flow's IDs and epochs wrap as one socket's do and the first rewrite
+is named by the flow's address and port.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .helpers import RELAXED_TIMING, check_consistency
+from .helpers import RELAXED_TIMING, PeerSide, check_consistency
 from .peer import Behaviour, Peer, Query, reply
 
 WARNING = "warning: the server rewrites the letter case of the query name"
@@ -33,8 +37,8 @@ def rewrite_case(change: str) -> Behaviour:
     return behaviour
 
 
-def check_detected(run, validator, *, valid: int, rewritten: int, evidence: str, query_epoch: int,
-                   reply_epoch: int) -> None:
+def check_detected(run, validator, side: PeerSide, *, valid: int, rewritten: int, evidence: str,
+                   query_epoch: int, reply_epoch: int) -> None:
     assert run.returncode == 0, run.stderr
     result = run.result
     validator.validate(result)
@@ -49,7 +53,10 @@ def check_detected(run, validator, *, valid: int, rewritten: int, evidence: str,
     first = case["first"]
     assert first["evidence"] == evidence
     assert (first["query_epoch"], first["reply_epoch"]) == (query_epoch, reply_epoch)
-    assert first["port"] == result["threads"][0]["ports"][0]
+    if side.io == "socket":
+        assert first["port"] == result["threads"][0]["ports"][0]
+    else:
+        assert (first["address"], first["port"]) == (side.source, side.first_port)
     assert len(result["warnings"]) == 1
     assert str(rewritten) in result["warnings"][0]
     assert run.stderr.count(WARNING) == 1, run.stderr
@@ -57,31 +64,31 @@ def check_detected(run, validator, *, valid: int, rewritten: int, evidence: str,
 
 @pytest.mark.parametrize(("change", "domain", "reply_epoch"), [("upper", "dns64perf.test", 255),
                                                                ("lower", "DNS64perf.test", 7)])
-def test_a_case_rewriting_server_is_named_from_its_first_reply(run_xlatperf, validator, change, domain,
-                                                               reply_epoch):
+def test_a_case_rewriting_server_is_named_from_its_first_reply(peer_side: PeerSide, run_xlatperf, validator,
+                                                               change, domain, reply_epoch):
     queries = 2000
-    with Peer("127.0.0.1", rewrite_case(change)) as peer:
-        run = run_xlatperf("--server", "127.0.0.1", "--port", str(peer.port), "--rate", "2000",
-                           "--queries", str(queries), "--ports-per-thread", "1", "--domain", domain,
+    with Peer(peer_side.host, rewrite_case(change), netns=peer_side.netns) as peer:
+        run = run_xlatperf("--server", peer_side.host, "--port", str(peer.port), "--rate", "2000",
+                           "--queries", str(queries), *peer_side.senders(1, 1), "--domain", domain,
                            "--quiet", *RELAXED_TIMING)
     assert not peer.errors
-    check_detected(run, validator, valid=0, rewritten=queries, evidence="never-sent", query_epoch=0,
-                   reply_epoch=reply_epoch)
+    check_detected(run, validator, peer_side, valid=0, rewritten=queries, evidence="never-sent",
+                   query_epoch=0, reply_epoch=reply_epoch)
 
 
 @pytest.mark.slow
-def test_a_lowercasing_server_is_named_when_the_ids_wrap(run_xlatperf, validator):
+def test_a_lowercasing_server_is_named_when_the_ids_wrap(peer_side: PeerSide, run_xlatperf, validator):
     # One socket: queries 0 .. 65 535 are epoch 0 (the domain as given, lower case: the peer's lowering
     # changes nothing); 65 536 .. 69 999 are epoch 1 and come back spelled epoch 0. 8 000 queries/s and a
     # 4 s timeout, as in test_xlatperf_wrap.py: a Python peer on a loaded machine falls behind by seconds.
     queries = 70_000
-    with Peer("127.0.0.1", rewrite_case("lower"), rcvbuf=64 << 20) as peer:
-        run = run_xlatperf("--server", "127.0.0.1", "--port", str(peer.port), "--rate", "8000",
-                           "--queries", str(queries), "--ports-per-thread", "1", "--timeout", "4",
+    with Peer(peer_side.host, rewrite_case("lower"), rcvbuf=64 << 20, netns=peer_side.netns) as peer:
+        run = run_xlatperf("--server", peer_side.host, "--port", str(peer.port), "--rate", "8000",
+                           "--queries", str(queries), *peer_side.senders(1, 1), "--timeout", "4",
                            "--quiet", *RELAXED_TIMING)
     assert not peer.errors
-    check_detected(run, validator, valid=65_536, rewritten=queries - 65_536, evidence="answered-before",
-                   query_epoch=1, reply_epoch=0)
+    check_detected(run, validator, peer_side, valid=65_536, rewritten=queries - 65_536,
+                   evidence="answered-before", query_epoch=1, reply_epoch=0)
 
 
 def test_a_server_that_echoes_the_case_is_not_named(run_xlatperf, validator):

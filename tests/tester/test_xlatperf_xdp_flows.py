@@ -16,6 +16,14 @@ queries in a few seconds knotd's 208 KiB buffer overflows now and then; the test
 - the matching state stays at most 64 bytes per query in flight plus a fixed part, as the JSON says;
 - IPv6 (the BR and PLAT single-DUT clients send IPv6): from the tester's own address, all valid; from a routed
   IPv6 range, an exact drop of every 50th query.
+- any number of sources: the tester's address and 199 routed addresses, each its own `--source` with two
+  port ranges (400 (address, port range) pairs; the reply filter once held 64): an exact drop of every 10th
+  query, every flow reaching the server, and the filter's prefix keys as many as the standard library's CIDR
+  summary of each port range gives;
+- traffic that is not a reply to the tester reaches the tester's kernel during an AF_XDP trial: UDP from the
+  server's address but another port, from another address but port 53, from the server's port 53 to a port
+  outside the flows, and a TCP exchange (management traffic such as SSH); a kernel socket bound to one of the
+  flows' ports gets only those datagrams, never a DNS reply;
 - `--vlan 100`: this kernel has no 802.1Q devices, so the server's end of the veth is a VLAN end made of two
   tc programs (dnsperf/tests/vlan_tag.bpf.c): UDP must arrive tagged 100 (the tag is taken off) or is
   dropped, and UDP leaves tagged 100. With --vlan every query is valid; the same run untagged gets no answer.
@@ -23,18 +31,31 @@ queries in a few seconds knotd's 208 KiB buffer overflows now and then; the test
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
+import struct
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from xlatbench.paths import build_dir
-from xlatbench.setups.emulation.xdplink import SERVER_V4, SERVER_V6, TESTER_V4, TESTER_V6, XdpLink
+from xlatbench.setups.emulation.xdplink import (
+    SERVER_V4,
+    SERVER_V6,
+    TESTER_V4,
+    TESTER_V6,
+    XdpLink,
+    attached_program,
+)
 from xlatbench.zones import KnotConfig, KnotServer
 
 from .helpers import RELAXED_TIMING, Run, check_consistency
+from .netns import in_netns
+from .peer import udp_checksum
 
 pytestmark = pytest.mark.root
 
@@ -138,10 +159,12 @@ def check_run(run: Run, validator, sent: int, valid: int, flows: int, server_dro
     matching = io["matching"]
     assert matching["flows"] == flows
     # At most 64 B per query in flight (plus 64 B per query of a batch), and a fixed part that does not
-    # grow with the flows: a list of 250 000 flows alone would take megabytes.
+    # grow with the flows (the sources' table, a few hundred bytes a source): a list of 250 000 flows alone
+    # would take megabytes.
     batch = result["config"]["batch"]
     assert matching["bytes"] <= 64 * matching["in_flight_queries"] + 64 * batch, json.dumps(matching)
-    assert matching["fixed_bytes"] < 16_384, json.dumps(matching)
+    sources = len(result["config"]["sources"])
+    assert matching["fixed_bytes"] < 12_288 + 1024 * sources, json.dumps(matching)
     assert result["threads"][0]["ports"] == []
     return result
 
@@ -197,6 +220,146 @@ def test_ipv6_from_a_routed_range_counts_an_exact_drop(routed, knot, run_xlatper
     distinct, dropped = nft_counts(routed, "ip6")
     assert distinct == flows
     assert dropped == [queries // 50]
+
+
+# The tester's own address and 199 routed ones, each a --source of its own with 10 ports in two ranges.
+OWN_PORTS = (20000, 20009)
+ROUTED_RANGES = ((30000, 30004), (30010, 30014))
+ROUTED_ADDRESSES = [f"198.19.0.{i}" for i in range(1, 200)]
+MANY_FLOWS = 10 * (1 + len(ROUTED_ADDRESSES))
+
+
+def many_sources() -> list[str]:
+    args = ["--source", f"{TESTER_V4},{OWN_PORTS[0]}-{OWN_PORTS[1]}"]
+    ranges = ",".join(f"{first}-{last}" for first, last in ROUTED_RANGES)
+    for address in ROUTED_ADDRESSES:
+        args += ["--source", f"{address},{ranges}"]
+    return args
+
+
+def blocks(first: int, last: int) -> int:
+    """Aligned power-of-two blocks that cover ports first..last: the standard library's CIDR summary of the
+    IPv4 addresses numbered as the ports (independent of the tester's code)."""
+    return len(list(ipaddress.summarize_address_range(ipaddress.IPv4Address(first),
+                                                      ipaddress.IPv4Address(last))))
+
+
+def test_two_hundred_sources_with_two_ranges_each_count_an_exact_drop(routed, knot, run_xlatperf, validator):
+    nft(routed, "ip", 10)
+    queries = 10_000  # five rounds of the 2 000 flows; a multiple of 10, so exactly queries / 10 dropped
+    run, dropped = measured(routed, lambda: run_xlatperf(
+        "--server", SERVER_V4, *many_sources(), "--ports-per-thread", str(MANY_FLOWS), "--rate", "5000",
+        "--queries", str(queries), "--io", "xdp", "--xdp-interface", routed.outer, "--sender-cpus", "0",
+        "--receiver-cpus", "0", "--quiet", *RELAXED_TIMING, timeout_s=60))
+    result = check_run(run, validator, queries, queries - queries // 10, MANY_FLOWS, dropped)
+    assert len(result["config"]["sources"]) == 1 + len(ROUTED_ADDRESSES)
+    keys = blocks(*OWN_PORTS) + len(ROUTED_ADDRESSES) * sum(blocks(*r) for r in ROUTED_RANGES)
+    assert result["io"]["program"]["filter_keys"] == keys == 2 + 199 * (2 + 3)
+    assert result["io"]["program"]["redirected"] == result["totals"]["received"]
+    distinct, counters = nft_counts(routed, "ip")
+    assert distinct == MANY_FLOWS
+    assert counters == [queries // 10]
+
+
+OTHER_SERVER_V4 = "198.18.77.4"  # a second address of the server namespace: another source
+
+
+def udp(bound: tuple[str, int]) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(bound)
+    sock.settimeout(5)
+    return sock
+
+
+def raw_udp(source: tuple[str, int], destination: tuple[str, int], data: bytes) -> bytes:
+    """A UDP header (with its checksum) and data, for an IPPROTO_UDP raw socket."""
+    length = 8 + len(data)
+    checksum = udp_checksum(source[0], destination[0], source[1], destination[1], data)
+    return struct.pack("!HHHH", source[1], destination[1], length, checksum) + data
+
+
+def tcp_exchange(client: socket.socket, conn: socket.socket, rounds: int = 8, size: int = 8192) -> None:
+    """Blocks of `size` bytes from the client, echoed back: what a management session sends."""
+    for n in range(rounds):
+        block = bytes([n]) * size
+        client.sendall(block)
+        got = b""
+        while len(got) < size:
+            got += conn.recv(size - len(got))
+        conn.sendall(got)
+        back = b""
+        while len(back) < size:
+            back += client.recv(size - len(back))
+        assert back == block
+
+
+def exchange_other_traffic(link: XdpLink, at_flow: socket.socket, outside: socket.socket,
+                           listener: socket.socket) -> None:
+    """From the server namespace to the tester's kernel sockets: everything must arrive (and be answered)."""
+    with in_netns(link.netns):
+        other_port = udp((SERVER_V4, 5353))
+        other_source = udp((OTHER_SERVER_V4, 53))
+        raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+        raw.bind((SERVER_V4, 0))
+        client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    flow_port, outside_port = at_flow.getsockname()[1], outside.getsockname()[1]
+    with other_port, other_source, raw, client:
+        # From the server's address but another port, to a flow's port; and an answer back.
+        other_port.sendto(b"another port", (TESTER_V4, flow_port))
+        assert at_flow.recvfrom(100) == (b"another port", (SERVER_V4, 5353))
+        at_flow.sendto(b"answer", (SERVER_V4, 5353))
+        assert other_port.recvfrom(100) == (b"answer", (TESTER_V4, flow_port))
+        # From another address, from port 53, to a flow's port.
+        other_source.sendto(b"another source", (TESTER_V4, flow_port))
+        assert at_flow.recvfrom(100) == (b"another source", (OTHER_SERVER_V4, 53))
+        # From the server's address and port 53 to a port outside the flows.
+        raw.sendto(raw_udp((SERVER_V4, 53), (TESTER_V4, outside_port), b"outside"), (TESTER_V4, 0))
+        assert outside.recvfrom(100) == (b"outside", (SERVER_V4, 53))
+        client.settimeout(5)
+        client.connect((TESTER_V4, listener.getsockname()[1]))
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(5)
+            tcp_exchange(client, conn)
+
+
+def test_traffic_not_for_the_tester_reaches_its_kernel_during_a_trial(routed, knot, xlatperf, tmp_path,
+                                                                      validator):
+    subprocess.run(routed.inside("ip", "addr", "add", f"{OTHER_SERVER_V4}/24", "dev", routed.inner),
+                   check=True, capture_output=True)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind((TESTER_V4, 0))
+    listener.listen(1)
+    listener.settimeout(5)
+    out = tmp_path / "trial.json"
+    argv = [str(xlatperf), "--server", SERVER_V4, *many_sources(), "--ports-per-thread", str(MANY_FLOWS),
+            "--rate", "2000", "--queries", "8000", "--io", "xdp", "--xdp-interface", routed.outer, "--quiet",
+            *RELAXED_TIMING, "--json", str(out)]
+    knot_drops_before = knot_socket_drops(routed)
+    with udp((TESTER_V4, 20005)) as at_flow, udp((TESTER_V4, 40000)) as outside, listener:
+        with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+            deadline = time.monotonic() + 10
+            while attached_program(routed.outer) is None and proc.poll() is None:
+                assert time.monotonic() < deadline, "xlatperf never attached its program"
+                time.sleep(0.05)
+            time.sleep(0.5)  # replies are flowing now
+            exchange_other_traffic(routed, at_flow, outside, listener)
+            assert proc.poll() is None, "the exchanges must happen while the trial runs"
+            _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+        # Not one of the DNS replies to flow port 20005 (one a round) reached the kernel socket bound to it.
+        at_flow.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            at_flow.recvfrom(100)
+    knot_dropped = knot_socket_drops(routed) - knot_drops_before
+    result = json.loads(out.read_text())
+    validator.validate(result)
+    check_consistency(result)
+    totals, io = result["totals"], result["io"]
+    assert totals["sent"] == 8000
+    assert totals["valid"] == 8000 - knot_dropped
+    assert io["program"]["redirected"] == totals["received"]
+    assert io["program"]["passed"] >= 3 + 8  # the three datagrams and at least the TCP data segments
 
 
 def vlan_end(link: XdpLink) -> None:

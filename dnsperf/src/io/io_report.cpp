@@ -85,7 +85,7 @@ nlohmann::json to_json(const IoReport& report) {
         {"xdp_statistics", statistics_json(x.rx_dropped, x.rx_invalid_descs, x.tx_invalid_descs, x.rx_ring_full,
                                            x.rx_fill_ring_empty, x.tx_ring_empty)},
         {"tester_drops", x.own_drops()},
-        {"program", {{"redirected", x.redirected}, {"passed", x.passed}}},
+        {"program", {{"redirected", x.redirected}, {"passed", x.passed}, {"filter_keys", x.filter_keys}}},
         {"frame_errors", {{"truncated", x.frame_truncated},
                           {"not_udp", x.frame_not_udp},
                           {"fragment", x.frame_fragment},

@@ -69,6 +69,7 @@ struct XdpReport {
     // The kernel program's counters.
     std::uint64_t redirected = 0;        // frames it handed to the socket
     std::uint64_t passed = 0;            // frames it passed to the kernel (not replies to the tester)
+    std::uint64_t filter_keys = 0;       // (address, port prefix) keys of its prefix trie
     // Frames the parser refused (the kernel would have dropped them before a socket saw them).
     std::uint64_t frame_truncated = 0;
     std::uint64_t frame_not_udp = 0;

@@ -450,6 +450,7 @@ XdpReport XdpLink::report() const {
     const xdp::FilterStats filter = s.program->stats();
     r.redirected = delta(filter.redirected, s.filter_before.redirected);
     r.passed = delta(filter.passed, s.filter_before.passed);
+    r.filter_keys = s.program->filter_keys();
     return r;
 }
 

@@ -10,8 +10,8 @@
  * later run recognises a program a killed run left attached. */
 #define XLB_PROG_NAME "xlb_reply_filt"
 
-/* Most (tester address, port range) pairs the program checks. */
-#define XLB_MAX_RANGES 64
+/* Bytes of an LPM trie key's data: the address (4 or 16 bytes), the port right after it, padding. */
+#define XLB_KEY_DATA 20
 /* Most queues (XSK map entries). */
 #define XLB_MAX_QUEUES 64
 
@@ -22,17 +22,19 @@
 
 struct xlb_config {
     __u32 family;          /* 4 or 6 */
-    __u32 range_count;     /* entries of the ranges map in use */
+    __u32 prefix_count;    /* keys of the prefix trie (what the loader wrote) */
     __u8 server[16];       /* IPv4 in the first 4 bytes */
     __u16 server_port;     /* network order */
     __u16 vlan;            /* 802.1Q VLAN ID the replies carry, host order; 0: untagged (or priority-tagged) */
     __u32 owner_pid;       /* the process that attached it (a later run checks it is gone) */
 };
 
-struct xlb_range {
-    __u8 address[16];      /* tester address (IPv4 in the first 4 bytes) */
-    __u16 first_port;      /* host order, inclusive */
-    __u16 last_port;
+/* A key of the prefix trie (BPF_MAP_TYPE_LPM_TRIE): the tester's address, then the port, both in network
+ * order, so an (address, port range) pair is a few (address, port prefix) keys of prefixlen 8 x address
+ * bytes + 0..16, and a reply's (destination address, port) is one lookup of prefixlen 8 x bytes + 16. */
+struct xlb_key {
+    __u32 prefixlen;
+    __u8 data[XLB_KEY_DATA];
 };
 
 #endif

@@ -5,12 +5,14 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <limits>
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
 #include "xdp/filter_abi.h"
+#include "xdp/filter_keys.hpp"
 
 // The BPF object, embedded at build time (cmake/embed.cmake).
 extern const unsigned char xlb_reply_filter_object[];
@@ -128,12 +130,12 @@ void XdpProgram::ObjectDeleter::operator()(bpf_object* o) const { bpf_object__cl
 
 XdpProgram::XdpProgram(const std::string& ifname, const FilterSpec& spec, AttachMode mode) {
     ifindex_ = interface_index(ifname);
-    std::size_t ranges = 0;
-    for (const Source& s : spec.sources) ranges += std::max<std::size_t>(1, s.ranges.size());
-    if (ranges > XLB_MAX_RANGES) {
-        throw XdpError("the XDP filter holds at most " + std::to_string(XLB_MAX_RANGES) +
-                       " (address, port range) pairs; " + std::to_string(ranges) + " given");
+    const std::vector<xlb_key> keys = xdp::filter_keys(spec.sources);
+    if (keys.size() > std::numeric_limits<std::uint32_t>::max()) {
+        throw XdpError("the XDP filter would need " + std::to_string(keys.size()) +
+                       " (address, port prefix) keys, more than a BPF map holds; use fewer sources or wider ranges");
     }
+    filter_keys_ = keys.size();
     stale_removed_ = remove_stale(ifname);
 
     bpf_object_open_opts open_opts{};
@@ -142,16 +144,21 @@ XdpProgram::XdpProgram(const std::string& ifname, const FilterSpec& spec, Attach
     bpf_object* raw = bpf_object__open_mem(xlb_reply_filter_object, xlb_reply_filter_object_size, &open_opts);
     if (raw == nullptr) throw XdpError("cannot open the embedded BPF object: " + errno_text(errno));
     object_.reset(raw);
+    bpf_map* prefixes = bpf_object__find_map_by_name(raw, "xlb_prefixes");
+    if (prefixes == nullptr) throw XdpError("the embedded BPF object lacks its prefix map (build error)");
+    if (const int err = bpf_map__set_max_entries(prefixes, static_cast<std::uint32_t>(std::max<std::size_t>(1, keys.size())));
+        err != 0) {
+        throw XdpError("cannot size the XDP prefix map: " + errno_text(err));
+    }
     if (const int err = bpf_object__load(raw); err != 0) {
         throw XdpError("the kernel refused the XDP program: " + errno_text(err) +
                        " (needs root or CAP_BPF + CAP_NET_ADMIN, and a kernel with BPF and XDP sockets)");
     }
     bpf_program* prog = bpf_object__find_program_by_name(raw, XLB_PROG_NAME);
     bpf_map* config_map = bpf_object__find_map_by_name(raw, "xlb_config");
-    bpf_map* ranges_map = bpf_object__find_map_by_name(raw, "xlb_ranges");
     bpf_map* xsks = bpf_object__find_map_by_name(raw, "xlb_xsks");
     bpf_map* stats = bpf_object__find_map_by_name(raw, "xlb_stats");
-    if (!prog || !config_map || !ranges_map || !xsks || !stats) {
+    if (!prog || !config_map || !xsks || !stats) {
         throw XdpError("the embedded BPF object lacks its program or maps (build error)");
     }
     prog_fd_ = bpf_program__fd(prog);
@@ -164,22 +171,17 @@ XdpProgram::XdpProgram(const std::string& ifname, const FilterSpec& spec, Attach
     config.server_port = port_of(spec.server);
     config.vlan = spec.vlan;
     config.owner_pid = static_cast<std::uint32_t>(getpid());
-    std::uint32_t key = 0;
-    for (const Source& s : spec.sources) {
-        std::vector<PortRange> source_ranges = s.ranges;
-        if (source_ranges.empty()) source_ranges.push_back(PortRange{1, 65535});
-        for (const PortRange& r : source_ranges) {
-            xlb_range range{};
-            copy_address(s.address, range.address);
-            range.first_port = r.first;
-            range.last_port = r.last;
-            if (bpf_map_update_elem(bpf_map__fd(ranges_map), &key, &range, BPF_ANY) != 0) {
-                throw XdpError("cannot fill the XDP ranges map: " + errno_text(errno));
-            }
-            ++key;
+    // A full trie or memory for it is the kernel's limit: say which, and after how many keys.
+    const std::uint8_t present = 1;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (bpf_map_update_elem(bpf_map__fd(prefixes), &keys[i], &present, BPF_NOEXIST) != 0) {
+            const int err = errno;
+            throw XdpError("the kernel took only " + std::to_string(i) + " of the XDP filter's " +
+                           std::to_string(keys.size()) + " (address, port prefix) keys: " + errno_text(err) +
+                           " (BPF map memory; use fewer sources or port ranges that align to powers of two)");
         }
     }
-    config.range_count = key;
+    config.prefix_count = static_cast<std::uint32_t>(keys.size());
     const std::uint32_t zero = 0;
     if (bpf_map_update_elem(bpf_map__fd(config_map), &zero, &config, BPF_ANY) != 0) {
         throw XdpError("cannot fill the XDP config map: " + errno_text(errno));

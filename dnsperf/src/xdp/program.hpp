@@ -1,8 +1,8 @@
 #pragma once
 // The kernel program's loader: opens the BPF object built with the tester
 // (bpf/reply_filter.bpf.c, embedded in the binary), fills its maps with the
-// server's address and port and the tester's (address, port range) pairs,
-// attaches it to one interface (native XDP, else generic) and detaches it when
+// server's address and port and the tester's (address, port range) pairs (as
+// keys of a prefix trie: filter_keys.hpp), attaches it to one interface (native XDP, else generic) and detaches it when
 // the owner goes. A program of ours that a killed run left on the interface
 // (found by its name, its owner process gone) is removed first; anyone else's
 // program is never touched.
@@ -59,6 +59,8 @@ public:
     std::uint32_t prog_id() const { return prog_id_; }
     int ifindex() const { return ifindex_; }
     bool stale_removed() const { return stale_removed_; }
+    // Keys of the reply filter's prefix trie: the (address, port range) pairs as (address, port prefix) keys.
+    std::size_t filter_keys() const { return filter_keys_; }
     FilterStats stats() const;
 
 private:
@@ -71,6 +73,7 @@ private:
     std::uint32_t prog_id_ = 0;
     bool native_ = false;
     bool stale_removed_ = false;
+    std::size_t filter_keys_ = 0;
     int xsks_fd_ = -1;
     int stats_fd_ = -1;
 };

@@ -2,6 +2,9 @@
 // frame: parse_reply must never crash, read out of bounds or hand on a payload
 // outside the frame; a frame it accepts goes to its flow and through the reply
 // classifier with the flows' matching state, whose outcome must be possible.
+// Every frame it accepts also goes through the kernel filter's prefix keys
+// (filter_keys.hpp, matched here as the kernel's LPM trie would): the filter
+// must take a frame exactly when the flows' own lookup finds its flow.
 // Seeds (tests/fuzz/frame_corpus) are the real knotd replies of fuzz_reply's
 // corpus wrapped in IPv4 and IPv6 frames from the server to flow 0.
 #include <arpa/inet.h>
@@ -12,6 +15,7 @@
 
 #include "query.hpp"
 #include "reply.hpp"
+#include "xdp/filter_keys.hpp"
 #include "xdp/flows.hpp"
 #include "xdp/frame.hpp"
 
@@ -44,13 +48,46 @@ SockAddr make(int family, const char* address, std::uint16_t port) {
 
 // IPv4: one flow (port 20000), so query k is that flow's sequence k, as the
 // seeds' IDs and names expect; IPv6: three flows over two ranges.
-Source source(int family, const char* address) {
+Source source(int family, const char* address, std::vector<PortRange> ranges) {
     Source s;
     s.address = make(family, address, 0);
     s.text = address;
-    s.ranges = {PortRange{20000, 20000}};
-    if (family == AF_INET6) s.ranges.push_back(PortRange{20002, 20003});
+    s.ranges = std::move(ranges);
     return s;
+}
+
+Source source(int family, const char* address) {
+    if (family == AF_INET) return source(family, address, {PortRange{20000, 20000}});
+    return source(family, address, {PortRange{20000, 20000}, PortRange{20002, 20003}});
+}
+
+// The filter's sources: unaligned ranges (many prefix keys each) around the seeds' port 20000.
+std::vector<Source> filter_sources(int family, const char* first, const char* second) {
+    return {source(family, first, {PortRange{19990, 20000}, PortRange{20003, 20037}, PortRange{65000, 65535}}),
+            source(family, second, {PortRange{1, 20000}})};
+}
+
+struct FilterCheck {
+    std::vector<xlb_key> keys;
+    FlowSpace flows;
+    explicit FilterCheck(const std::vector<Source>& sources)
+        : keys(filter_keys(sources)), flows(sources, FlowOrder::sequential, 1) {}
+};
+
+bool same_bits(const std::uint8_t* a, const std::uint8_t* b, std::uint32_t bits) {
+    for (std::uint32_t i = 0; i < bits; ++i) {
+        const int shift = 7 - static_cast<int>(i % 8);
+        if (((a[i / 8] >> shift) & 1) != ((b[i / 8] >> shift) & 1)) return false;
+    }
+    return true;
+}
+
+// What the kernel's LPM trie answers: some key is a prefix of the looked-up one.
+bool filter_takes(const std::vector<xlb_key>& keys, const xlb_key& wanted) {
+    for (const xlb_key& k : keys) {
+        if (k.prefixlen <= wanted.prefixlen && same_bits(k.data, wanted.data, k.prefixlen)) return true;
+    }
+    return false;
 }
 
 struct Family {
@@ -67,6 +104,8 @@ struct World {
     Family v6{make(AF_INET6, "2001:db8::53", 53),
               FlowSpace({source(AF_INET6, "2001:db8:1::1")}, FlowOrder::sequential, 1),
               ReplyClassifier{query, subnet, make(AF_INET6, "2001:db8::53", 53), kTimeout}};
+    FilterCheck filter_v4{filter_sources(AF_INET, "192.0.2.1", "192.0.2.3")};
+    FilterCheck filter_v6{filter_sources(AF_INET6, "2001:db8:1::1", "2001:db8:1::3")};
 };
 
 void check(bool ok) {
@@ -81,7 +120,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const FrameStatus status = parse_reply(data, size, reply);
     if (status != FrameStatus::ok) return 0;
     check(reply.message >= data && reply.message + reply.length <= data + size);
-    const Family& family = reply.source.family() == AF_INET ? world.v4 : world.v6;
+    const bool v4 = reply.source.family() == AF_INET;
+    const FilterCheck& filter = v4 ? world.filter_v4 : world.filter_v6;
+    std::uint64_t filter_flow = 0;
+    check(filter_takes(filter.keys, lookup_key(reply.destination, v4 ? 4 : 16, reply.destination_port)) ==
+          filter.flows.flow_of(reply.destination, reply.destination_port, filter_flow));
+    const Family& family = v4 ? world.v4 : world.v6;
     std::uint64_t flow = 0;
     if (!family.flows.flow_of(reply.destination, reply.destination_port, flow)) return 0;
     check(flow < family.flows.size());

@@ -3,8 +3,9 @@
  * the tester's replies: UDP from the server's address and port to one of the
  * tester's (address, port range) pairs, on the tester's VLAN (or untagged). Every other frame (ARP, ICMP, the
  * client's SSH, anything not understood) goes on to the kernel with XDP_PASS.
- * The loader (program.cpp) fills the config and ranges maps before it
- * attaches the program. */
+ * The pairs are an LPM trie of (address, port prefix) keys, so a reply costs one
+ * lookup however many sources and ranges there are. The loader (program.cpp)
+ * sizes the trie, fills it and the config map before it attaches the program. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -23,12 +24,14 @@ struct {
     __type(value, struct xlb_config);
 } xlb_config SEC(".maps");
 
+/* max_entries is set by the loader to the number of keys it writes. */
 struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, XLB_MAX_RANGES);
-    __type(key, __u32);
-    __type(value, struct xlb_range);
-} xlb_ranges SEC(".maps");
+    __uint(type, BPF_MAP_TYPE_LPM_TRIE);
+    __uint(max_entries, 1);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, struct xlb_key);
+    __type(value, __u8);
+} xlb_prefixes SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -63,15 +66,19 @@ static __always_inline int same16(const __u8 *a, const __u8 *b, int n) {
     return diff == 0;
 }
 
-static __always_inline int ours(const struct xlb_config *c, const __u8 *dst, int n, __u16 port) {
-    for (__u32 i = 0; i < XLB_MAX_RANGES; i++) {
-        if (i >= c->range_count) break;
-        __u32 key = i;
-        const struct xlb_range *r = bpf_map_lookup_elem(&xlb_ranges, &key);
-        if (!r) break;
-        if (port >= r->first_port && port <= r->last_port && same16(dst, r->address, n)) return 1;
+/* One trie lookup: is (dst, port) inside one of the tester's (address, port range) pairs? */
+static __always_inline int ours(const __u8 *dst, int n, __be16 port) {
+    struct xlb_key key = {};
+    if (n == 4) {
+        key.prefixlen = 4 * 8 + 16;
+        __builtin_memcpy(key.data, dst, 4);
+        __builtin_memcpy(key.data + 4, &port, 2);
+    } else {
+        key.prefixlen = 16 * 8 + 16;
+        __builtin_memcpy(key.data, dst, 16);
+        __builtin_memcpy(key.data + 16, &port, 2);
     }
-    return 0;
+    return bpf_map_lookup_elem(&xlb_prefixes, &key) != 0;
 }
 
 SEC("xdp")
@@ -119,7 +126,7 @@ int xlb_reply_filt(struct xdp_md *ctx) {
         return count(XLB_STAT_PASSED, XDP_PASS);
     }
     if ((void *)(udp + 1) > end || udp->source != c->server_port || !same16(src, c->server, n) ||
-        !ours(c, dst, n, bpf_ntohs(udp->dest)))
+        !ours(dst, n, udp->dest))
         return count(XLB_STAT_PASSED, XDP_PASS);
     /* No socket bound to this queue: the frame goes on to the kernel, counted as passed. */
     int action = bpf_redirect_map(&xlb_xsks, ctx->rx_queue_index, XDP_PASS);
