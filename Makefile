@@ -32,7 +32,8 @@ test-py: build
 # Hardening of the tester: the reply classifier and the AF_XDP frame parser fuzzed (libFuzzer, seeded
 # with real knotd replies, bare and in frames)
 # for FUZZ_SECONDS, then the Catch2 and loopback end-to-end tests built with ASan+UBSan, then the
-# ring/concurrency tests and the peer end-to-end tests (sender + receiver threads) with TSan.
+# ring/concurrency tests, the peer end-to-end tests (sender + receiver threads) and the two-queue AF_XDP
+# test (two pairs matching each other's replies) with TSan.
 FUZZ_SECONDS ?= 45
 FUZZ_DIR  := $(BUILD)-fuzz
 SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DXLATBENCH_WERROR=ON -DXLATBENCH_TESTS=ON
@@ -80,9 +81,9 @@ test-hardening: fuzz-reply fuzz-frame
 	  $(VENV)/bin/pytest -q -m "not slow" tests/tester
 	cmake -S . -B $(BUILD)-tsan -G Ninja $(SAN_FLAGS) -DCMAKE_CXX_FLAGS="-O1 -fsanitize=thread -Wno-tsan $(SAN_NOWARN)"
 	cmake --build $(BUILD)-tsan --target xlatperf xlatperf_tests
-	TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/dnsperf/xlatperf_tests -# "[#test_ring]"
+	TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/dnsperf/xlatperf_tests -# "[#test_ring],[#test_xdp_queues]"
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66 XLATBENCH_BUILD=$(abspath $(BUILD)-tsan) \
-	  $(VENV)/bin/pytest -q tests/tester/test_xlatperf_peer.py
+	  $(VENV)/bin/pytest -q tests/tester/test_xlatperf_peer.py tests/tester/test_xlatperf_xdp_queues.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

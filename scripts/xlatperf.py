@@ -37,7 +37,8 @@ MAX_OUTSTANDING_PER_SOCKET = 32768
 TESTER_IO = ("socket", "xdp")
 
 # AF_XDP flows have no socket to pick a port: without [tester] first_port they start here (fixed ports, the
-# same flows every trial). xlatperf's --io xdp runs one sender/receiver pair on one interface queue.
+# same flows every trial). xlatperf's --io xdp binds one interface queue per thread pair; a chain binds
+# one queue (the emulated client veth has one), so campaigns run one pair.
 XDP_FIRST_PORT = 20000
 
 
@@ -110,9 +111,9 @@ class TesterOptions:
         if self.io not in TESTER_IO:
             raise ValueError(f"tester io must be one of {list(TESTER_IO)}, got {self.io!r}")
         if self.io == "xdp" and self.threads != 1:
-            raise ValueError(f"tester io = 'xdp' runs one sender/receiver pair on one interface queue "
-                             f"(xlatperf --io xdp), got threads = {self.threads}: set threads = 1 and give "
-                             "the flows as ports_per_thread")
+            raise ValueError("tester io = 'xdp' runs one sender/receiver pair on one interface queue "
+                             "in campaigns (a chain binds one queue), got threads = "
+                             f"{self.threads}: set threads = 1 and give the flows as ports_per_thread")
         first = source_first_port(self)
         if self.io == "xdp" and flows(self) > MAX_XDP_FLOWS:
             raise ValueError(f"tester io = 'xdp' gives at most {MAX_XDP_FLOWS} flows (xlatperf --io xdp "

@@ -46,7 +46,8 @@ struct Config {
     std::string io = "socket";
     std::string xdp_mode = "auto";        // XDP attach mode: auto (native, else generic), native, generic
     std::string xdp_interface;            // empty: the interface the route to the server leaves by
-    std::uint32_t xdp_queue = 0;          // the interface queue the AF_XDP socket binds to
+    std::uint32_t xdp_queue = 0;          // the first interface queue: thread i binds xdp_queue + i
+    std::string xdp_queues;               // or the queues as a list ("0,2-3"), one per thread; empty: from xdp_queue
     std::uint32_t xdp_frames = 4096;      // UMEM frames for receiving and as many for sending (power of two)
     std::string flow_order = "sequential"; // --io xdp: the order of the flows in each round: sequential, pseudorandom
     std::uint64_t flow_seed = 0;          // key of the pseudorandom order; 0: a random one (recorded)
@@ -128,6 +129,7 @@ struct Plan {
     bool xdp = false;                      // --io xdp
     std::uint64_t xdp_slots = 0;           // --io xdp: in-flight query slots of the flow table (power of two)
     std::uint64_t xdp_in_flight = 0;       // --io xdp: queries in flight, ceil(rate x timeout)
+    std::vector<std::uint32_t> xdp_queues; // --io xdp: the interface queue of thread i (one AF_XDP socket each)
     bool flow_pseudorandom = false;        // --flow-order pseudorandom
     std::uint64_t flow_seed = 0;           // its key (never 0: --flow-seed, else drawn at random)
 };

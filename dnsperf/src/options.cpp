@@ -16,6 +16,7 @@
 #include "sources.hpp"
 #include "trial.hpp"
 #include "version.hpp"
+#include "xdp/filter_abi.h"
 
 namespace xlatperf {
 namespace {
@@ -118,8 +119,8 @@ void add_options(CLI::App& app, Config& config) {
     const char* io = "I/O";
     app.add_option("--io", config.io,
                    "how queries leave and replies arrive: socket (UDP sockets) or xdp (AF_XDP on one interface "
-                   "queue: each (source address, port) of --source or --bind/--first-port is a flow without a "
-                   "socket; needs root, one thread pair, source ports given)")
+                   "queue per thread pair: each (source address, port) of --source or --bind/--first-port is a flow "
+                   "without a socket; needs root and source ports given)")
         ->type_name("MODE")->group(io);
     app.add_option("--xdp-mode", config.xdp_mode,
                    "--io xdp: attach the reply filter in native (driver) or generic (skb) XDP mode, or auto "
@@ -128,8 +129,13 @@ void add_options(CLI::App& app, Config& config) {
     app.add_option("--xdp-interface", config.xdp_interface,
                    "--io xdp: the interface (empty: the one the route to the server leaves by)")
         ->type_name("IF")->group(io);
-    app.add_option("--xdp-queue", config.xdp_queue, "--io xdp: the interface queue to bind to")
+    auto* first_queue = app.add_option("--xdp-queue", config.xdp_queue,
+                                       "--io xdp: the first interface queue: thread pair i binds queue N + i")
         ->type_name("N")->group(io);
+    app.add_option("--xdp-queues", config.xdp_queues,
+                   "--io xdp: the interface queues as a list (e.g. 0,2-3), one per thread pair in order, instead "
+                   "of --xdp-queue")
+        ->type_name("LIST")->group(io)->excludes(first_queue);
     app.add_option("--xdp-frames", config.xdp_frames,
                    "--io xdp: UMEM frames for receiving, and as many for sending (power of two; ring sizes "
                    "follow)")
@@ -225,6 +231,9 @@ void check(bool ok, const std::string& message) {
 }
 
 bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
+
+// Most queues of --io xdp (entries of the reply filter's XSK map, indexed by the receive queue).
+constexpr std::uint64_t kXdpQueues = XLB_MAX_QUEUES;
 
 // Bounds that keep a trial's memory (per-second series) and counters sane.
 constexpr double kMaxWindowS = 86400;          // one day of schedule
@@ -368,6 +377,38 @@ void plan_epochs(const Config& c, const Plan& plan) {
               "--ports-per-thread)");
 }
 
+// --io xdp: thread pair i binds one interface queue, --xdp-queue + i or the i-th of --xdp-queues; each
+// queue once, every one within the reply filter's XSK map.
+void plan_xdp_queues(const Config& c, Plan& plan) {
+    plan.xdp_queues.clear();
+    if (c.xdp_queues.empty()) {
+        check(std::uint64_t{c.xdp_queue} + c.threads <= kXdpQueues,
+              "--io xdp: --xdp-queue " + std::to_string(c.xdp_queue) + " with --threads " + std::to_string(c.threads) +
+                  " binds queues up to " + std::to_string(std::uint64_t{c.xdp_queue} + c.threads - 1) +
+                  ", and the reply filter holds queues 0.." + std::to_string(kXdpQueues - 1));
+        for (unsigned i = 0; i < c.threads; ++i) plan.xdp_queues.push_back(c.xdp_queue + i);
+        return;
+    }
+    std::vector<int> queues;
+    try {
+        queues = parse_cpu_list(c.xdp_queues);
+    } catch (const std::invalid_argument& e) {
+        // The list syntax is the CPU lists': say queue where its message says CPU.
+        std::string why = e.what();
+        for (auto at = why.find("CPU"); at != std::string::npos; at = why.find("CPU", at)) why.replace(at, 3, "queue");
+        throw OptionError("--xdp-queues " + c.xdp_queues + ": " + why);
+    }
+    check(queues.size() == c.threads, "--xdp-queues " + c.xdp_queues + " names " + std::to_string(queues.size()) +
+                                          " queues for --threads " + std::to_string(c.threads) +
+                                          ": give one queue per thread pair");
+    for (const int queue : queues) {
+        check(queue >= 0 && static_cast<std::uint64_t>(queue) < kXdpQueues,
+              "--xdp-queues: queue " + std::to_string(queue) + " is beyond the reply filter's queues 0.." +
+                  std::to_string(kXdpQueues - 1));
+        plan.xdp_queues.push_back(static_cast<std::uint32_t>(queue));
+    }
+}
+
 // --io and the AF_XDP settings: flows need explicit ports (a flow is an address and a port without a
 // socket), one thread pair binds one queue, and the flow table holds every query in flight.
 void plan_io(const Config& c, Plan& plan) {
@@ -391,7 +432,7 @@ void plan_io(const Config& c, Plan& plan) {
         std::random_device random;
         while (plan.flow_seed == 0) plan.flow_seed = (std::uint64_t{random()} << 32) | random();
     }
-    check(c.threads == 1, "--io xdp runs one sender/receiver pair on one interface queue; use --threads 1");
+    plan_xdp_queues(c, plan);
     check(c.xdp_frames >= 64 && c.xdp_frames <= (1u << 20) && (c.xdp_frames & (c.xdp_frames - 1)) == 0,
           "--xdp-frames must be a power of two, 64..1048576");
     check(c.batch <= c.xdp_frames, "--batch must not exceed --xdp-frames");

@@ -140,6 +140,7 @@ json config_json(const Plan& plan) {
         {"flow_order", c.flow_order},
         {"flow_seed", plan.flow_seed},
         {"vlan", c.vlan},
+        {"xdp_queues", plan.xdp_queues},
         {"sources", sources_json(plan)},
     };
 }

@@ -253,14 +253,21 @@ private:
 // reply into its bucket and second; the pair's ReceiveIo reads and classifies.
 class Receiver final : public io::ReplySink {
 public:
-    Receiver(Shared& shared, Pair& pair)
+    // `feeders`: the pairs whose senders' queries this receiver may get replies to (its own pair; with
+    // --io xdp every pair, as a reply arrives on the queue the other side's hash picks). It reads until
+    // one timeout after the last of them sent its last query.
+    Receiver(Shared& shared, Pair& pair, std::vector<const Pair*> feeders)
         : shared_(shared),
           pair_(pair),
+          feeders_(std::move(feeders)),
           stats_(pair.result.receive),
           recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)) {
         // Only a socket (or flow) whose IDs wrap can see its epoch-0 answers spelled again: those
-        // get a bit per ID (a pair's channels take its queries in turn, so all wrap or none do).
-        const std::uint64_t per_channel = (shared.schedule.thread_queries(pair.index) + pair.channels - 1) / pair.channels;
+        // get a bit per ID (a pair's channels take its queries in turn, so all wrap or none do; the
+        // flows of --io xdp take every pair's queries in turn: the whole schedule's).
+        const std::uint64_t queries = shared.plan.xdp ? shared.plan.total_queries
+                                                      : shared.schedule.thread_queries(pair.index);
+        const std::uint64_t per_channel = (queries + pair.channels - 1) / pair.channels;
         if (per_channel > kIdsPerEpoch) {
             epoch0_answered_.assign(pair.channels, std::vector<std::uint64_t>(kIdsPerEpoch / 64, 0));
             stats_.case_bitmap_bytes = pair.channels * (kIdsPerEpoch / 8);
@@ -272,10 +279,7 @@ public:
         std::int64_t end_ns = INT64_MAX;  // monotonic, absolute
         for (;;) {
             const std::int64_t now = monotonic_ns();
-            if (end_ns == INT64_MAX && pair_.sender_done.load(std::memory_order_acquire)) {
-                const std::int64_t last = pair_.last_send_ns.load(std::memory_order_relaxed);
-                end_ns = last < 0 ? now : shared_.start_ns + last + shared_.plan.timeout_ns;
-            }
+            if (end_ns == INT64_MAX) end_ns = feeders_end(now);
             if (now >= end_ns) break;
             const std::size_t got = drain();
             if (got > 0 && recv_tick_ns_ > 0) {
@@ -340,6 +344,17 @@ public:
     }
 
 private:
+    // INT64_MAX while a feeding sender still runs; then one timeout after the last query any of them
+    // sent (now, when none sent any).
+    std::int64_t feeders_end(std::int64_t now) const {
+        std::int64_t last = -1;
+        for (const Pair* feeder : feeders_) {
+            if (!feeder->sender_done.load(std::memory_order_acquire)) return INT64_MAX;
+            last = std::max(last, feeder->last_send_ns.load(std::memory_order_relaxed));
+        }
+        return last < 0 ? now : shared_.start_ns + last + shared_.plan.timeout_ns;
+    }
+
     // Reads what is waiting through the backend, and updates the live counters.
     std::size_t drain() {
         const std::uint64_t valid_before = stats_.valid;
@@ -409,6 +424,7 @@ private:
 
     Shared& shared_;
     Pair& pair_;
+    std::vector<const Pair*> feeders_;
     ReceiverStats& stats_;
     std::vector<std::vector<std::uint64_t>> epoch0_answered_;  // per socket (flow), a bit per ID: epoch 0's query answered
     std::int64_t recv_tick_ns_;
@@ -487,8 +503,8 @@ std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio:
             // flow's position in a round. No list of them: there may be millions.
             pair->channels = xdp->flow_count();
             pair->channel = [xdp](std::size_t position) { return xdp->flow_at(position); };
-            pair->send_io = xdp->sender();
-            pair->receive_io = xdp->receiver(pair->result.receive);
+            pair->send_io = xdp->sender(i);
+            pair->receive_io = xdp->receiver(i, pair->result.receive);
         } else {
             io::SocketSet& set = pair->sockets;
             set.sockets.reserve(config.ports_per_thread);
@@ -665,9 +681,12 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     }
     std::vector<std::unique_ptr<Sender>> senders;
     std::vector<std::unique_ptr<Receiver>> receivers;
+    std::vector<const Pair*> every_pair;
+    for (const auto& pair : pairs) every_pair.push_back(pair.get());
     for (auto& pair : pairs) {
         senders.push_back(std::make_unique<Sender>(shared, *pair));
-        receivers.push_back(std::make_unique<Receiver>(shared, *pair));
+        receivers.push_back(std::make_unique<Receiver>(
+            shared, *pair, plan.xdp ? every_pair : std::vector<const Pair*>{pair.get()}));
     }
 
     std::vector<std::thread> threads;

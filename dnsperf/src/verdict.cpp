@@ -178,6 +178,15 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
             "query (counted unexpected, their queries unanswered), so the loss is the case rewrite's, not the "
             "server's capacity: measure with a server that echoes the case it received (RFC 4343)");
     }
+    const io::XdpReport& x = trial.io.xdp;
+    if (trial.io.mode == "xdp" && x.interface_queues > x.queues && x.passed > 0) {
+        v.warnings.push_back(
+            x.interface + " has " + std::to_string(x.interface_queues) + " receive queues and the tester bound " +
+            std::to_string(x.queues) + ": a reply that lands on another queue is passed to the kernel and its query "
+            "counts as unanswered (the program passed " + std::to_string(x.passed) +
+            " frames, replies or other traffic), so part of the loss may be the tester's: bind every queue "
+            "(--threads, --xdp-queue) or steer the replies to the bound ones (docs/tester.md, What a real NIC needs)");
+    }
     return v;
 }
 

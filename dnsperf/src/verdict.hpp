@@ -71,7 +71,7 @@ SendFigures send_figures(const Plan& plan, const Totals& totals);
 struct Verdict {
     bool tester_limited = false;
     std::vector<std::string> reasons;  // each one sentence with numbers and units
-    std::vector<std::string> warnings; // what the server did that makes its loss mean less (JSON `warnings`; the status stays)
+    std::vector<std::string> warnings; // what the server (or an unbound AF_XDP queue) did that makes its loss mean less (JSON `warnings`; the status stays)
     const char* status() const { return tester_limited ? "tester-limited" : "ok"; }
 };
 

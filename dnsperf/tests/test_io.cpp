@@ -61,11 +61,28 @@ TEST_CASE("the flow table never holds more than 65536 queries per flow") {
     CHECK(io::flow_slots(1 << 20, 3) == 1 << 17);
 }
 
+TEST_CASE("xdp I/O binds one queue per thread pair") {
+    Config c = xdp_config();
+    CHECK(make_plan(c).xdp_queues == std::vector<std::uint32_t>{0});
+    c.threads = 2;
+    CHECK(make_plan(c).xdp_queues == std::vector<std::uint32_t>{0, 1});
+    c.xdp_queue = 3;
+    CHECK(make_plan(c).xdp_queues == std::vector<std::uint32_t>{3, 4});
+    c.xdp_queue = 63;  // 63 and 64: the reply filter's XSK map holds queues 0..63
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("binds queues up to 64") && Catch::Contains("0..63"));
+    c.xdp_queue = 0;
+    c.xdp_queues = "0,2";
+    CHECK(make_plan(c).xdp_queues == std::vector<std::uint32_t>{0, 2});
+    c.xdp_queues = "0-2";
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("names 3 queues for --threads 2"));
+    c.xdp_queues = "1,64";
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("queue 64 is beyond"));
+    c.xdp_queues = "1,1";
+    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--xdp-queues 1,1"));
+}
+
 TEST_CASE("xdp I/O refuses what it cannot run, with one line") {
     Config c = xdp_config();
-    c.threads = 2;
-    CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--threads 1"));
-    c = xdp_config();
     c.sources.clear();
     c.bind = "192.0.2.2";
     CHECK_THROWS_WITH(make_plan(c), Catch::Contains("--io xdp needs every source address and its ports"));

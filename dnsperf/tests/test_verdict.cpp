@@ -250,3 +250,23 @@ TEST_CASE("egress drops are the tester's own devices': qdisc drops and tx_droppe
     CHECK(t.egress_drops == 100);
     CHECK(mentions(verdict_of(plan, trial), "since its egress devices could not be read"));
 }
+
+TEST_CASE("AF_XDP queues left unbound on the interface are a warning; the status stays") {
+    const Plan plan = plan_of_1000();
+    TrialResult trial = clean_trial();
+    trial.io.mode = "xdp";
+    trial.io.xdp.interface = "veth0";
+    trial.io.xdp.queues = 1;
+    trial.io.xdp.interface_queues = 2;
+    trial.io.xdp.passed = 480;
+    Verdict v = verdict_of(plan, trial);
+    CHECK_FALSE(v.tester_limited);
+    REQUIRE(v.warnings.size() == 1);
+    CHECK_THAT(v.warnings[0], Catch::Contains("veth0 has 2 receive queues and the tester bound 1") &&
+                                  Catch::Contains("passed 480 frames"));
+    trial.io.xdp.queues = 2;  // every queue bound: nothing to say
+    CHECK(verdict_of(plan, trial).warnings.empty());
+    trial.io.xdp.queues = 1;
+    trial.io.xdp.passed = 0;  // nothing passed: nothing lost that way
+    CHECK(verdict_of(plan, trial).warnings.empty());
+}

@@ -41,13 +41,18 @@ def _run(*argv: str) -> None:
 
 
 @contextmanager
-def xdp_link(prefix: str) -> Iterator[XdpLink]:
-    """Creates the pair and its addresses; removes both on exit."""
+def xdp_link(prefix: str, queues: int = 1) -> Iterator[XdpLink]:
+    """Creates the pair (each end with `queues` receive and transmit queues) and its addresses; removes
+    both on exit. A frame sent on one end's transmit queue q arrives on the other end's receive queue q."""
     check_prefix(prefix)
+    if not 1 <= queues <= 64:
+        raise ValueError(f"veth queues must be 1..64, got {queues}")
     link = XdpLink(netns=netns_name(prefix, "server"), outer=f"{prefix}-t", inner=f"{prefix}-s")
+    counts = ("numtxqueues", str(queues), "numrxqueues", str(queues))
     try:
         _run("ip", "netns", "add", link.netns)
-        _run("ip", "link", "add", link.outer, "type", "veth", "peer", "name", link.inner, "netns", link.netns)
+        _run("ip", "link", "add", link.outer, *counts, "type", "veth", "peer", "name", link.inner, *counts,
+             "netns", link.netns)
         for address in (f"{TESTER_V4}/24", f"{TESTER_V4_SECOND}/24"):
             _run("ip", "addr", "add", address, "dev", link.outer)
         _run("ip", "addr", "add", f"{TESTER_V6}/64", "dev", link.outer, "nodad")

@@ -24,6 +24,33 @@ nlohmann::json matching_json(const XdpReport& x) {
     };
 }
 
+nlohmann::json statistics_json(std::uint64_t rx_dropped, std::uint64_t rx_invalid_descs, std::uint64_t tx_invalid_descs,
+                               std::uint64_t rx_ring_full, std::uint64_t rx_fill_ring_empty, std::uint64_t tx_ring_empty) {
+    return {{"rx_dropped", rx_dropped},     {"rx_invalid_descs", rx_invalid_descs},
+            {"tx_invalid_descs", tx_invalid_descs}, {"rx_ring_full", rx_ring_full},
+            {"rx_fill_ring_empty", rx_fill_ring_empty}, {"tx_ring_empty", tx_ring_empty}};
+}
+
+// Each queue's socket: what its sender sent, what arrived on it (replies go to the queue the other
+// side's hash picks, so not necessarily the one their queries left by) and its XDP_STATISTICS.
+nlohmann::json queues_json(const XdpReport& x) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const XdpQueueReport& q : x.per_queue) {
+        out.push_back({
+            {"queue", q.queue},
+            {"frames_sent", q.frames_sent},
+            {"kicks", q.kicks},
+            {"tx_ring_waits", q.tx_ring_waits},
+            {"frames_received", q.frames_received},
+            {"other_queue_replies", q.other_queue_replies},
+            {"xdp_statistics", statistics_json(q.rx_dropped, q.rx_invalid_descs, q.tx_invalid_descs, q.rx_ring_full,
+                                               q.rx_fill_ring_empty, q.tx_ring_empty)},
+            {"tester_drops", q.own_drops()},
+        });
+    }
+    return out;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const IoReport& report) {
@@ -37,6 +64,8 @@ nlohmann::json to_json(const IoReport& report) {
         {"zero_copy", x.zero_copy},
         {"queue", x.queue},
         {"queues", x.queues},
+        {"interface_queues", x.interface_queues},
+        {"per_queue", queues_json(x)},
         {"prog_id", x.prog_id},
         {"stale_program_removed", x.stale_program_removed},
         {"next_hop", {{"mac", x.next_hop_mac}, {"probed", x.next_hop_probed}}},
@@ -51,12 +80,10 @@ nlohmann::json to_json(const IoReport& report) {
         {"kicks", x.kicks},
         {"frames_per_kick", x.kicks ? static_cast<double>(x.frames_sent) / static_cast<double>(x.kicks) : 0.0},
         {"tx_ring_waits", x.tx_ring_waits},
-        {"xdp_statistics", {{"rx_dropped", x.rx_dropped},
-                            {"rx_invalid_descs", x.rx_invalid_descs},
-                            {"tx_invalid_descs", x.tx_invalid_descs},
-                            {"rx_ring_full", x.rx_ring_full},
-                            {"rx_fill_ring_empty", x.rx_fill_ring_empty},
-                            {"tx_ring_empty", x.tx_ring_empty}}},
+        {"frames_received", x.frames_received},
+        {"other_queue_replies", x.other_queue_replies},
+        {"xdp_statistics", statistics_json(x.rx_dropped, x.rx_invalid_descs, x.tx_invalid_descs, x.rx_ring_full,
+                                           x.rx_fill_ring_empty, x.tx_ring_empty)},
         {"tester_drops", x.own_drops()},
         {"program", {{"redirected", x.redirected}, {"passed", x.passed}, {"filter_keys", x.filter_keys}}},
         {"frame_errors", {{"truncated", x.frame_truncated},

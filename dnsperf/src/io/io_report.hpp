@@ -5,16 +5,37 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace xlatperf::io {
 
-// The AF_XDP backend's setup and counters over the trial.
+// One interface queue's AF_XDP socket over the trial (one thread pair's).
+struct XdpQueueReport {
+    std::uint32_t queue = 0;
+    std::uint64_t frames_sent = 0;       // query frames its sender put on the TX ring
+    std::uint64_t kicks = 0;
+    std::uint64_t tx_ring_waits = 0;
+    std::uint64_t frames_received = 0;   // frames its receiver read from the RX ring (replies that arrived on it)
+    std::uint64_t other_queue_replies = 0;  // of them, replies to flows whose queries another queue sent
+    // XDP_STATISTICS of the socket.
+    std::uint64_t rx_dropped = 0;
+    std::uint64_t rx_invalid_descs = 0;
+    std::uint64_t tx_invalid_descs = 0;
+    std::uint64_t rx_ring_full = 0;
+    std::uint64_t rx_fill_ring_empty = 0;
+    std::uint64_t tx_ring_empty = 0;
+    std::uint64_t own_drops() const { return rx_dropped + rx_ring_full + rx_invalid_descs; }
+};
+
+// The AF_XDP backend's setup and counters over the trial; the counters are the sums over the queues.
 struct XdpReport {
     std::string interface;
     std::string attach_mode;             // "native" or "generic"
     bool zero_copy = false;              // the driver's zero-copy mode (else copy mode)
-    std::uint32_t queue = 0;
-    std::uint32_t queues = 1;            // queues bound (one socket each)
+    std::uint32_t queue = 0;             // the first queue bound
+    std::uint32_t queues = 1;            // queues bound (one socket each, one per thread pair)
+    std::uint32_t interface_queues = 0;  // the interface's receive queues (0: unknown)
+    std::vector<XdpQueueReport> per_queue;
     std::uint32_t prog_id = 0;
     bool stale_program_removed = false;  // a program a killed run had left was replaced
     std::string next_hop_mac;
@@ -36,6 +57,8 @@ struct XdpReport {
     std::uint64_t frames_sent = 0;       // frames put on the TX ring
     std::uint64_t kicks = 0;             // sendto() wake-ups of the TX ring
     std::uint64_t tx_ring_waits = 0;     // times the TX ring had no free frame
+    std::uint64_t frames_received = 0;   // frames read from the RX rings
+    std::uint64_t other_queue_replies = 0;  // replies read on another queue than their queries left by
     // XDP_STATISTICS of the socket over the trial.
     std::uint64_t rx_dropped = 0;
     std::uint64_t rx_invalid_descs = 0;

@@ -1,6 +1,7 @@
 #include "io/xdp_io.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <net/if.h>
 #include <poll.h>
@@ -38,6 +39,21 @@ std::uint64_t flow_slots(std::uint64_t planned, std::uint64_t flows) {
     return std::min(planned, cap);
 }
 
+// One interface queue: its AF_XDP socket (UMEM and rings) and its counters, each written by one
+// thread (the pair's sender or receiver) and read after the threads ended.
+struct XdpLink::Queue {
+    std::uint32_t id = 0;
+    std::unique_ptr<xdp::XskSocket> xsk;
+    xdp::XskStats stats_before;
+    // Written by the pair's sender.
+    std::uint64_t frames_sent = 0;
+    std::uint64_t tx_ring_waits = 0;
+    // Written by the pair's receiver.
+    std::uint64_t frames_received = 0;     // frames read from the RX ring
+    std::uint64_t other_queue_replies = 0; // replies to a flow whose queries another queue sent
+    std::uint64_t frame_errors[6] = {};    // FrameStatus 1..5, then not our flow
+};
+
 struct XdpLink::State {
     State(const Plan& plan_, const QueryTemplate& query_, std::string ifname_, const xdp::NextHop& hop_,
           const std::vector<Source>& sources, const xdp::FrameSpec& spec)
@@ -55,17 +71,12 @@ struct XdpLink::State {
     std::string ifname;
     xdp::NextHop hop;
     xdp::FlowSpace flows;
-    FlowTable table;
-    xdp::FrameTemplate frame;
-    std::unique_ptr<xdp::XdpProgram> program;  // before the socket: it goes after it
-    std::unique_ptr<xdp::XskSocket> xsk;
-    xdp::XskStats stats_before;
+    FlowTable table;                   // one for every queue: any receiver may match any reply
+    xdp::FrameTemplate frame;          // read only once the threads run
+    std::uint32_t interface_queues = 0;  // the interface's receive queues
+    std::unique_ptr<xdp::XdpProgram> program;  // before the sockets: it goes after them
+    std::vector<std::unique_ptr<Queue>> queues;  // pair i's is queues[i]
     xdp::FilterStats filter_before;
-    // Written by the sender thread, read after it ended.
-    std::uint64_t frames_sent = 0;
-    std::uint64_t tx_ring_waits = 0;
-    // Written by the receiver thread, read after it ended.
-    std::uint64_t frame_errors[6] = {};  // FrameStatus 1..5, then not our flow
 };
 
 namespace {
@@ -152,13 +163,13 @@ xdp::FrameSpec frame_spec(const std::string& ifname, const xdp::NextHop& hop, co
 
 class XdpSend final : public SendIo {
 public:
-    explicit XdpSend(XdpLink::State& state)
-        : state_(state), batch_(state.plan.config.batch), poll_{state.xsk->fd(), POLLOUT, 0} {}
+    XdpSend(XdpLink::State& state, XdpLink::Queue& queue)
+        : state_(state), queue_(queue), batch_(state.plan.config.batch), poll_{queue.xsk->fd(), POLLOUT, 0} {}
 
     std::uint64_t round_limit() const override { return batch_; }
 
     void send(std::uint64_t j, std::uint64_t count, SendContext& context) override {
-        xdp::XskSocket& xsk = *state_.xsk;
+        xdp::XskSocket& xsk = *queue_.xsk;
         SenderStats& stats = context.stats();
         const std::int64_t start = context.start_ns();
         const Plan& plan = state_.plan;
@@ -171,7 +182,7 @@ public:
             if (n == 0) {
                 // Every TX frame is in flight: wait for completions, as a socket waits for room.
                 ++stats.would_block;
-                ++state_.tx_ring_waits;
+                ++queue_.tx_ring_waits;
                 if (blocked_since < 0) blocked_since = before;
                 if (context.stop_now()) break;
                 poll(&poll_, 1, 1);
@@ -193,7 +204,7 @@ public:
             xsk.tx_submit(n, static_cast<std::uint32_t>(state_.frame.size()));
             xsk.kick();
             ++stats.syscalls;
-            state_.frames_sent += n;
+            queue_.frames_sent += n;
             context.sent(j + done, n, before, monotonic_ns() - start, sent_at);
             done += n;
         }
@@ -202,6 +213,7 @@ public:
 
 private:
     XdpLink::State& state_;
+    XdpLink::Queue& queue_;
     std::uint32_t batch_;
     pollfd poll_;
 };
@@ -210,15 +222,17 @@ constexpr unsigned kDrainCalls = 64;  // most RX ring reads between end-time che
 
 class XdpReceive final : public ReceiveIo {
 public:
-    XdpReceive(XdpLink::State& state, ReceiverStats& stats)
+    XdpReceive(XdpLink::State& state, unsigned pair, ReceiverStats& stats)
         : state_(state),
+          queue_(*state.queues[pair]),
+          pair_(pair),
           stats_(stats),
           classifier_(state.query, state.plan.subnet, state.plan.server, state.plan.timeout_ns),
           frames_(state.plan.config.batch),
-          poll_{state.xsk->fd(), POLLIN, 0} {}
+          poll_{queue_.xsk->fd(), POLLIN, 0} {}
 
     std::size_t drain(ReplySink& sink) override {
-        xdp::XskSocket& xsk = *state_.xsk;
+        xdp::XskSocket& xsk = *queue_.xsk;
         const auto batch = static_cast<std::uint32_t>(frames_.size());
         std::size_t total = 0;
         for (unsigned call = 0; call < kDrainCalls; ++call) {
@@ -229,6 +243,7 @@ public:
             const std::int64_t now = monotonic_ns();
             for (std::uint32_t i = 0; i < got; ++i) handle(frames_[i], now, sink);
             xsk.release_rx(got);
+            queue_.frames_received += got;
             total += got;
             if (got < batch) break;
         }
@@ -245,14 +260,14 @@ public:
     }
 
     void finish(ReceiverStats& stats) override {
-        const xdp::XskStats now = state_.xsk->stats();
+        const xdp::XskStats now = queue_.xsk->stats();
         const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
         // The socket's own drops are the tester's, as a socket's receive-buffer drops are; a frame
         // with a bad UDP checksum counts there too, as the kernel counts it at a socket.
-        stats.socket_drops += delta(now.rx_dropped, state_.stats_before.rx_dropped) +
-                              delta(now.rx_ring_full, state_.stats_before.rx_ring_full) +
-                              delta(now.rx_invalid_descs, state_.stats_before.rx_invalid_descs) +
-                              state_.frame_errors[static_cast<int>(xdp::FrameStatus::bad_checksum) - 1];
+        stats.socket_drops += delta(now.rx_dropped, queue_.stats_before.rx_dropped) +
+                              delta(now.rx_ring_full, queue_.stats_before.rx_ring_full) +
+                              delta(now.rx_invalid_descs, queue_.stats_before.rx_invalid_descs) +
+                              queue_.frame_errors[static_cast<int>(xdp::FrameStatus::bad_checksum) - 1];
     }
 
 private:
@@ -260,15 +275,18 @@ private:
         xdp::ParsedReply reply;
         const xdp::FrameStatus status = xdp::parse_reply(frame.data, frame.length, reply);
         if (status != xdp::FrameStatus::ok) {
-            ++state_.frame_errors[static_cast<int>(status) - 1];
+            ++queue_.frame_errors[static_cast<int>(status) - 1];
             return;
         }
         std::uint64_t flow = 0;
         if (!state_.flows.flow_of(reply.destination, reply.destination_port, flow)) {
-            ++state_.frame_errors[5];
+            ++queue_.frame_errors[5];
             return;
         }
         const std::uint64_t position = state_.flows.permutation().inverse(flow);
+        // Query k goes to position k mod F and is pair (k mod T)'s; F = T x K, so the position says
+        // which pair (queue) sent this flow's queries.
+        if (position % state_.queues.size() != pair_) ++queue_.other_queue_replies;
         auto view = state_.table.view(position);
         const Outcome outcome = classifier_.classify(view, reply.message, reply.length, false, reply.source.get(),
                                                      reply.source.length, received_ns);
@@ -276,11 +294,27 @@ private:
     }
 
     XdpLink::State& state_;
+    XdpLink::Queue& queue_;
+    unsigned pair_;
     ReceiverStats& stats_;
     ReplyClassifier classifier_;
     std::vector<xdp::RxFrame> frames_;
     pollfd poll_;
 };
+
+}  // namespace
+
+namespace {
+
+// The interface's receive queues (sysfs queues/rx-N), 0 when they cannot be read.
+std::uint32_t receive_queues(const std::string& ifname) {
+    std::error_code error;
+    std::uint32_t count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net/" + ifname + "/queues", error)) {
+        if (entry.path().filename().string().rfind("rx-", 0) == 0) ++count;
+    }
+    return error ? 0 : count;
+}
 
 }  // namespace
 
@@ -291,16 +325,36 @@ XdpLink::XdpLink(const Plan& plan, const QueryTemplate& query) {
         const std::string hop_if = hop_interface(plan, ifname);
         const xdp::NextHop hop = xdp::resolve_next_hop(hop_if, plan.server);
         state_ = std::make_unique<State>(plan, query, ifname, hop, sources, frame_spec(hop_if, hop, plan));
+        // Pair i's flows are the positions i, i + T, ...: F = T x K, so each flow is one pair's.
+        if (state_->flows.size() % plan.xdp_queues.size() != 0) {
+            throw StartError("--io xdp: " + std::to_string(state_->flows.size()) + " flows do not divide over " +
+                             std::to_string(plan.xdp_queues.size()) + " thread pairs");
+        }
+        state_->interface_queues = receive_queues(ifname);
+        for (const std::uint32_t queue : plan.xdp_queues) {
+            if (state_->interface_queues != 0 && queue >= state_->interface_queues) {
+                throw StartError("--io xdp: " + ifname + " has " + std::to_string(state_->interface_queues) +
+                                 " receive queues (0.." + std::to_string(state_->interface_queues - 1) +
+                                 "), no queue " + std::to_string(queue) +
+                                 ": use fewer --threads or other --xdp-queues, or give the interface more queues "
+                                 "(ethtool -L " + ifname + " combined N)");
+            }
+        }
         const xdp::XskSizes sizes{2048, plan.config.xdp_frames, plan.config.xdp_frames,
                                   std::max<std::uint32_t>(plan.config.xdp_frames / 2, 64)};
         state_->program = std::make_unique<xdp::XdpProgram>(ifname, xdp::FilterSpec{plan.server, sources, static_cast<std::uint16_t>(plan.config.vlan)},
                                                             attach_mode(plan.config.xdp_mode));
-        state_->xsk = std::make_unique<xdp::XskSocket>(ifname, plan.config.xdp_queue, sizes);
-        state_->program->bind_queue(plan.config.xdp_queue, state_->xsk->fd());
-        for (std::uint32_t i = 0; i < state_->xsk->tx_frame_count(); ++i) {
-            state_->frame.write_template(state_->xsk->tx_frame(i));
+        for (const std::uint32_t id : plan.xdp_queues) {
+            auto queue = std::make_unique<Queue>();
+            queue->id = id;
+            queue->xsk = std::make_unique<xdp::XskSocket>(ifname, id, sizes);
+            state_->program->bind_queue(id, queue->xsk->fd());
+            for (std::uint32_t i = 0; i < queue->xsk->tx_frame_count(); ++i) {
+                state_->frame.write_template(queue->xsk->tx_frame(i));
+            }
+            queue->stats_before = queue->xsk->stats();
+            state_->queues.push_back(std::move(queue));
         }
-        state_->stats_before = state_->xsk->stats();
         state_->filter_before = state_->program->stats();
     } catch (const xdp::XdpError& e) {
         throw StartError(std::string("--io xdp: ") + e.what());
@@ -309,13 +363,15 @@ XdpLink::XdpLink(const Plan& plan, const QueryTemplate& query) {
     }
 }
 
-// The socket closes before the program goes (members in reverse order).
+// The sockets close before the program goes (members in reverse order).
 XdpLink::~XdpLink() = default;
 
-std::unique_ptr<SendIo> XdpLink::sender() { return std::make_unique<XdpSend>(*state_); }
+std::unique_ptr<SendIo> XdpLink::sender(unsigned pair) {
+    return std::make_unique<XdpSend>(*state_, *state_->queues.at(pair));
+}
 
-std::unique_ptr<ReceiveIo> XdpLink::receiver(ReceiverStats& stats) {
-    return std::make_unique<XdpReceive>(*state_, stats);
+std::unique_ptr<ReceiveIo> XdpLink::receiver(unsigned pair, ReceiverStats& stats) {
+    return std::make_unique<XdpReceive>(*state_, pair, stats);
 }
 
 std::uint64_t XdpLink::flow_count() const { return state_->flows.size(); }
@@ -333,15 +389,16 @@ XdpReport XdpLink::report() const {
     XdpReport r;
     r.interface = s.ifname;
     r.attach_mode = s.program->mode_name();
-    r.zero_copy = s.xsk->zero_copy();
-    r.queue = s.plan.config.xdp_queue;
-    r.queues = 1;
+    r.zero_copy = s.queues.front()->xsk->zero_copy();
+    r.queue = s.queues.front()->id;
+    r.queues = static_cast<std::uint32_t>(s.queues.size());
+    r.interface_queues = s.interface_queues;
     r.prog_id = s.program->prog_id();
     r.stale_program_removed = s.program->stale_removed();
     r.next_hop_mac = xdp::mac_text(s.hop.mac);
     r.vlan = s.plan.config.vlan;
     r.next_hop_probed = s.hop.probed;
-    const xdp::XskSizes& sizes = s.xsk->sizes();
+    const xdp::XskSizes& sizes = s.queues.front()->xsk->sizes();
     r.frame_size = sizes.frame_size;
     r.rx_frames = sizes.rx_frames;
     r.tx_frames = sizes.tx_frames;
@@ -354,27 +411,46 @@ XdpReport XdpLink::report() const {
     r.slots = s.table.slots();
     r.slot_bytes = xdp::kFlowSlotBytes;
     r.flow_space_bytes = s.flows.memory_bytes();
-    r.frames_sent = s.frames_sent;
-    r.kicks = s.xsk->kicks();
-    r.tx_ring_waits = s.tx_ring_waits;
-    const xdp::XskStats now = s.xsk->stats();
     const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
-    r.rx_dropped = delta(now.rx_dropped, s.stats_before.rx_dropped);
-    r.rx_invalid_descs = delta(now.rx_invalid_descs, s.stats_before.rx_invalid_descs);
-    r.tx_invalid_descs = delta(now.tx_invalid_descs, s.stats_before.tx_invalid_descs);
-    r.rx_ring_full = delta(now.rx_ring_full, s.stats_before.rx_ring_full);
-    r.rx_fill_ring_empty = delta(now.rx_fill_ring_empty, s.stats_before.rx_fill_ring_empty);
-    r.tx_ring_empty = delta(now.tx_ring_empty, s.stats_before.tx_ring_empty);
+    // Per queue, and the sums the single-queue fields always gave.
+    for (const auto& queue : s.queues) {
+        XdpQueueReport q;
+        q.queue = queue->id;
+        q.frames_sent = queue->frames_sent;
+        q.kicks = queue->xsk->kicks();
+        q.tx_ring_waits = queue->tx_ring_waits;
+        q.frames_received = queue->frames_received;
+        q.other_queue_replies = queue->other_queue_replies;
+        const xdp::XskStats now = queue->xsk->stats();
+        q.rx_dropped = delta(now.rx_dropped, queue->stats_before.rx_dropped);
+        q.rx_invalid_descs = delta(now.rx_invalid_descs, queue->stats_before.rx_invalid_descs);
+        q.tx_invalid_descs = delta(now.tx_invalid_descs, queue->stats_before.tx_invalid_descs);
+        q.rx_ring_full = delta(now.rx_ring_full, queue->stats_before.rx_ring_full);
+        q.rx_fill_ring_empty = delta(now.rx_fill_ring_empty, queue->stats_before.rx_fill_ring_empty);
+        q.tx_ring_empty = delta(now.tx_ring_empty, queue->stats_before.tx_ring_empty);
+        r.frames_sent += q.frames_sent;
+        r.kicks += q.kicks;
+        r.tx_ring_waits += q.tx_ring_waits;
+        r.frames_received += q.frames_received;
+        r.other_queue_replies += q.other_queue_replies;
+        r.rx_dropped += q.rx_dropped;
+        r.rx_invalid_descs += q.rx_invalid_descs;
+        r.tx_invalid_descs += q.tx_invalid_descs;
+        r.rx_ring_full += q.rx_ring_full;
+        r.rx_fill_ring_empty += q.rx_fill_ring_empty;
+        r.tx_ring_empty += q.tx_ring_empty;
+        r.frame_truncated += queue->frame_errors[0];
+        r.frame_not_udp += queue->frame_errors[1];
+        r.frame_fragment += queue->frame_errors[2];
+        r.frame_bad_header += queue->frame_errors[3];
+        r.frame_bad_checksum += queue->frame_errors[4];
+        r.frame_not_our_flow += queue->frame_errors[5];
+        r.per_queue.push_back(q);
+    }
     const xdp::FilterStats filter = s.program->stats();
     r.redirected = delta(filter.redirected, s.filter_before.redirected);
     r.passed = delta(filter.passed, s.filter_before.passed);
     r.filter_keys = s.program->filter_keys();
-    r.frame_truncated = s.frame_errors[0];
-    r.frame_not_udp = s.frame_errors[1];
-    r.frame_fragment = s.frame_errors[2];
-    r.frame_bad_header = s.frame_errors[3];
-    r.frame_bad_checksum = s.frame_errors[4];
-    r.frame_not_our_flow = s.frame_errors[5];
     return r;
 }
 

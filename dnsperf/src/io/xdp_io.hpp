@@ -1,10 +1,18 @@
 #pragma once
-// The AF_XDP backend of the I/O seam (io.hpp): one interface queue, one
-// AF_XDP socket, the tester's XDP program taking only its replies, flows
-// without sockets. XdpLink sets everything up before the first query and
-// takes it down (the program detached, the socket closed) when it goes, so a
-// trial that throws leaves nothing on the interface. The sender thread uses
-// only the TX and completion rings, the receiver only the RX and fill rings.
+// The AF_XDP backend of the I/O seam (io.hpp): one interface queue per thread
+// pair, one AF_XDP socket (with its own UMEM and rings) on each, one XDP
+// program of the tester's taking only its replies (its XSK map indexed by the
+// receive queue), flows without sockets. XdpLink sets everything up before the
+// first query and takes it down (the program detached, the sockets closed)
+// when it goes, so a trial that throws leaves nothing on the interface.
+//
+// Pair i's sender uses only queue i's TX and completion rings, its receiver
+// only queue i's RX and fill rings. A reply arrives on whatever queue the
+// other side's hash puts its 5-tuple on, so a receiver also reads replies to
+// queries another pair's sender sent: the matching state is one flow table for
+// all pairs, indexed by the query number k, whose slots each have one writer
+// at a time (the sender of k) and are answered by an atomic compare-and-swap,
+// so any receiver may match any reply; every counter is per queue (one writer).
 
 #include <cstdint>
 #include <memory>
@@ -41,8 +49,9 @@ public:
     XdpLink(const XdpLink&) = delete;
     XdpLink& operator=(const XdpLink&) = delete;
 
-    std::unique_ptr<SendIo> sender();
-    std::unique_ptr<ReceiveIo> receiver(ReceiverStats& stats);
+    // The two halves of pair `pair` (its queue: the pair-th of the plan's).
+    std::unique_ptr<SendIo> sender(unsigned pair);
+    std::unique_ptr<ReceiveIo> receiver(unsigned pair, ReceiverStats& stats);
     // The setup and the counters so far (read the kernel's counters: call after the threads ended).
     XdpReport report() const;
     // How many flows, and the flow at a position of a round of the flow table (where replies
@@ -53,6 +62,7 @@ public:
     int ifindex() const;
 
     struct State;
+    struct Queue;
 
 private:
     std::unique_ptr<State> state_;
