@@ -36,7 +36,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -46,6 +45,7 @@ from typing import Any
 
 # The sibling scripts' readers (python puts this script's directory first on the path).
 from knot_io_bench import cpu_seconds
+from xdp_bench import end_counters
 
 from xlatbench.scripts.cpuload import read_jiffies, usage_between
 from xlatbench.scripts.measurers import ChainMeasurer
@@ -58,20 +58,9 @@ from xlatbench.setups.chain import client_interface
 from xlatbench.setups.emulation import EmulatedChain, EmulationConfig
 
 
-def end_counters(netns: str, ifname: str) -> dict[str, int]:
-    """One veth end's `ip -s link` drops and packets and its driver's counters (`ethtool -S`)."""
-    inside = ["ip", "netns", "exec", netns]
-    out = subprocess.run([*inside, "ip", "-j", "-s", "link", "show", "dev", ifname], capture_output=True,
-                         text=True, check=True).stdout
-    stats = json.loads(out)[0]["stats64"]
-    counters = {f"{way}_{what}": int(stats[way][what])
-                for way in ("rx", "tx") for what in ("packets", "dropped")}
-    driver = subprocess.run([*inside, "ethtool", "-S", ifname], capture_output=True, text=True,
-                            check=False).stdout
-    for name, value in re.findall(r"^\s+(\S+):\s+(\d+)$", driver, re.MULTILINE):
-        if name != "peer_ifindex":
-            counters[f"ethtool:{name}"] = int(value)
-    return counters
+def link_counters(netns: str, ifname: str) -> dict[str, int]:
+    """One veth end's `ip -s link` drops and packets and its driver's counters (`ethtool -S`), in netns."""
+    return end_counters(["ip", "netns", "exec", netns], ifname)
 
 
 def xdp_sockets(netns: str) -> str:
@@ -146,14 +135,14 @@ class WatchedMeasurer:
         softirqd = ksoftirqd_pids()
         knot0, ticks0 = cpu_seconds(self.knotd_pid), read_jiffies()
         soft0 = {c: cpu_seconds(p) for c, p in softirqd.items()}
-        links0 = {label: end_counters(*where) for label, where in self.links.items()}
+        links0 = {label: link_counters(*where) for label, where in self.links.items()}
         xsk0, sched0 = xdp_sockets(self.server_netns), thread_sched(self.knotd_pid)
         result = self.inner.measure(duration_s, rate_qps)
         knot = cpu_seconds(self.knotd_pid) - knot0
         sched = sched_changes(sched0, thread_sched(self.knotd_pid))
         usage = usage_between(ticks0, read_jiffies())
         soft = {c: round(cpu_seconds(p) - soft0[c], 3) for c, p in softirqd.items()}
-        links = {label: changes(links0[label], end_counters(*where)) for label, where in self.links.items()}
+        links = {label: changes(links0[label], link_counters(*where)) for label, where in self.links.items()}
         raw = result.raw or {}
         io = raw.get("io") or {}
         trial = {

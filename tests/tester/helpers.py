@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import importlib
 import secrets
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 
 import pytest
 
 from xlatbench.paths import REPO_ROOT
 
 SCHEMA_PATH = REPO_ROOT / "dnsperf" / "schema" / "result.schema.json"
+BENCH_DIR = REPO_ROOT / "dnsperf" / "bench"
 
 # Functional tests check counting, not timing: a loaded CI machine may delay a
 # sender by milliseconds, which must not turn the verdict. Timing is benchmarked.
 RELAXED_TIMING = ["--max-lag", "0", "--send-tolerance-abs", "0.5"]
+
+
+@contextmanager
+def bench_module(name: str) -> Iterator[ModuleType]:
+    """A script of dnsperf/bench, imported the way `python dnsperf/bench/NAME.py` runs it."""
+    sys.path.insert(0, str(BENCH_DIR))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH_DIR))
 
 
 @dataclass

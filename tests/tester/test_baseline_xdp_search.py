@@ -5,28 +5,23 @@ exact."""
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .helpers import bench_module
+
 PR_SET_NAME = 15
 BURN_NAME = "xlb-burn-test"  # at most 15 characters (the kernel's comm)
-BENCH_DIR = Path(__file__).resolve().parents[2] / "dnsperf" / "bench"
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    sys.path.insert(0, str(BENCH_DIR))  # it imports its sibling knot_io_bench, as `python script.py` can
-    try:
-        yield importlib.import_module("baseline_xdp_search")
-    finally:
-        sys.path.remove(str(BENCH_DIR))
+    with bench_module("baseline_xdp_search") as module:
+        yield module
 
 
 def test_sched_changes_converts_to_ms_and_leaves_out_idle_threads(bench):

@@ -3,23 +3,17 @@ hand-built xlatperf JSON, and its targets are judged from a hand-built run whose
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parents[2] / "dnsperf" / "bench"
+from .helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    sys.path.insert(0, str(BENCH_DIR))  # it imports its sibling knot_io_bench, as `python xdp_bench.py` can
-    try:
-        yield importlib.import_module("xdp_bench")
-    finally:
-        sys.path.remove(str(BENCH_DIR))
+    with bench_module("xdp_bench") as module:
+        yield module
 
 
 def test_bisection_finds_the_highest_rate_that_holds_to_one_step(bench):
