@@ -2,6 +2,21 @@
 
 namespace xlatperf::io {
 
+XdpSocketCounters& XdpSocketCounters::operator+=(const XdpSocketCounters& other) {
+    frames_sent += other.frames_sent;
+    kicks += other.kicks;
+    tx_ring_waits += other.tx_ring_waits;
+    frames_received += other.frames_received;
+    other_queue_replies += other.other_queue_replies;
+    rx_dropped += other.rx_dropped;
+    rx_invalid_descs += other.rx_invalid_descs;
+    tx_invalid_descs += other.tx_invalid_descs;
+    rx_ring_full += other.rx_ring_full;
+    rx_fill_ring_empty += other.rx_fill_ring_empty;
+    tx_ring_empty += other.tx_ring_empty;
+    return *this;
+}
+
 namespace {
 
 // The matching state's memory: the in-flight slots (bytes per query in flight) and the fixed part,
@@ -24,11 +39,23 @@ nlohmann::json matching_json(const XdpReport& x) {
     };
 }
 
-nlohmann::json statistics_json(std::uint64_t rx_dropped, std::uint64_t rx_invalid_descs, std::uint64_t tx_invalid_descs,
-                               std::uint64_t rx_ring_full, std::uint64_t rx_fill_ring_empty, std::uint64_t tx_ring_empty) {
-    return {{"rx_dropped", rx_dropped},     {"rx_invalid_descs", rx_invalid_descs},
-            {"tx_invalid_descs", tx_invalid_descs}, {"rx_ring_full", rx_ring_full},
-            {"rx_fill_ring_empty", rx_fill_ring_empty}, {"tx_ring_empty", tx_ring_empty}};
+// One socket's counters (per queue, or summed over the queues): what its threads counted, its
+// XDP_STATISTICS and the tester's own drops among them.
+nlohmann::json counters_json(const XdpSocketCounters& c) {
+    return {
+        {"frames_sent", c.frames_sent},
+        {"kicks", c.kicks},
+        {"tx_ring_waits", c.tx_ring_waits},
+        {"frames_received", c.frames_received},
+        {"other_queue_replies", c.other_queue_replies},
+        {"xdp_statistics", {{"rx_dropped", c.rx_dropped},
+                            {"rx_invalid_descs", c.rx_invalid_descs},
+                            {"tx_invalid_descs", c.tx_invalid_descs},
+                            {"rx_ring_full", c.rx_ring_full},
+                            {"rx_fill_ring_empty", c.rx_fill_ring_empty},
+                            {"tx_ring_empty", c.tx_ring_empty}}},
+        {"tester_drops", c.own_drops()},
+    };
 }
 
 // Each queue's socket: what its sender sent, what arrived on it (replies go to the queue the other
@@ -36,17 +63,9 @@ nlohmann::json statistics_json(std::uint64_t rx_dropped, std::uint64_t rx_invali
 nlohmann::json queues_json(const XdpReport& x) {
     nlohmann::json out = nlohmann::json::array();
     for (const XdpQueueReport& q : x.per_queue) {
-        out.push_back({
-            {"queue", q.queue},
-            {"frames_sent", q.frames_sent},
-            {"kicks", q.kicks},
-            {"tx_ring_waits", q.tx_ring_waits},
-            {"frames_received", q.frames_received},
-            {"other_queue_replies", q.other_queue_replies},
-            {"xdp_statistics", statistics_json(q.rx_dropped, q.rx_invalid_descs, q.tx_invalid_descs, q.rx_ring_full,
-                                               q.rx_fill_ring_empty, q.tx_ring_empty)},
-            {"tester_drops", q.own_drops()},
-        });
+        nlohmann::json one = counters_json(q.counters);
+        one["queue"] = q.queue;
+        out.push_back(std::move(one));
     }
     return out;
 }
@@ -57,7 +76,8 @@ nlohmann::json to_json(const IoReport& report) {
     using nlohmann::json;
     if (report.mode != "xdp") return json{{"mode", report.mode}};
     const XdpReport& x = report.xdp;
-    return json{
+    const XdpSocketCounters& sums = x.totals;
+    json out{
         {"mode", "xdp"},
         {"interface", x.interface},
         {"xdp_mode", x.attach_mode},
@@ -76,15 +96,7 @@ nlohmann::json to_json(const IoReport& report) {
         {"flows", x.flows},
         {"flow_order", {{"order", x.flow_order}, {"seed", x.flow_seed}}},
         {"matching", matching_json(x)},
-        {"frames_sent", x.frames_sent},
-        {"kicks", x.kicks},
-        {"frames_per_kick", x.kicks ? static_cast<double>(x.frames_sent) / static_cast<double>(x.kicks) : 0.0},
-        {"tx_ring_waits", x.tx_ring_waits},
-        {"frames_received", x.frames_received},
-        {"other_queue_replies", x.other_queue_replies},
-        {"xdp_statistics", statistics_json(x.rx_dropped, x.rx_invalid_descs, x.tx_invalid_descs, x.rx_ring_full,
-                                           x.rx_fill_ring_empty, x.tx_ring_empty)},
-        {"tester_drops", x.own_drops()},
+        {"frames_per_kick", sums.kicks ? static_cast<double>(sums.frames_sent) / static_cast<double>(sums.kicks) : 0.0},
         {"program", {{"redirected", x.redirected}, {"passed", x.passed}, {"filter_keys", x.filter_keys}}},
         {"frame_errors", {{"truncated", x.frame_truncated},
                           {"not_udp", x.frame_not_udp},
@@ -93,6 +105,8 @@ nlohmann::json to_json(const IoReport& report) {
                           {"bad_checksum", x.frame_bad_checksum},
                           {"not_our_flow", x.frame_not_our_flow}}},
     };
+    out.update(counters_json(sums));
+    return out;
 }
 
 }  // namespace xlatperf::io

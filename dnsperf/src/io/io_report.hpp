@@ -9,13 +9,13 @@
 
 namespace xlatperf::io {
 
-// One interface queue's AF_XDP socket over the trial (one thread pair's).
-struct XdpQueueReport {
-    std::uint32_t queue = 0;
-    std::uint64_t frames_sent = 0;       // query frames its sender put on the TX ring
-    std::uint64_t kicks = 0;
-    std::uint64_t tx_ring_waits = 0;
-    std::uint64_t frames_received = 0;   // frames its receiver read from the RX ring (replies that arrived on it)
+// What one AF_XDP socket counted over the trial: its threads' counts and its XDP_STATISTICS. The
+// report gives them per queue and, summed over the queues, for the whole trial.
+struct XdpSocketCounters {
+    std::uint64_t frames_sent = 0;       // query frames put on the TX ring
+    std::uint64_t kicks = 0;             // sendto() wake-ups of the TX ring
+    std::uint64_t tx_ring_waits = 0;     // times the TX ring had no free frame
+    std::uint64_t frames_received = 0;   // frames read from the RX ring (replies that arrived on it)
     std::uint64_t other_queue_replies = 0;  // of them, replies to flows whose queries another queue sent
     // XDP_STATISTICS of the socket.
     std::uint64_t rx_dropped = 0;
@@ -24,7 +24,15 @@ struct XdpQueueReport {
     std::uint64_t rx_ring_full = 0;
     std::uint64_t rx_fill_ring_empty = 0;
     std::uint64_t tx_ring_empty = 0;
+    // The tester's own drops: rx_dropped + rx_ring_full + rx_invalid_descs.
     std::uint64_t own_drops() const { return rx_dropped + rx_ring_full + rx_invalid_descs; }
+    XdpSocketCounters& operator+=(const XdpSocketCounters& other);
+};
+
+// One interface queue's socket (one thread pair's).
+struct XdpQueueReport {
+    std::uint32_t queue = 0;
+    XdpSocketCounters counters;
 };
 
 // The AF_XDP backend's setup and counters over the trial; the counters are the sums over the queues.
@@ -54,18 +62,7 @@ struct XdpReport {
     std::uint64_t slot_bytes = 0;        // bytes of matching state per slot
     std::uint64_t flow_space_bytes = 0;  // the sources' table (addresses, port ranges): per source, not per flow
     std::uint64_t case_bitmap_bytes = 0; // a bit per ID of each flow whose IDs wrap (only those flows)
-    std::uint64_t frames_sent = 0;       // frames put on the TX ring
-    std::uint64_t kicks = 0;             // sendto() wake-ups of the TX ring
-    std::uint64_t tx_ring_waits = 0;     // times the TX ring had no free frame
-    std::uint64_t frames_received = 0;   // frames read from the RX rings
-    std::uint64_t other_queue_replies = 0;  // replies read on another queue than their queries left by
-    // XDP_STATISTICS of the socket over the trial.
-    std::uint64_t rx_dropped = 0;
-    std::uint64_t rx_invalid_descs = 0;
-    std::uint64_t tx_invalid_descs = 0;
-    std::uint64_t rx_ring_full = 0;
-    std::uint64_t rx_fill_ring_empty = 0;
-    std::uint64_t tx_ring_empty = 0;
+    XdpSocketCounters totals;            // the sums over the queues
     // The kernel program's counters.
     std::uint64_t redirected = 0;        // frames it handed to the socket
     std::uint64_t passed = 0;            // frames it passed to the kernel (not replies to the tester)
@@ -77,8 +74,6 @@ struct XdpReport {
     std::uint64_t frame_bad_header = 0;
     std::uint64_t frame_bad_checksum = 0;
     std::uint64_t frame_not_our_flow = 0;
-    // The tester's own drops: the socket's rx_dropped + rx_ring_full + rx_invalid_descs.
-    std::uint64_t own_drops() const { return rx_dropped + rx_ring_full + rx_invalid_descs; }
 };
 
 struct IoReport {
