@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from sshnet import ROLES, SshHosts, fake_irqs, fake_sysfs, online_states, sh
-from test_testbed_ssh import RUN_CLI, setup_on_testbed, write_campaign
+from test_testbed_ssh import kill_campaign_mid_trial, setup_on_testbed, write_campaign
 
 from xlatbench.cli import main
 from xlatbench.paths import build_dir
@@ -153,18 +151,7 @@ def test_bpf_testbed_down_after_a_killed_campaign(hosts: SshHosts, inventory: Pa
     both DUT hosts; `testbed down` then removes every tc filter, qdisc, pin and bpffs it journalled."""
     before = hosts.snapshot()
     campaign, _ = write_campaign(tmp_path, "killed-bpf", setup_on_testbed(inventory), duration=30)
-    controller = subprocess.Popen([sys.executable, "-c", RUN_CLI, "campaign", "run", "--no-progress",
-                                   str(campaign)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not list((tmp_path / "run").rglob("trial-*.pid")):  # a trial's tester runs on the client
-            assert controller.poll() is None and time.monotonic() < deadline, "no trial started"
-            time.sleep(0.2)
-        time.sleep(1.0)
-    finally:
-        os.killpg(controller.pid, signal.SIGKILL)
-        controller.wait()
+    kill_campaign_mid_trial(campaign, tmp_path)
     ids = {}
     for dut in DUTS:
         assert len(mounts(hosts, dut, tmp_path / "run")) == 1

@@ -245,12 +245,9 @@ def setup_on_testbed(inventory: Path) -> str:
     return f'kind = "testbed"\ninventory = "{inventory}"\ntopology = "464xlat"'
 
 
-def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """kill -9 of the campaign (its whole process group, ssh clients included) while a trial runs on the
-    client host, then `testbed down`: the tester left running there is ended, every host is as before."""
-    before = hosts.snapshot()
-    campaign, _ = write_campaign(tmp_path, "killed", setup_on_testbed(inventory), duration=30.0)
+def kill_campaign_mid_trial(campaign: Path, tmp_path: Path) -> int:
+    """Run the campaign in a process group of its own until a trial runs, then SIGKILL the whole group (its
+    ssh clients included) a second into that trial; -> the controller's pid."""
     controller = subprocess.Popen([sys.executable, "-c", RUN_CLI, "campaign", "run", "--no-progress",
                                    str(campaign)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)
@@ -264,9 +261,19 @@ def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: P
     finally:
         os.killpg(controller.pid, signal.SIGKILL)
         controller.wait()
+    return controller.pid
+
+
+def test_killed_campaign_then_down(hosts: SshHosts, inventory: Path, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """kill -9 of the campaign (its whole process group, ssh clients included) while a trial runs on the
+    client host, then `testbed down`: the tester left running there is ended, every host is as before."""
+    before = hosts.snapshot()
+    campaign, _ = write_campaign(tmp_path, "killed", setup_on_testbed(inventory), duration=30.0)
+    controller = kill_campaign_mid_trial(campaign, tmp_path)
     assert hosts.snapshot() != before
     assert "xlatperf" in processes(hosts, "client"), "the tester runs on without its controller"
-    left = list(Path(tempfile.gettempdir()).glob(f"xlatbench-ssh-{controller.pid}-*"))
+    left = list(Path(tempfile.gettempdir()).glob(f"xlatbench-ssh-{controller}-*"))
     assert left, "kill -9 leaves the controller's SSH directory (the case the next command cleans)"
     assert main(["testbed", "down", str(inventory)]) == 0
     assert not any(path.exists() for path in left), "the next command removed the killed one's SSH directory"
