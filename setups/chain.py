@@ -65,13 +65,23 @@ def ce_tester_args(ces: tuple[MapCe, ...]) -> list[str]:
     return args
 
 
+def sole_interface(chain: Topology, role: str, need: str) -> str:
+    """The `role` host's one interface toward the chain; a ValueError saying what `need`s exactly one."""
+    interfaces = chain.host(role).interfaces
+    if len(interfaces) != 1:
+        raise ValueError(f"the {role} host of {chain.name} has {len(interfaces)} interfaces; "
+                         f"{need} exactly one")
+    return interfaces[0].name
+
+
 def client_interface(chain: Topology) -> str:
     """The client host's interface toward the chain: where the tester's AF_XDP socket and reply filter go."""
-    interfaces = chain.host("client").interfaces
-    if len(interfaces) != 1:
-        raise ValueError(f"the client host of {chain.name} has {len(interfaces)} interfaces; the tester's "
-                         "AF_XDP flows need exactly one")
-    return interfaces[0].name
+    return sole_interface(chain, "client", "the tester's AF_XDP flows need")
+
+
+def server_interface(chain: Topology) -> str:
+    """The server host's interface toward the chain: where Knot's XDP mode listens."""
+    return sole_interface(chain, "server", "Knot's XDP mode needs")
 
 
 # xlatperf's flows with --io xdp: -K up to 2^24 (dnsperf/src/options.cpp); beyond one address's ports a

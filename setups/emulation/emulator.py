@@ -18,7 +18,7 @@ from ...procs import alive
 from ...zones import KnotConfig, KnotServer, check_io
 from ..backends import Process, RenderContext, linux
 from ..backends.registry import EMULATION_DEFAULT
-from ..chain import client_interface
+from ..chain import client_interface, server_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
 from ..plan import BackendChoice, computing_backends, render, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Comment, Step
@@ -132,11 +132,10 @@ class Emulation:
 
     def server_interface(self) -> str:
         """The server host's interface toward the chain (where Knot's XDP mode listens)."""
-        interfaces = self.topology.host("server").interfaces
-        if len(interfaces) != 1:
-            raise EmulationError(f"the server host of {self.topology.name} has {len(interfaces)} interfaces; "
-                                 "Knot's XDP mode needs exactly one")
-        return interfaces[0].name
+        try:
+            return server_interface(self.topology)
+        except ValueError as error:
+            raise EmulationError(str(error)) from None
 
     # -- the plan ---------------------------------------------------------------------------------
     def plan(self) -> list[tuple[str | None, Step]]:

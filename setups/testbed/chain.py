@@ -32,7 +32,13 @@ from ...zones.knot import KNOT_XDP_PROGRAM, TEMPLATE, xdp_section
 from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 from .. import counters as counters_mod
 from ..backends import Backend, RenderContext, registry
-from ..chain import READ_UDP_TIMEOUTS, client_interface, longest_udp_timeout, xdp_tester_binding
+from ..chain import (
+    READ_UDP_TIMEOUTS,
+    client_interface,
+    longest_udp_timeout,
+    server_interface,
+    xdp_tester_binding,
+)
 from ..plan import BackendChoice, computing_backends, render_host, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Endpoint, Host, Interface, Link, Topology
@@ -114,13 +120,12 @@ def machine_interfaces(inventory: Inventory) -> dict[str, list[str]]:
     return {role: list(host.interfaces.values()) for role, host in inventory.hosts.items()}
 
 
-def server_interface(topo: Topology) -> str:
+def server_test_interface(topo: Topology) -> str:
     """The server host's test interface (the inventory's name): where Knot's XDP mode listens."""
-    interfaces = topo.host("server").interfaces
-    if len(interfaces) != 1:
-        raise TestbedError(f"the server host of {topo.name} has {len(interfaces)} interfaces; Knot's XDP "
-                           "mode needs exactly one")
-    return interfaces[0].name
+    try:
+        return server_interface(topo)
+    except ValueError as error:
+        raise TestbedError(str(error)) from None
 
 
 def knot_steps(inventory: Inventory, topo: Topology, server_io: str = "socket") -> list[HostStep]:
@@ -129,7 +134,7 @@ def knot_steps(inventory: Inventory, topo: Topology, server_io: str = "socket") 
     line ahead of knotd detaches its program (knotd leaves it attached when it exits)."""
     workdir = f"{inventory.rundir('server')}/knot"
     zonefile = f"{workdir}/{DEFAULT_DOMAIN}.zone"
-    xdp_if = server_interface(topo) if server_io == "xdp" else None
+    xdp_if = server_test_interface(topo) if server_io == "xdp" else None
     listen = ((topo.server_address, 53),)
     conf = Template(TEMPLATE.read_text()).substitute(
         rundir=workdir, udp_workers=KNOT_UDP_WORKERS, listen=f"{topo.server_address}@53",
@@ -164,7 +169,7 @@ def knot_placement(inventory: Inventory, shell: Shell, server_io: str = "socket"
                     for tid, name, cpus, last in rows if tid.isdigit() and last.isdigit()],
         "udp_workers": KNOT_UDP_WORKERS, "io": server_io}
     if server_io == "xdp":
-        iface = server_interface(machine_topology(inventory))
+        iface = server_test_interface(machine_topology(inventory))
         programs = attached_xdp(shell, "server", iface)
         found["xdp"] = {"listen": f"{iface}@53",
                         "attached": next((p for p in programs if p["program"] == KNOT_XDP_PROGRAM), None)}
@@ -440,7 +445,7 @@ class TestbedChain:
     def wait_for_knot_xdp(self, timeout_s: float = 10.0) -> None:
         """Knot's XDP program on the server's test interface once it answers; TestbedError (with knotd's log)
         if it attached none (a driver or kernel without XDP for it)."""
-        iface = server_interface(self.machine)
+        iface = server_test_interface(self.machine)
         deadline = time.monotonic() + timeout_s
         while not any(p["program"] == KNOT_XDP_PROGRAM for p in attached_xdp(self.shell, "server", iface)):
             if time.monotonic() > deadline:
