@@ -7,30 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "test_sources.hpp"
 #include "xdp/filter_keys.hpp"
 
 using namespace xlatperf;
 using namespace xlatperf::xdp;
 
 namespace {
-
-Source source(int family, const char* text, std::vector<PortRange> ranges) {
-    Source s;
-    if (family == AF_INET) {
-        auto* sin = reinterpret_cast<sockaddr_in*>(&s.address.storage);
-        sin->sin_family = AF_INET;
-        REQUIRE(inet_pton(AF_INET, text, &sin->sin_addr) == 1);
-        s.address.length = sizeof(sockaddr_in);
-    } else {
-        auto* sin6 = reinterpret_cast<sockaddr_in6*>(&s.address.storage);
-        sin6->sin6_family = AF_INET6;
-        REQUIRE(inet_pton(AF_INET6, text, &sin6->sin6_addr) == 1);
-        s.address.length = sizeof(sockaddr_in6);
-    }
-    s.text = text;
-    s.ranges = std::move(ranges);
-    return s;
-}
 
 // Whether the first `bits` bits of a and b agree.
 bool same_bits(const std::uint8_t* a, const std::uint8_t* b, std::uint32_t bits) {
@@ -89,9 +72,9 @@ TEST_CASE("a port range is the fewest aligned blocks that cover it exactly", "[x
 }
 
 TEST_CASE("a longest-prefix match over the keys takes exactly the sources' pairs", "[xdp_filter]") {
-    const std::vector<Source> sources = {source(AF_INET, "198.19.0.1", {{30000, 30004}, {30010, 30014}}),
-                                         source(AF_INET, "198.19.0.2", {{1024, 63523}}),
-                                         source(AF_INET, "198.19.0.4", {})};
+    const std::vector<Source> sources = {test_source("198.19.0.1", {{30000, 30004}, {30010, 30014}}),
+                                         test_source("198.19.0.2", {{1024, 63523}}),
+                                         test_source("198.19.0.4", {})};
     const std::vector<xlb_key> keys = filter_keys(sources);
     CHECK(keys.size() == 2 + 3 + port_prefixes(1024, 63523).size() + 16);
     const std::vector<std::uint8_t> one = v4("198.19.0.1"), two = v4("198.19.0.2"), three = v4("198.19.0.3"),
@@ -107,7 +90,7 @@ TEST_CASE("a longest-prefix match over the keys takes exactly the sources' pairs
 }
 
 TEST_CASE("IPv6 keys put the port after the 16 address bytes", "[xdp_filter]") {
-    const std::vector<xlb_key> keys = filter_keys({source(AF_INET6, "fd00:78::5", {{55296, 57343}})});
+    const std::vector<xlb_key> keys = filter_keys({test_source("fd00:78::5", {{55296, 57343}})});
     REQUIRE(keys.size() == 1);
     CHECK(keys[0].prefixlen == 128 + 5);
     std::uint8_t address[16];

@@ -1,30 +1,15 @@
 // Flows without sockets: the pseudorandom order is a permutation with an
 // inverse, flows map to (address, port) and back, and the matching state tells
 // a flow's queries apart by ID and epoch in bounded memory.
-#include <arpa/inet.h>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
+#include "test_sources.hpp"
 #include "xdp/flows.hpp"
 
 using namespace xlatperf;
 using namespace xlatperf::xdp;
-
-namespace {
-
-Source source(const char* text, std::vector<PortRange> ranges) {
-    Source s;
-    auto* sin = reinterpret_cast<sockaddr_in*>(&s.address.storage);
-    sin->sin_family = AF_INET;
-    REQUIRE(inet_pton(AF_INET, text, &sin->sin_addr) == 1);
-    s.address.length = sizeof(sockaddr_in);
-    s.text = text;
-    s.ranges = std::move(ranges);
-    return s;
-}
-
-}  // namespace
 
 TEST_CASE("the pseudorandom flow order visits every flow once per round and inverts", "[xdp_flows]") {
     for (std::uint64_t size : {1ull, 2ull, 7ull, 1000ull, 65537ull, 300000ull}) {
@@ -76,7 +61,7 @@ TEST_CASE("the pseudorandom order over a million and more flows is a permutation
 
 TEST_CASE("a million flows over 16 addresses: every (address, port) once per round, and back", "[xdp_flows]") {
     std::vector<Source> sources;
-    for (int a = 1; a <= 16; ++a) sources.push_back(source(("198.19.0." + std::to_string(a)).c_str(), {{1024, 63523}}));
+    for (int a = 1; a <= 16; ++a) sources.push_back(test_source(("198.19.0." + std::to_string(a)).c_str(), {{1024, 63523}}));
     for (const FlowOrder order : {FlowOrder::sequential, FlowOrder::pseudorandom}) {
         const FlowSpace flows(sources, order, 99);
         REQUIRE(flows.size() == 1'000'000);
@@ -97,7 +82,7 @@ TEST_CASE("a million flows over 16 addresses: every (address, port) once per rou
 }
 
 TEST_CASE("flows are addresses x port ranges and map back", "[xdp_flows]") {
-    const FlowSpace flows({source("192.0.2.1", {{1000, 1009}, {2000, 2004}}), source("192.0.2.2", {{3000, 3099}})},
+    const FlowSpace flows({test_source("192.0.2.1", {{1000, 1009}, {2000, 2004}}), test_source("192.0.2.2", {{3000, 3099}})},
                           FlowOrder::sequential, 1);
     REQUIRE(flows.size() == 115);
     for (std::uint64_t f = 0; f < flows.size(); ++f) {
@@ -112,7 +97,7 @@ TEST_CASE("flows are addresses x port ranges and map back", "[xdp_flows]") {
     const std::uint8_t other[4] = {192, 0, 2, 3};
     CHECK_FALSE(flows.flow_of(other, 1000, f));
     CHECK_FALSE(flows.flow_of(flows.endpoint(0).address, 1010, f));
-    CHECK_THROWS_WITH(FlowSpace({source("192.0.2.1", {})}, FlowOrder::sequential, 1),
+    CHECK_THROWS_WITH(FlowSpace({test_source("192.0.2.1", {})}, FlowOrder::sequential, 1),
                       Catch::Contains("no port range"));
 }
 
@@ -157,7 +142,7 @@ TEST_CASE("ten million flows: 153 addresses x 65 535 ports map back, in sequence
     std::vector<Source> sources;
     std::vector<std::string> texts;
     for (int i = 0; i < 153; ++i) texts.push_back("10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256));
-    for (const std::string& t : texts) sources.push_back(source(t.c_str(), {{1, 65535}}));
+    for (const std::string& t : texts) sources.push_back(test_source(t.c_str(), {{1, 65535}}));
     for (FlowOrder order : {FlowOrder::sequential, FlowOrder::pseudorandom}) {
         const FlowSpace flows(sources, order, 9);
         REQUIRE(flows.size() == 153ull * 65535);
