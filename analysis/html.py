@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..scripts.records import (
+from ..results.records import (
     STEAL_NOTE_PCT,
     Context,
     IdleMean,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..scripts.records import Context, IdleMean, IdleRun, RateOf, TrialEntry
+from ..results.records import Context, IdleMean, IdleRun, RateOf, TrialEntry
 
 
 class JoinKey(NamedTuple):

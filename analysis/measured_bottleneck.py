@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from ..scripts.records import search_error_qps
+from ..results.records import search_error_qps
 from .bounded import Value
-from .records import Series
+from .series import Series
 from .tables import Table, cell_value, series_label
 
 

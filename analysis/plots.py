@@ -17,7 +17,7 @@ import matplotlib.ticker  # noqa: E402
 
 from .bounded import rate_text  # noqa: E402
 from .evidence import Evidence  # noqa: E402
-from .records import Series  # noqa: E402
+from .series import Series  # noqa: E402
 from .tables import conditions_text  # noqa: E402
 
 

@@ -16,7 +16,7 @@ from .html import Figure, dut_hosts_text, html_report, steal_text, write_html
 from .latency import latency_table, resolution_text
 from .measured_bottleneck import measured_tables
 from .mlrsearch import MLRSEARCH, mlrsearch_tables
-from .records import Campaign, load_campaign
+from .series import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
 from .tables import Table, comparison_tables, throughput_table
 

@@ -19,10 +19,10 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from ..scripts.records import TrialEntry  # noqa: E402
+from ..results.records import TrialEntry  # noqa: E402
 from .bounded import of_cell  # noqa: E402
 from .plots import save_figure, throughput_axes  # noqa: E402
-from .records import Series, Throughput  # noqa: E402
+from .series import Series, Throughput  # noqa: E402
 from .tables import Table, cell_median_text, conditions_text, series_label  # noqa: E402
 
 # (setup, method, [[search]] name) -> cores -> sessions -> cell

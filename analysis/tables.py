@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..scripts.records import method_label
+from ..results.records import method_label
 from ..setups.cpulist import format_cpu_list
 from .bounded import INCOMPLETE, UPPER, Value, of_cell
-from .records import Series, Throughput
+from .series import Series, Throughput
 
 
 @dataclass(frozen=True)

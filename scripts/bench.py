@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
+from ..results.records import steal_note
 from .clock import Clock, RealClock, SimClock
 from .fakes import FakeDut
-from .records import steal_note
 from .search import (
     MLRSEARCH,
     RFC8219,

@@ -20,15 +20,9 @@ from tqdm import tqdm
 from ..analysis.bottleneck import verdict
 from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
-from ..analysis.records import series_of
+from ..analysis.series import series_of
 from ..analysis.tables import throughput_table
-from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
-from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
-from .envs import Environment
-from .hostinfo import host_info, suite_build
-from .measurers import ComponentFailure
-from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s
-from .records import (
+from ..results.records import (
     CampaignRef,
     ConfigKey,
     Context,
@@ -54,6 +48,13 @@ from .records import (
     trial_key,
     utc_now,
 )
+from ..results.store import ResultStore
+from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
+from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
+from .envs import Environment
+from .hostinfo import host_info, suite_build
+from .measurers import ComponentFailure
+from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import (
     OK,
     RFC8219,
@@ -65,7 +66,6 @@ from .search import (
     TrialRunner,
     repeat_search,
 )
-from .store import ResultStore
 from .trial import Measurer, TrialResult
 from .xlatperf import TesterError, TesterOptions, flows
 

@@ -13,6 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..results.records import campaign_sha256
 from ..setups.cpulist import format_cpu_list, parse_user_cpu_list
 from ..setups.paper import TOPOLOGIES
 from ..zones import check_io
@@ -27,7 +28,6 @@ from .envs import (
     emulation_config,
 )
 from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
-from .records import campaign_sha256
 from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..results.records import implementation_label, steal_note
 from ..setups.cpulist import cpu_list_arg
 from .bench import print_comparison, real, simulated
 from .campaign import (
@@ -29,7 +30,6 @@ from .campaignfile import check_outstanding, load_campaign, make_environment, pa
 from .envs import KINDS
 from .methodbench import print_seed_sets, print_suite, seed_sets
 from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
-from .records import implementation_label, steal_note
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TESTER_IO, TesterOptions
 

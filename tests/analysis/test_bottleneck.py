@@ -7,7 +7,7 @@ import storefix
 
 from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.evidence import Evidence, FailingTrial, evidence_from
-from xlatbench.analysis.records import load_records
+from xlatbench.analysis.series import load_records
 from xlatbench.setups.backends import IN_KERNEL_SOFTIRQ, USER_SPACE_SINGLE_THREAD
 
 

@@ -10,10 +10,10 @@ from xlatbench.analysis.bounded import EXACT, LOWER, UPPER, Value
 from xlatbench.analysis.evidence import evidence_from, latency_from
 from xlatbench.analysis.latency import latency_table
 from xlatbench.analysis.measured_bottleneck import comparisons, measured_tables
-from xlatbench.analysis.records import load_campaign, load_records
+from xlatbench.analysis.series import load_campaign, load_records
 from xlatbench.analysis.sessions import sessions_tables
 from xlatbench.analysis.tables import comparison_tables, throughput_table
-from xlatbench.scripts.records import RateOf
+from xlatbench.results.records import RateOf
 
 NEVER_FAILED = "upper-bound-not-failed"
 SETTINGS = {**storefix.SETTINGS, "error_qps": 2000}

@@ -1,13 +1,12 @@
-"""analysis/ reads the store through the shared data shape only: of scripts/ it imports records and store."""
+"""analysis/ reads the store through the suite's data shape (xlatbench.results) and never imports scripts/."""
 
 import ast
 from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
-ALLOWED = {("scripts", "records"), ("scripts", "store")}  # absolute or relative (..scripts.records)
 
 
-def test_analysis_imports_only_the_records_and_the_store_of_scripts() -> None:
+def test_analysis_reads_records_through_results_and_never_imports_scripts() -> None:
     found = set()
     for path in ANALYSIS.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -16,5 +15,6 @@ def test_analysis_imports_only_the_records_and_the_store_of_scripts() -> None:
             elif isinstance(node, ast.Import):
                 found.update((path.name, alias.name) for alias in node.names)
     from_scripts = {(name, module) for name, module in found if "scripts" in module.split(".")}
-    assert from_scripts, "analysis reads the store through scripts.store"
-    assert {tuple(module.split(".")[-2:]) for _, module in from_scripts} <= ALLOWED, from_scripts
+    from_results = {(name, module) for name, module in found if "results" in module.split(".")}
+    assert not from_scripts, from_scripts
+    assert from_results, "analysis reads the store through results.store"

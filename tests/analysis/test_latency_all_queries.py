@@ -9,7 +9,7 @@ import storefix
 
 from xlatbench.analysis.evidence import all_queries_percentile, latency_from
 from xlatbench.analysis.latency import latency_table
-from xlatbench.analysis.records import load_records
+from xlatbench.analysis.series import load_records
 
 COLUMNS = ("Typical latency (ms)", "Worst-case latency (ms)", "Late or lost (% of queries)")
 VALID = {"p50": 0.001, "p90": 0.0012, "p99": 0.0015, "p999": 0.002, "max": 0.003}

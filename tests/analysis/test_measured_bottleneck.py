@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from xlatbench.analysis.measured_bottleneck import comparisons, measured_tables, single_dut_of
-from xlatbench.analysis.records import load_campaign
 from xlatbench.analysis.report import write_report
+from xlatbench.analysis.series import load_campaign
 
 ENVELOPE = {"schema": "xlatbench.results/3", "written_utc": "2026-01-01T00:00:00.000+00:00",
             "campaign": {"name": "m", "file": "m.toml", "sha256": "0" * 64}, "dut_cpus": None,

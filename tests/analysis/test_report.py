@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.analysis.records import ReportError, load_campaign
 from xlatbench.analysis.report import write_report
+from xlatbench.analysis.series import ReportError, load_campaign
 from xlatbench.analysis.tables import throughput_table
 
 CORES = [1, 2, 4, 8, 16]

@@ -13,12 +13,12 @@ from pathlib import Path
 import fakechain
 import pytest
 
+from xlatbench.results.store import ResultStore
 from xlatbench.scripts import envs
 from xlatbench.scripts.campaign import CampaignMismatch, CampaignRun
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.envs import ChainEnvironment
 from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.store import ResultStore
 from xlatbench.scripts.xlatperf import TesterOptions
 
 REPO = Path(__file__).resolve().parents[2]

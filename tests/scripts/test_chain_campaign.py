@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.scripts.records import IdleRun, TrialEntry
-from xlatbench.scripts.store import ResultStore
+from xlatbench.results.records import IdleRun, TrialEntry
+from xlatbench.results.store import ResultStore
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from test_campaign import fake_campaign
 
-from xlatbench.analysis.records import load_campaign as load_report
+from xlatbench.analysis.series import load_campaign as load_report
 from xlatbench.analysis.tables import throughput_table
+from xlatbench.results.records import IdleMean, SummaryEntry, provenance
+from xlatbench.results.store import ResultStore
 from xlatbench.scripts.campaign import CampaignRun, MixedResume
 from xlatbench.scripts.campaignfile import parse_campaign
 from xlatbench.scripts.hostinfo import suite_build
-from xlatbench.scripts.records import IdleMean, SummaryEntry, provenance
-from xlatbench.scripts.store import ResultStore
 
 OLD_SUITE = {"describe": "v0.1-3-gdeadbee", "dirty": False, "diff_sha256": None}
 

@@ -12,14 +12,14 @@ import pytest
 from test_campaign import REPO
 from test_store import DATA, lines, simulated_campaign_data
 
-from xlatbench.analysis.records import load_campaign as load_report
+from xlatbench.analysis.series import load_campaign as load_report
 from xlatbench.analysis.tables import throughput_table
+from xlatbench.results.records import FAST_LABEL, SummaryEntry
+from xlatbench.results.store import ResultStore
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.clock import SimClock
 from xlatbench.scripts.fakes import FakeDut
-from xlatbench.scripts.records import FAST_LABEL, SummaryEntry
 from xlatbench.scripts.search import SearchSettings, TrialRunner, repeat_search
-from xlatbench.scripts.store import ResultStore
 
 RETIRED = "the fast search was retired on 2026-11-25 in favour of MLRsearch"
 

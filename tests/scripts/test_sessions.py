@@ -12,12 +12,12 @@ from pathlib import Path
 import fakechain
 import pytest
 
-from xlatbench.analysis.records import load_campaign as load_report
 from xlatbench.analysis.report import write_report
+from xlatbench.analysis.series import load_campaign as load_report
+from xlatbench.results.store import ResultStore
 from xlatbench.scripts.campaign import CampaignRun, planned_searches
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.nat44 import UdpTimeout
-from xlatbench.scripts.store import ResultStore
 from xlatbench.scripts.xlatperf import TesterOptions, options_for_sessions
 
 SESSIONS = [1, 64, 1024, 4096, 16384]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.analysis.records import series_of
+from xlatbench.analysis.series import series_of
 from xlatbench.analysis.sessions import point_trials, sessions_tables
+from xlatbench.results.records import SummaryEntry, TrialEntry
+from xlatbench.results.store import ResultStore
 from xlatbench.scripts import campaignfile
 from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
-from xlatbench.scripts.records import SummaryEntry, TrialEntry
-from xlatbench.scripts.store import ResultStore
 from xlatbench.setups.chain import xdp_flow_sources, xdp_tester_binding
 from xlatbench.setups.emulation.rootsysctl import conntrack_table
 from xlatbench.setups.paper import topology

@@ -16,7 +16,7 @@ import pytest
 from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
 from xlatbench.procs import alive
-from xlatbench.scripts.store import ResultStore
+from xlatbench.results.store import ResultStore
 from xlatbench.zones.knot import loopback_rundir
 
 pytestmark = pytest.mark.root

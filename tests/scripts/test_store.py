@@ -1,4 +1,4 @@
-"""The results store against its schema (scripts/schema/store.schema.json): stores written by real campaign
+"""The results store against its schema (results/schema/store.schema.json): stores written by real campaign
 runs validate line by line, every record survives a read/write round trip, and a store written before the
 records change (tests/scripts/data/store-v1-*.jsonl, written by the campaign code of that time) still reads,
 reports and resumes."""
@@ -14,10 +14,8 @@ import jsonschema
 import pytest
 from test_campaign import chain_campaign, fake_campaign
 
-from xlatbench.analysis.records import load_campaign as load_report
-from xlatbench.scripts.campaign import CampaignRun
-from xlatbench.scripts.campaignfile import parse_campaign
-from xlatbench.scripts.records import (
+from xlatbench.analysis.series import load_campaign as load_report
+from xlatbench.results.records import (
     SCHEMA,
     IdleRun,
     SummaryEntry,
@@ -25,7 +23,9 @@ from xlatbench.scripts.records import (
     campaign_sha256,
     record_from_json,
 )
-from xlatbench.scripts.store import ResultStore, StoreError
+from xlatbench.results.store import ResultStore, StoreError
+from xlatbench.scripts.campaign import CampaignRun
+from xlatbench.scripts.campaignfile import parse_campaign
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -34,7 +34,7 @@ TYPES = {"trial", "search", "summary", "idle-run", "idle-mean"}
 
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads((REPO / "scripts" / "schema" / "store.schema.json").read_text())
+    schema = json.loads((REPO / "results" / "schema" / "store.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 

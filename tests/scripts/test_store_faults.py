@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from xlatbench.results.records import CampaignRef, Context, TrialFailed
+from xlatbench.results.store import PROBE_BYTES, ResultStore
 from xlatbench.scripts.campaign import CampaignRun
 from xlatbench.scripts.campaignfile import load_campaign
-from xlatbench.scripts.records import CampaignRef, Context, TrialFailed
-from xlatbench.scripts.store import PROBE_BYTES, ResultStore
 
 pytestmark = pytest.mark.root
 

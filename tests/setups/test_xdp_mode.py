@@ -31,8 +31,8 @@ from trials import explain_loss
 from xlatbench import xdp
 from xlatbench.paths import build_dir
 from xlatbench.paths import tester_binary as xlatperf_binary  # not "test*": pytest would collect it
-from xlatbench.scripts.records import SearchEntry, TrialEntry
-from xlatbench.scripts.store import ResultStore
+from xlatbench.results.records import SearchEntry, TrialEntry
+from xlatbench.results.store import ResultStore
 from xlatbench.scripts.xlatperf import TesterOptions, flows, source_first_port, xlatperf_argv
 from xlatbench.setups.chain import client_interface
 from xlatbench.setups.counters import udp_counters
