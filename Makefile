@@ -1,7 +1,7 @@
-# One front door for people and CI. Run as root on Debian 12. A minimal Debian 12 has no make:
-# run `bash tools/install-deps` first (it needs only bash and apt and installs make).
-#   make demo   install what is missing, build, run the demo
-#   make test   install what is missing, build, run every test (what .ci/run does)
+# Run as root on Debian 12. The README's two commands, `bash tools/demo` and `bash tools/test` (what .ci/run
+# calls), need only bash and apt: they install make and the rest first, then run `make demo` / `make test`.
+#   make demo   install what is missing, build what the demo needs, run the demo
+#   make test   install what is missing, build everything, run every test
 
 VENV      ?= .venv
 BUILD     ?= build
@@ -9,7 +9,7 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.deps-stamp
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXLATBENCH_WERROR=ON
 
-.PHONY: all deps build test test-cpp test-py test-hardening fuzz-reply fuzz-frame lint demo clean
+.PHONY: all deps build build-demo test test-cpp test-py test-hardening fuzz-reply fuzz-frame lint demo clean
 
 all: build
 
@@ -22,6 +22,11 @@ deps: $(STAMP)
 build: $(STAMP)
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
 	cmake --build $(BUILD)
+
+# Only what the demo runs: the tester and the tc-BPF translator's object (not the tests, probes, man page).
+build-demo: $(STAMP)
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+	cmake --build $(BUILD) --target xlatperf siit_bpf
 
 test-cpp: build
 	ctest --test-dir $(BUILD) --output-on-failure
@@ -87,13 +92,13 @@ test-hardening: fuzz-reply fuzz-frame
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	shellcheck tools/install-deps tools/build-tayga .ci/run $(wildcard tools/*.sh)
+	shellcheck tools/install-deps tools/build-tayga tools/demo tools/test .ci/run $(wildcard tools/*.sh)
 
 # HARDENING=0 leaves the fuzz and sanitizer runs out (they rebuild the tester twice).
 HARDENING ?= 1
 test: lint test-cpp test-py $(if $(filter 1,$(HARDENING)),test-hardening)
 
-demo: build
+demo: build-demo
 	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/xlatbench demo
 
 clean:
