@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+# The tester's AF_XDP rig (a veth pair into a Knot namespace) lives beside the benchmarks that also use it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dnsperf" / "bench"))
 
 # This session's loopback knotds keep their run directories here (not in the machine-wide per-user
 # root), so cleanup tests and the end-of-session check see only this session's servers. Every process the

@@ -1,7 +1,7 @@
 """Issue 24's AF_XDP benchmark: kxdpgun against xlatperf (sockets and --io xdp), Knot in socket and XDP mode.
 
 Prints figures and the issue's targets; asserts nothing. A veth pair runs from the root namespace into a
-namespace where knotd answers (setups.emulation.xdplink; 1 UDP worker, every thread pinned to CPU 1), for
+namespace where knotd answers (dnsperf/bench/xdplink.py; 1 UDP worker, every thread pinned to CPU 1), for
 each Knot mode of --knot-io in turn: socket mode (the kernel's UDP sockets) and XDP mode (Knot's own XDP
 program and AF_XDP sockets on the namespace's end, zones.KnotConfig.xdp_interface). The generators run
 in the root namespace, one at a time, pinned to CPU 0: kxdpgun (Knot's AF_XDP generator, its own XDP
@@ -67,6 +67,7 @@ from typing import Any
 
 # The sibling script's reader of knotd's CPU time (python puts this script's directory first on the path).
 from knot_io_bench import cpu_seconds
+from xdplink import SERVER_V4, TESTER_V4, XdpLink, xdp_link
 
 from xlatbench.paths import REPO_ROOT, build_dir, tester_binary
 from xlatbench.scripts.cpuload import read_jiffies, steal_between, usage_between
@@ -75,7 +76,6 @@ from xlatbench.scripts.search import verdict
 from xlatbench.scripts.trial import DEFAULT_LOSS_RATIO, Measurer, TrialResult
 from xlatbench.scripts.xlatperf import MAX_LAG_S, SEND_TOLERANCE, SEND_TOLERANCE_ABS_S, TesterOptions
 from xlatbench.setups.emulation import rootsysctl
-from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, XdpLink, xdp_link
 from xlatbench.zones import KnotConfig, KnotServer
 from xlatbench.zones.zonefile import DEFAULT_DOMAIN, query_name
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from trials import explain_loss
+from xdplink import SERVER_V4, TESTER_V4, attached_program, xdp_link
 
 from xlatbench import xdp
 from xlatbench.paths import build_dir
@@ -40,7 +41,6 @@ from xlatbench.setups.emulation import leftovers
 from xlatbench.setups.emulation.check import check
 from xlatbench.setups.emulation.cleanup import down
 from xlatbench.setups.emulation.names import read_pid
-from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, attached_program, xdp_link
 from xlatbench.zones import KnotConfig, KnotServer, query_name
 
 pytestmark = [pytest.mark.root]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from xdplink import SERVER_V4, TESTER_V4, XdpLink, xdp_link
 
 from xlatbench.paths import tester_binary
-from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, XdpLink, xdp_link
 
 from .helpers import SCHEMA_PATH, PeerSide, Run
 

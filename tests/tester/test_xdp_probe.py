@@ -6,7 +6,7 @@ counts what comes back. Known answers: at a low rate knotd answers every query, 
 every other bucket empty (knotd also checks our UDP checksums: the kernel drops a bad one before it);
 TCP and an ordinary socket's DNS query keep working while the program is attached (it passes all but the
 tester's replies); a program left by a `kill -9` is removed by the next run and none stays after a run.
-The veth pair and namespace (setups.emulation.xdplink) take a random `xbx` prefix and are removed after each
+The veth pair and namespace (dnsperf/bench/xdplink.py) take a random `xbx` prefix and are removed after each
 test, also on failure.
 """
 
@@ -20,9 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from xlatbench.paths import build_dir
-from xlatbench.setups.emulation.xdplink import (
+from xdplink import (
     SERVER_V4,
     SERVER_V6,
     TESTER_V4,
@@ -31,6 +29,8 @@ from xlatbench.setups.emulation.xdplink import (
     XdpLink,
     attached_program,
 )
+
+from xlatbench.paths import build_dir
 from xlatbench.zones import KnotConfig, KnotServer
 
 pytestmark = pytest.mark.root

@@ -1,6 +1,6 @@
 """xlatperf --io xdp end to end: AF_XDP on a veth pair into a namespace with a real knotd.
 
-The tester's end of the pair (setups.emulation.xdplink) stays in the root namespace, where xlatperf attaches
+The tester's end of the pair (dnsperf/bench/xdplink.py) stays in the root namespace, where xlatperf attaches
 its reply filter and binds an AF_XDP socket; knotd answers in the server namespace. Known answers: at a
 modest rate knotd answers every query (valid == sent, every other bucket empty, the same JSON schema as
 sockets plus the `io` block); an nftables rule in the server namespace that drops exactly every 100th query
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdplink import SERVER_V4, TESTER_V4, XdpLink, attached_program
 
-from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, XdpLink, attached_program
 from xlatbench.zones import KnotConfig, KnotServer
 
 from .helpers import Run

@@ -1,6 +1,6 @@
 """xlatperf --io xdp with flows beyond the socket limits, and with IPv6: known answers from a real knotd.
 
-The veth pair into a Knot namespace (setups.emulation.xdplink). The flows' source addresses are not the
+The veth pair into a Knot namespace (dnsperf/bench/xdplink.py). The flows' source addresses are not the
 tester's: they come from a range (`--source 198.19.0.1-198.19.0.4,1024-63523`, 250 000 flows) that the server
 namespace routes back via the tester's own address on the veth, so the server's kernel asks ARP / ND only for
 that address, which the tester's kernel answers, and the replies reach the tester's interface, where its XDP
@@ -41,9 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from xlatbench.paths import build_dir
-from xlatbench.setups.emulation.xdplink import (
+from xdplink import (
     SERVER_V4,
     SERVER_V6,
     TESTER_V4,
@@ -51,6 +49,8 @@ from xlatbench.setups.emulation.xdplink import (
     XdpLink,
     attached_program,
 )
+
+from xlatbench.paths import build_dir
 from xlatbench.zones import KnotConfig, KnotServer
 
 from .helpers import RELAXED_TIMING, Run, check_consistency

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdplink import SERVER_V4, TESTER_V4, XdpLink, attached_program, xdp_link
 
-from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4, XdpLink, attached_program, xdp_link
 from xlatbench.zones import KnotConfig, KnotServer
 
 pytestmark = pytest.mark.root

@@ -6,7 +6,9 @@ ends carry an IPv4 and an IPv6 address of their own (the tester's end a second I
 multi-address flows), the server's end sends full UDP checksums (`tx off`: a NIC puts them on the wire,
 veth would leave them partial), and everything is removed on exit, also on failure; a run killed before
 that leaves only the namespace, which `xlatbench setup down --prefix PREFIX` removes with the pair.
-Used by the xdp_probe end-to-end tests and by dnsperf/bench/xdp_bench.py.
+It lives beside its users: the benchmarks in this folder (xdp_bench.py) and the tester's AF_XDP tests
+(tests/tester/, tests/setups/test_xdp_mode.py), which import it as `xdplink` (tests/conftest.py puts this
+folder on sys.path). It is no emulated testbed: the suite's chains never use it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .names import check_prefix, netns_name
+from xlatbench.setups.emulation.names import check_prefix, netns_name
 
 TESTER_V4, SERVER_V4, TESTER_V4_SECOND = "198.18.77.1", "198.18.77.2", "198.18.77.3"
 TESTER_V6, SERVER_V6 = "fd00:77::1", "fd00:77::2"
