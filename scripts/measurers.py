@@ -1,4 +1,6 @@
-"""Measurers that run the real tester: against Knot on loopback, or through an emulated chain."""
+"""Measurers that run a real tester and turn its run into a TrialResult: xlatperf against Knot on loopback,
+xlatperf through a chain (emulated in namespaces or a real testbed over SSH: the Chain protocol hides which),
+and DNS-OARC's dnsperf as a peer tool on loopback. The searches see only their `measure(duration, rate)`."""
 
 from __future__ import annotations
 

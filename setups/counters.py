@@ -1,5 +1,7 @@
-"""Per-hop counters of an emulated chain: every interface (incl. TUN devices), nft rule counters, and
-the UDP counters of /proc/net/snmp per namespace (socket receive-buffer drops show there)."""
+"""Per-hop counters of a chain's hosts: every interface (incl. TUN devices), nft rule counters, and the UDP
+counters of /proc/net/snmp (socket receive-buffer drops show there). The parsers (`parse_*`) serve both
+worlds: the emulation reads the text per namespace here (`collect`), the testbed reads it over SSH
+(setups/testbed/) and parses it with the same functions."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Transports execute steps on a host. DryRun prints them as a shell script, Netns runs them in the
-network namespace that emulates the host. An SSH transport (real hosts) would implement the same
-`run(host, step)`: run the argv remotely, copy WriteFile's text, background a Daemon and read its PID."""
+"""Transports execute steps on a host through one method, `run(host, step)`. Here: DryRun prints them as a
+shell script, Netns runs them in the network namespace that emulates the host. The SSH transport of real
+hosts (setups/testbed/ssh.py) implements the same method: it runs the argv remotely, copies WriteFile's
+text, backgrounds a Daemon and reads its PID."""
 
 from __future__ import annotations
 
