@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..results.records import Context, IdleMean, IdleRun, Record, TrialEntry
+from ..data.records import Context, IdleMean, IdleRun, Record, TrialEntry
 from ..setups.backends import USER_SPACE_SINGLE_THREAD
 from ..setups.placement import OWN_HOSTS
 from .drops import losses

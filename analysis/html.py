@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..results.records import (
+from ..data.records import (
     STEAL_NOTE_PCT,
     Context,
     IdleMean,

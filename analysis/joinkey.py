@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..results.records import Context, IdleMean, IdleRun, RateOf, TrialEntry
+from ..data.records import Context, IdleMean, IdleRun, RateOf, TrialEntry
 
 
 class JoinKey(NamedTuple):

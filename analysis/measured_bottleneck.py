@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from ..results.records import search_error_qps
+from ..data.records import search_error_qps
 from .bounded import Value
 from .series import Series
 from .tables import Table, cell_value, series_label

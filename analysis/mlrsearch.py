@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from ..results.records import Record, SearchEntry
+from ..data.records import Record, SearchEntry
 from .tables import Table
 
 MLRSEARCH = "mlrsearch"

@@ -1,7 +1,7 @@
 """Load a campaign's results store into series: the shapes the report needs.
 
-The store is read through xlatbench.results.store, the one reader, into the typed records of
-xlatbench.results.records (the suite's one data shape). The throughput tables use `summary` records (a
+The store is read through xlatbench.data.store, the one reader, into the typed records of
+xlatbench.data.records (the suite's one data shape). The throughput tables use `summary` records (a
 repeated search at one core count: median, minimum, maximum); the idle captures (`idle-run`, `idle-mean`)
 and the failing trial just above each median rate (`trial`) become analysis.evidence.Evidence.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results.records import Provenance, Record, SummaryEntry, TrialEntry, provenance
-from ..results.store import ResultStore, StoreError
+from ..data.records import Provenance, Record, SummaryEntry, TrialEntry, provenance
+from ..data.store import ResultStore, StoreError
 from .evidence import Evidence, evidence_from, shared_with_test_system
 from .joinkey import JoinKey, join_key, trial_key
 

@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # files only: the suite runs headless
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from ..results.records import TrialEntry  # noqa: E402
+from ..data.records import TrialEntry  # noqa: E402
 from .bounded import of_cell  # noqa: E402
 from .plots import save_figure, throughput_axes  # noqa: E402
 from .series import Series, Throughput  # noqa: E402

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TextIO
 
-from ..results.records import steal_note
+from ..data.records import steal_note
 from .clock import Clock, RealClock, SimClock
 from .fakes import FakeDut
 from .search import (

@@ -22,7 +22,7 @@ from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
 from ..analysis.series import series_of
 from ..analysis.tables import throughput_table
-from ..results.records import (
+from ..data.records import (
     CampaignRef,
     ConfigKey,
     Context,
@@ -48,7 +48,7 @@ from ..results.records import (
     trial_key,
     utc_now,
 )
-from ..results.store import ResultStore
+from ..data.store import ResultStore
 from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
 from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment

@@ -13,7 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..results.records import campaign_sha256
+from ..data.records import campaign_sha256
 from ..setups.cpulist import format_cpu_list, parse_user_cpu_list
 from ..setups.paper import TOPOLOGIES
 from ..zones import check_io

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..results.records import implementation_label, steal_note
+from ..data.records import implementation_label, steal_note
 from ..setups.cpulist import cpu_list_arg
 from .bench import print_comparison, real, simulated
 from .campaign import (

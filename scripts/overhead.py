@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..results.records import TrialEntry
-from ..results.store import ResultStore
+from ..data.records import TrialEntry
+from ..data.store import ResultStore
 
 MIN_STORED_TRIALS = 3  # fewer stored trials than this: the median says too little, probe instead
 

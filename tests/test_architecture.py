@@ -1,7 +1,7 @@
 """The house rules of the Python parts, checked on the source: which part may import which, and where the
 tester's command line is written.
 
-Parts, lowest first: the foundation (`xlatbench/` except its front door), `zones/`, `setups/`, `results/`
+Parts, lowest first: the foundation (`xlatbench/` except its front door), `zones/`, `setups/`, `data/`
 (the data shape), `analysis/`, `scripts/` (the driver), and the front door (`xlatbench/cli.py`,
 `xlatbench/demo.py`). A part imports only parts below it, so there is no cycle between parts: `setups/`
 never imports `scripts/` or `analysis/`, and `analysis/` never imports `scripts/`. Every xlatperf option is
@@ -19,9 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Lowest first: a part may import only the parts before it.
-LAYERS = ("foundation", "zones", "setups", "results", "analysis", "scripts", "front")
+LAYERS = ("foundation", "zones", "setups", "data", "analysis", "scripts", "front")
 PACKAGES = {"xlatbench": "xlatbench", "zones": "xlatbench.zones", "setups": "xlatbench.setups",
-            "results": "xlatbench.results", "analysis": "xlatbench.analysis", "scripts": "xlatbench.scripts"}
+            "data": "xlatbench.data", "analysis": "xlatbench.analysis", "scripts": "xlatbench.scripts"}
 FRONT = {"cli", "demo"}
 ARGV_MODULE = ROOT / "scripts" / "xlatperf.py"
 TESTER_OPTIONS = ROOT / "dnsperf" / "src" / "options.cpp"
@@ -150,5 +150,5 @@ def test_the_tester_command_line_is_written_in_one_module() -> None:
 def test_the_rules_see_what_they_check() -> None:
     """The scan finds the known edges, so an empty finding above means something."""
     edges = _part_edges()
-    assert edges.get(("scripts", "results")) and edges.get(("analysis", "results"))
+    assert edges.get(("scripts", "data")) and edges.get(("analysis", "data"))
     assert ARGV_MODULE.exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...results.records import method_label
+from ...data.records import method_label
 from .runner import TESTER_LIMITED, TrialRecord, TrialRunner
 from .settings import RFC8219, SearchSettings
 

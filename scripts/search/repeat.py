@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...results.records import method_label
+from ...data.records import method_label
 from ..stats import Summary, summarize
 from .mlrsearch import mlrsearch_search
 from .outcome import OK, UPPER_NOT_FAILED, SearchOutcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...results.records import search_error_qps
+from ...data.records import search_error_qps
 from ..trial import DEFAULT_LOSS_RATIO
 from .goals import Goal, ResolvedGoal, default_width, goals_from_tables, resolved_goals
 

@@ -1,5 +1,5 @@
 """Complete store records for the analysis tests, made with the store's own dataclasses
-(xlatbench.results.records), so every fixture line is a record the campaign could have written."""
+(xlatbench.data.records), so every fixture line is a record the campaign could have written."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xlatbench.results.records import (
+from xlatbench.data.records import (
     CampaignRef,
     Context,
     IdleMean,

@@ -13,7 +13,7 @@ from xlatbench.analysis.measured_bottleneck import comparisons, measured_tables
 from xlatbench.analysis.series import load_campaign, load_records
 from xlatbench.analysis.sessions import sessions_tables
 from xlatbench.analysis.tables import comparison_tables, throughput_table
-from xlatbench.results.records import RateOf
+from xlatbench.data.records import RateOf
 
 NEVER_FAILED = "upper-bound-not-failed"
 SETTINGS = {**storefix.SETTINGS, "error_qps": 2000}

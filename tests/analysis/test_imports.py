@@ -1,4 +1,4 @@
-"""analysis/ reads the store through the suite's data shape (xlatbench.results) and never imports scripts/."""
+"""analysis/ reads the store through the suite's data shape (xlatbench.data) and never imports scripts/."""
 
 import ast
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
 
 
-def test_analysis_reads_records_through_results_and_never_imports_scripts() -> None:
+def test_analysis_reads_records_through_data_and_never_imports_scripts() -> None:
     found = set()
     for path in ANALYSIS.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -15,6 +15,6 @@ def test_analysis_reads_records_through_results_and_never_imports_scripts() -> N
             elif isinstance(node, ast.Import):
                 found.update((path.name, alias.name) for alias in node.names)
     from_scripts = {(name, module) for name, module in found if "scripts" in module.split(".")}
-    from_results = {(name, module) for name, module in found if "results" in module.split(".")}
+    from_data = {(name, module) for name, module in found if "data" in module.split(".")}
     assert not from_scripts, from_scripts
-    assert from_results, "analysis reads the store through results.store"
+    assert from_data, "analysis reads the store through data.store"

@@ -10,7 +10,7 @@ from xlatbench.analysis.measured_bottleneck import comparisons
 from xlatbench.analysis.series import load_campaign, load_records
 from xlatbench.analysis.sessions import sessions_tables
 from xlatbench.analysis.tables import comparison_tables
-from xlatbench.results.records import RateOf
+from xlatbench.data.records import RateOf
 
 DUT = {"topology": "464xlat", "translators": {"dut1": {"implementation": "tayga", "version": "0.9.2"}}}
 RFC_DEFAULT = RateOf("default", "rfc8219-binary", False, False)

@@ -6,7 +6,7 @@ from pathlib import Path
 import storefix
 
 from xlatbench.analysis.report import write_report
-from xlatbench.results.records import implementation_label, implementation_tag
+from xlatbench.data.records import implementation_label, implementation_tag
 
 PATCHED = "0.9.2-8 (Debian source) + xlatbench patches: tayga-udp-zero-checksum tayga-wkpf-strict"
 DUT = {"topology": "464xlat",

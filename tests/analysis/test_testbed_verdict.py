@@ -17,7 +17,7 @@ from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.evidence import evidence_from
 from xlatbench.analysis.report import write_report
 from xlatbench.analysis.series import load_records
-from xlatbench.results.records import IdleMean, record_from_json
+from xlatbench.data.records import IdleMean, record_from_json
 from xlatbench.scripts.testbed_env import TestbedEnvironment, TestbedSetupError, usable_cpus
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.testbed.inventory import parse_inventory

@@ -13,7 +13,7 @@ from pathlib import Path
 import fakechain
 import pytest
 
-from xlatbench.results.store import ResultStore
+from xlatbench.data.store import ResultStore
 from xlatbench.scripts import envs
 from xlatbench.scripts.campaign import CampaignMismatch, CampaignRun
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign

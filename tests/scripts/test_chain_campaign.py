@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.results.records import IdleRun, TrialEntry
-from xlatbench.results.store import ResultStore
+from xlatbench.data.records import IdleRun, TrialEntry
+from xlatbench.data.store import ResultStore
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
+from xlatbench.data.store import ResultStore
 from xlatbench.procs import alive
-from xlatbench.results.store import ResultStore
 from xlatbench.scripts.envs import LoopbackEnvironment
 from xlatbench.scripts.measurers import ComponentFailure
 from xlatbench.scripts.xlatperf import TesterError, TesterOptions

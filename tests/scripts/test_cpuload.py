@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.results.records import steal_note
+from xlatbench.data.records import steal_note
 from xlatbench.scripts.cpuload import (
     CpuSampler,
     mean_per_second,

@@ -277,7 +277,7 @@ def test_a_resumed_mlrsearch_campaign_measures_nothing_of_its_stored_part_again(
 
 
 def test_an_mlrsearch_store_validates_against_the_schema_and_reads_back(tmp_path: Path) -> None:
-    schema = json.loads((REPO / "results" / "schema" / "store.schema.json").read_text())
+    schema = json.loads((REPO / "data" / "schema" / "store.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     store = tmp_path / "m.jsonl"
     CampaignRun(parse_campaign(mlr_campaign(store), "m.toml", store), progress=False).run()

@@ -14,8 +14,8 @@ from test_campaign import fake_campaign
 
 from xlatbench.analysis.series import load_campaign as load_report
 from xlatbench.analysis.tables import throughput_table
-from xlatbench.results.records import IdleMean, SummaryEntry, provenance
-from xlatbench.results.store import ResultStore
+from xlatbench.data.records import IdleMean, SummaryEntry, provenance
+from xlatbench.data.store import ResultStore
 from xlatbench.scripts.campaign import CampaignRun, MixedResume
 from xlatbench.scripts.campaignfile import parse_campaign
 from xlatbench.scripts.hostinfo import suite_build

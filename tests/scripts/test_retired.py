@@ -14,8 +14,8 @@ from test_store import DATA, lines, simulated_campaign_data
 
 from xlatbench.analysis.series import load_campaign as load_report
 from xlatbench.analysis.tables import throughput_table
-from xlatbench.results.records import FAST_LABEL, SummaryEntry
-from xlatbench.results.store import ResultStore
+from xlatbench.data.records import FAST_LABEL, SummaryEntry
+from xlatbench.data.store import ResultStore
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.clock import SimClock
 from xlatbench.scripts.fakes import FakeDut

@@ -14,7 +14,7 @@ import pytest
 
 from xlatbench.analysis.report import write_report
 from xlatbench.analysis.series import load_campaign as load_report
-from xlatbench.results.store import ResultStore
+from xlatbench.data.store import ResultStore
 from xlatbench.scripts.campaign import CampaignRun, planned_searches
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.nat44 import UdpTimeout

@@ -13,8 +13,8 @@ import pytest
 
 from xlatbench.analysis.series import series_of
 from xlatbench.analysis.sessions import point_trials, sessions_tables
-from xlatbench.results.records import SummaryEntry, TrialEntry
-from xlatbench.results.store import ResultStore
+from xlatbench.data.records import SummaryEntry, TrialEntry
+from xlatbench.data.store import ResultStore
 from xlatbench.scripts import campaignfile
 from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
 from xlatbench.setups.chain import xdp_flow_sources, xdp_tester_binding

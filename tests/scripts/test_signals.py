@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
+from xlatbench.data.store import ResultStore
 from xlatbench.procs import alive
-from xlatbench.results.store import ResultStore
 from xlatbench.zones.knot import loopback_rundir
 
 pytestmark = pytest.mark.root

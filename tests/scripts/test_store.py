@@ -1,4 +1,4 @@
-"""The results store against its schema (results/schema/store.schema.json): stores written by real campaign
+"""The results store against its schema (data/schema/store.schema.json): stores written by real campaign
 runs validate line by line, every record survives a read/write round trip, and a store written before the
 records change (tests/scripts/data/store-v1-*.jsonl, written by the campaign code of that time) still reads,
 reports and resumes."""
@@ -15,7 +15,7 @@ import pytest
 from test_campaign import chain_campaign, fake_campaign
 
 from xlatbench.analysis.series import load_campaign as load_report
-from xlatbench.results.records import (
+from xlatbench.data.records import (
     SCHEMA,
     IdleRun,
     SummaryEntry,
@@ -23,7 +23,7 @@ from xlatbench.results.records import (
     campaign_sha256,
     record_from_json,
 )
-from xlatbench.results.store import ResultStore, StoreError
+from xlatbench.data.store import ResultStore, StoreError
 from xlatbench.scripts.campaign import CampaignRun
 from xlatbench.scripts.campaignfile import parse_campaign
 
@@ -34,7 +34,7 @@ TYPES = {"trial", "search", "summary", "idle-run", "idle-mean"}
 
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads((REPO / "results" / "schema" / "store.schema.json").read_text())
+    schema = json.loads((REPO / "data" / "schema" / "store.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 

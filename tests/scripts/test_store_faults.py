@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.results.records import CampaignRef, Context, TrialFailed
-from xlatbench.results.store import PROBE_BYTES, ResultStore
+from xlatbench.data.records import CampaignRef, Context, TrialFailed
+from xlatbench.data.store import PROBE_BYTES, ResultStore
 from xlatbench.scripts.campaign import CampaignRun
 from xlatbench.scripts.campaignfile import load_campaign
 

@@ -11,8 +11,8 @@ import pytest
 
 from xlatbench.analysis.html import conditions_of
 from xlatbench.cli import main
-from xlatbench.results.records import TrialEntry
-from xlatbench.results.store import ResultStore
+from xlatbench.data.records import TrialEntry
+from xlatbench.data.store import ResultStore
 from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
 from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.xlatperf import XDP_FIRST_PORT, TesterOptions, source_first_port, xlatperf_argv

@@ -30,10 +30,10 @@ from trials import explain_loss
 from xdplink import SERVER_V4, TESTER_V4, attached_program, xdp_link
 
 from xlatbench import xdp
+from xlatbench.data.records import SearchEntry, TrialEntry
+from xlatbench.data.store import ResultStore
 from xlatbench.paths import build_dir
 from xlatbench.paths import tester_binary as xlatperf_binary  # not "test*": pytest would collect it
-from xlatbench.results.records import SearchEntry, TrialEntry
-from xlatbench.results.store import ResultStore
 from xlatbench.scripts.xlatperf import TesterOptions, flows, source_first_port, xlatperf_argv
 from xlatbench.setups.chain import client_interface
 from xlatbench.setups.counters import udp_counters

@@ -24,8 +24,8 @@ from sshnet import ROLES, SshHosts, fake_irqs, fake_sysfs, irq_affinities, onlin
 from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.evidence import evidence_from
 from xlatbench.cli import main
+from xlatbench.data.records import record_from_json
 from xlatbench.paths import build_dir
-from xlatbench.results.records import record_from_json
 from xlatbench.scripts.measurers import ChainMeasurer, ComponentFailure
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.testbed.chain import HostLost, TestbedChain
@@ -333,7 +333,7 @@ def test_campaign_through_ssh_has_the_emulations_records(hosts: SshHosts, invent
         for record in stored:
             shapes[world].setdefault(record["type"], set()).update(_keys(record))
     assert shapes["ssh"] == shapes["netns"]
-    schema = json.loads((Path(__file__).parents[2] / "results" / "schema" / "store.schema.json").read_text())
+    schema = json.loads((Path(__file__).parents[2] / "data" / "schema" / "store.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     for record in records["ssh"]:
         errors = list(validator.iter_errors(record))

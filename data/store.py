@@ -1,4 +1,4 @@
-"""Append-only JSON Lines results store: one record (results/records.py) per line, each fsync'ed before
+"""Append-only JSON Lines results store: one record (data/records.py) per line, each fsync'ed before
 the next trial starts. The one reader and writer of stores: the campaign, its replay and analysis/ use it.
 
 Every record carries a unique "key"; a resumed campaign reads the keys already stored and never writes a

@@ -1,5 +1,5 @@
 """The results store's records: the one data shape the campaign writes and the campaign replay and analysis/
-read back (JSON Schema: results/schema/store.schema.json; prose: docs/results.md).
+read back (JSON Schema: data/schema/store.schema.json; prose: docs/results.md).
 
 Every line of a store is one record: an envelope (key, type, campaign, setup, cores, DUT, tester, host and
 the implementation label) and a body by type: "trial" (one trial of a search), "search" (one search's
