@@ -166,7 +166,7 @@ def _decide(evidence: Evidence, result: Verdict, duts: list[str], moments: list[
         if drop_side == dut:
             _name(evidence, result, dut, seconds, moments, drop_side, tester, settled=True)
         else:
-            loads = _worst(moments, dut, seconds)
+            _, loads = _worst(moments, dut, seconds)
             others = ", ".join(f"{o}'s heaviest load {load.busy:.1f} % of a core ({load.what})"
                                for o, load in sorted(loads.items()) if o != dut)
             result.reason = (f"{dut} is saturated ({loads[dut].saturated}) but the other DUT was not clearly "
@@ -192,15 +192,17 @@ def _decide(evidence: Evidence, result: Verdict, duts: list[str], moments: list[
 def _name(evidence: Evidence, result: Verdict, dut: str, seconds: list[int], moments: list[Moment],
           drop_side: str | None, tester: tuple[list[int], str] | None, settled: bool) -> None:
     """Name `dut`, decided by `seconds`, unless the tester was saturated then or the drops disagree."""
-    loads = _worst(moments, dut, seconds)
+    second, loads = _worst(moments, dut, seconds)
     result.seconds = _seconds_text(seconds, moments)
     others = "; ".join(f"{o}'s heaviest load {load.busy:.1f} % of a core ({load.what})"
                        for o, load in sorted(loads.items()) if o != dut)
-    how = "within" if settled else "at least"
+    how = "less than" if settled else "at least"
+    closest = f"in second {second}, the closest," if second else "over the run"
     result.evidence.append(
-        f"decided by {result.seconds}: {dut} saturated ({loads[dut].saturated}); at its worst second "
-        f"{others}: {how} {CLEAR_MARGIN:.0f} points of a core below {dut}'s {loads[dut].busy:.1f} %")
-    busy_tester = [s for s in (tester[0] if tester else []) if s in seconds or s == 0]
+        f"decided by {result.seconds}: {dut} saturated in each; {closest} {dut} at "
+        f"{loads[dut].busy:.1f} % of a core ({loads[dut].saturated}), {others}: {how} "
+        f"{CLEAR_MARGIN:.0f} points below")
+    busy_tester = [s for s in (tester[0] if tester else []) if s in seconds]
     if tester and busy_tester:
         result.reason = (f"{dut} is saturated, but so was the test system then ({tester[1]}): the chain's "
                          "limit may be the tester's or Knot's")
@@ -214,11 +216,11 @@ def _name(evidence: Evidence, result: Verdict, dut: str, seconds: list[int], mom
                                    f"most at {dut}")
 
 
-def _worst(moments: list[Moment], dut: str, seconds: list[int]) -> dict[str, Load]:
-    """The loads of the deciding second in which the other DUTs came closest to `dut`."""
-    chosen = [loads for second, loads in moments if second in seconds]
-    return max(chosen, key=lambda loads: max((load.busy - loads[dut].busy for o, load in loads.items()
-                                              if o != dut), default=0.0))
+def _worst(moments: list[Moment], dut: str, seconds: list[int]) -> Moment:
+    """The deciding second in which the other DUTs came closest to `dut`, and its loads."""
+    chosen = [(second, loads) for second, loads in moments if second in seconds]
+    return max(chosen, key=lambda moment: max((load.busy - moment[1][dut].busy
+                                               for o, load in moment[1].items() if o != dut), default=0.0))
 
 
 def _ranges(seconds: list[int]) -> str:
@@ -239,7 +241,7 @@ def _in_seconds(seconds: list[int]) -> str:
 
 def _seconds_text(seconds: list[int], moments: list[Moment]) -> str:
     if seconds == [0]:
-        return "the run (whole-run figures: no per-second samples)"
+        return "the run (whole-run figures)"
     total = len([s for s, _ in moments if s > 0])
     return f"second(s) {_ranges(seconds)} of {total}"
 
@@ -405,20 +407,25 @@ def _shape_text(dut: str, per_second: dict[int, Load], evidence: Evidence) -> st
 
 def _tester_saturated(evidence: Evidence, moments: list[Moment]) -> tuple[list[int], str] | None:
     """The seconds (0: the run) in which the tester's or Knot's pinned CPUs (emulation) had < BUSY_IDLE %
-    idle time, and one line saying so; None when they never did or were not sampled."""
+    idle time, and one line saying so; None when they never did or were not sampled. Whole-run moments are
+    matched with the test CPUs' whole-run means."""
     test = evidence.test_seconds()
     if not test:
         return None
-    wanted = {s for s, _ in moments}
-    busy = [(s, _core_load(rows)) for s, rows in test if (s in wanted or 0 in wanted) and
-            _core_load(rows).busy > 100.0 - BUSY_IDLE]
+    if any(second == 0 for second, _ in moments):
+        rows = {str(c): evidence.cpu_use[str(c)] for c in evidence.test_cpus if str(c) in evidence.cpu_use}
+        busy = [(0, _core_load(rows))] if rows else []
+    else:
+        wanted = {second for second, _ in moments}
+        busy = [(second, _core_load(rows)) for second, rows in test if second in wanted]
+    busy = [(second, load) for second, load in busy if load.busy > 100.0 - BUSY_IDLE]
     if not busy:
         return None
     worst = max(busy, key=lambda item: item[1].busy)[1]
-    seconds = [s for s, _ in busy]
-    return (seconds if 0 not in wanted else [0],
-            f"tester/Knot CPU {_cpu_list(evidence.test_cpus)} < {BUSY_IDLE:.0f} % idle in second(s) "
-            f"{_ranges(seconds)} ({worst.what.replace('its busiest core ', '')})")
+    seconds = [second for second, _ in busy]
+    when = f"in second(s) {_ranges(seconds)}" if seconds != [0] else "over the run"
+    return seconds, (f"tester/Knot CPU {_cpu_list(evidence.test_cpus)} < {BUSY_IDLE:.0f} % idle {when} "
+                     f"({worst.what.replace('its busiest core ', '')})")
 
 
 def drops_by_side(drops: dict[str, float],
