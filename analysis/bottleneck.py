@@ -68,10 +68,11 @@ class Verdict:
     rate_label: str = ""  # the rate as printed: '≥ R' when its search never failed, 'R †' over fewer runs
     seconds: str = ""
     by_measurement: dict[str, Any] | None = None
+    device: str = ""  # the named DUT's device as the paper names it ("PLAT", "CE"), when recorded
 
     def headline(self) -> str:
         if self.bottleneck:
-            return f"bottleneck {self.bottleneck}"
+            return f"bottleneck {self.bottleneck}" + (f" ({self.device})" if self.device else "")
         return f"bottleneck not determined: {self.reason}"
 
     def measured_line(self) -> str:
@@ -210,7 +211,7 @@ def _name(evidence: Evidence, result: Verdict, dut: str, seconds: list[int], mom
         result.reason = (f"{dut} is saturated but the failing trial dropped most at {drop_side}: "
                          "the evidence disagrees")
     else:
-        result.bottleneck = dut
+        result.bottleneck, result.device = dut, evidence.roles.get(dut, "")
         if settled:
             result.evidence.append(f"a near tie settled by the failing trial above the rate: its drops fell "
                                    f"most at {dut}")

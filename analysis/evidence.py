@@ -61,6 +61,8 @@ class Evidence:
     share_runs: the idle runs translator_share averages, count (the counted runs that timed a translator).
     excluded: the idle runs left out of every figure here (idle mean, shares, latency), one "run N: why" each
         (IdleMean.excluded, or the one rule results.records.idle_run_exclusion for a record without it).
+    roles: per DUT, the device its translator plays as the paper names it ("CLAT", "PLAT", "CE", "BR"), from
+        the record's translators (`role`); a DUT without one is left out.
     unpinned: the parts of the test system ("tester", "Knot") that ran on this machine without a CPU pin
         (emulation): their threads may have run on a DUT's CPUs, so idle time there is not the DUT's alone.
     """
@@ -92,6 +94,7 @@ class Evidence:
     unpinned: tuple[str, ...] = ()
     share_runs: int = 0
     excluded: tuple[str, ...] = ()
+    roles: dict[str, str] = field(default_factory=dict)
 
     def dut_seconds(self, dut: str) -> list[tuple[int, dict[str, dict[str, float]]]]:
         """The DUT's active CPUs second by second: [(second, {cpu: {column: mean %}})], the seconds of the
@@ -221,8 +224,19 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         tun_devices={host: (info["tun_device"],) for host, info in translators.items()
                      if isinstance(info, dict) and info.get("tun_device")},
         dut_cpu_use=use, dut_per_second=per_second, separate_hosts=bool(mean.hosts),
+        roles={host: device_name(str(info["role"])) for host, info in translators.items()
+               if isinstance(info, dict) and info.get("role")},
         unpinned=() if mean.hosts else unpinned_test_system(context),
     )
+
+
+# A translator role (the topology's class name, as records carry it) as the paper names the device.
+DEVICE_NAMES = {"Clat": "CLAT", "Plat": "PLAT", "MapCe": "CE", "MapBr": "BR"}
+
+
+def device_name(role: str) -> str:
+    name = role.removesuffix("Role")
+    return DEVICE_NAMES.get(name, name)
 
 
 def single_threaded(translators: dict[str, Any]) -> bool | None:

@@ -39,7 +39,7 @@ RUNS = 1  # one stored idle run carries the paper's per-second averages (of its 
 # Table 2 and Table 3: median, minimum, maximum throughput, queries/s, at 1 and 16 active cores.
 TABLES = {"464xlat": {1: (165403, 163280, 167041), 16: (530064, 529881, 530222)},
           "mapt": {1: (143498, 140624, 145314), 16: (1183615, 1179686, 1184387)}}
-DEVICES = {"464xlat": ("CLAT", "PLAT"), "mapt": ("CE", "BR")}
+DEVICES = {"464xlat": ("Clat", "Plat"), "mapt": ("MapCeRole", "MapBrRole")}  # the records' role names
 BOTTLENECK = {"464xlat": "dut2", "mapt": "dut1"}  # the PLAT, the CE
 PREFLIGHT = {"ok": True, "hosts": {
     dut: {"cpu_model": "Intel Xeon E5-2683 v4", "cpus": 16, "kernel": "4.9.0-4-amd64", "hostname": name}

@@ -57,7 +57,7 @@ def test_only_the_near_tie_needs_the_failing_trials_drops(tmp_path: Path) -> Non
 
 
 def test_xlatbench_report_prints_the_four_verdicts(tmp_path: Path) -> None:
-    for topology, device in (("464xlat", "dut2"), ("mapt", "dut1")):
+    for topology, device in (("464xlat", "dut2 (PLAT)"), ("mapt", "dut1 (CE)")):
         _, text = write_report(paperstores.write(tmp_path / f"{topology}.jsonl", topology),
                                tmp_path / f"{topology}-report")
         for cores in (1, 16):
