@@ -3,7 +3,7 @@ per-DUT idle figures need: per configuration, the idle capture at the median rat
 translator CPU time, the tester's latency of each run), where each DUT ran, and the failing trial just above
 the throughput rate (its drop counters show where the chain overflowed).
 
-Built from the store's typed records (xlatbench.scripts.records, read by analysis.records.load_records):
+Built from the store's typed records (xlatbench.data.records, read by analysis.series.load_records):
 `idle-mean`, `idle-run` and `trial`, and their Context envelope.
 """
 
@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data.records import Context, IdleMean, IdleRun, Record, TrialEntry
+from ..data.records import Context, IdleMean, IdleRun, Record, TrialEntry, idle_run_exclusion
 from ..setups.backends import USER_SPACE_SINGLE_THREAD
 from ..setups.placement import OWN_HOSTS
 from .drops import losses
@@ -45,7 +45,7 @@ class Evidence:
     """Everything recorded about one configuration while it carried its median rate.
 
     rate_qps: the median throughput rate the idle runs offered, queries/s. runs: idle runs, count.
-    translator_share: per DUT, user-space translator CPU time, mean over the runs, % of one CPU.
+    translator_share: per DUT, user-space translator CPU time, mean over the counted runs, % of one CPU.
     dut_cpus: per DUT, the CPUs it was confined to. test_cpus: CPUs the tester and Knot were pinned to
         (empty when not pinned or unknown).
     cpu_use: per CPU, mean over the runs and seconds of each /proc/stat column, %.
@@ -58,6 +58,11 @@ class Evidence:
         record's `hosts`, cores online per hotplug) or from the shared machine's CPU sets in emulation.
     dut_per_second: per DUT, the per-second means of its CPUs (its host's, or the shared machine's).
     separate_hosts: each DUT's CPU figures are its own host's (a real testbed), not a shared machine's.
+    share_runs: the idle runs translator_share averages, count (the counted runs that timed a translator).
+    excluded: the idle runs left out of every figure here (idle mean, shares, latency), one "run N: why" each
+        (IdleMean.excluded, or the one rule results.records.idle_run_exclusion for a record without it).
+    roles: per DUT, the device its translator plays as the paper names it ("CLAT", "PLAT", "CE", "BR"), from
+        the record's translators (`role`); a DUT without one is left out.
     unpinned: the parts of the test system ("tester", "Knot") that ran on this machine without a CPU pin
         (emulation): their threads may have run on a DUT's CPUs, so idle time there is not the DUT's alone.
     """
@@ -87,6 +92,30 @@ class Evidence:
     dut_per_second: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     separate_hosts: bool = False
     unpinned: tuple[str, ...] = ()
+    share_runs: int = 0
+    excluded: tuple[str, ...] = ()
+    roles: dict[str, str] = field(default_factory=dict)
+
+    def dut_seconds(self, dut: str) -> list[tuple[int, dict[str, dict[str, float]]]]:
+        """The DUT's active CPUs second by second: [(second, {cpu: {column: mean %}})], the seconds of the
+        run in order (empty when no per-second samples were recorded)."""
+        return _seconds(self.dut_per_second.get(dut) or [], self.dut_cpus.get(dut, ()))
+
+    def test_seconds(self) -> list[tuple[int, dict[str, dict[str, float]]]]:
+        """The tester's and Knot's pinned CPUs second by second, on this machine (emulation); empty on a
+        real testbed (its client host is not sampled) or when they were not pinned."""
+        return [] if self.separate_hosts else _seconds(self.per_second, self.test_cpus)
+
+
+def _seconds(per_second: list[dict[str, Any]], cpus: tuple[int, ...]
+             ) -> list[tuple[int, dict[str, dict[str, float]]]]:
+    wanted = {str(c) for c in cpus}
+    out = []
+    for index, second in enumerate(per_second):
+        rows = {cpu: values for cpu, values in (second.get("cpus") or {}).items() if cpu in wanted}
+        if rows:
+            out.append((int(second.get("second", index + 1)), rows))
+    return out
 
 
 @dataclass(frozen=True)
@@ -138,6 +167,23 @@ def evidence_from(records: list[Record]) -> list[Evidence]:
     return out
 
 
+def left_out(mean: IdleMean | None, runs: list[IdleRun]) -> dict[int, str]:
+    """The idle runs left out of the idle mean and why, {run: why}: the ones the mean's record lists
+    (`excluded`), or for a mean written before it listed them (or no mean) those the one rule
+    (results.records.idle_run_exclusion) excludes. Every figure of a capture -- idle mean, translator
+    shares, latency, the run count a verdict prints -- uses the runs not in it."""
+    if mean is not None and mean.excluded is not None:
+        return {int(e["run"]): str(e.get("why", "")) for e in mean.excluded if "run" in e}
+    found = {run.run: idle_run_exclusion(run.result) for run in runs}
+    return {run: why for run, why in found.items() if why is not None}
+
+
+def counted_runs(mean: IdleMean | None, runs: list[IdleRun]) -> list[IdleRun]:
+    """The runs `left_out` does not name."""
+    out = left_out(mean, runs)
+    return [run for run in runs if run.run not in out]
+
+
 def _mean_key(mean: IdleMean, runs: list[IdleRun]) -> JoinKey:
     """An idle mean's key; one written before idle records named their search takes its runs'."""
     key = idle_key(mean)
@@ -152,6 +198,9 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
     rate = float(mean.rate_qps)
     source = rate_of(mean) if mean.rate_of is not None or not runs else rate_of(runs[0])
     dut_cpus, cpu_use = dut_cpu_sets(context), _cpu_use(mean.per_second)
+    dropped = left_out(mean, runs)
+    counted = [run for run in runs if run.run not in dropped]
+    shares = [run.result for run in counted if _share(run.result)]
     if mean.hosts:  # a real testbed: each DUT's own host, its cores online for the capture
         per_second = {dut: list(mean.hosts.get(dut) or []) for dut in dut_cpus}
         use = {dut: {c: v for c, v in _cpu_use(per_second[dut]).items() if c in {str(n) for n in cpus}}
@@ -166,7 +215,8 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         setup=context.setup_name, topology=context.setup.get("topology", context.setup.get("kind", "?")),
         cores=context.cores, rate_qps=rate, interval_s=float(mean.interval_s or 1.0),
         runs=mean.runs, implementation=context.tag, emulated="namespaces" in context.dut,
-        translator_share=_mean_share([run.result for run in runs]),
+        translator_share=_mean_share(shares), share_runs=len(shares),
+        excluded=tuple(f"run {run}: {why}" for run, why in sorted(dropped.items())),
         dut_cpus=dut_cpus, test_cpus=tester_cpus(context),
         cpu_use=cpu_use, per_second=mean.per_second,
         failing=failing_trial_above(trials, rate),
@@ -174,8 +224,19 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         tun_devices={host: (info["tun_device"],) for host, info in translators.items()
                      if isinstance(info, dict) and info.get("tun_device")},
         dut_cpu_use=use, dut_per_second=per_second, separate_hosts=bool(mean.hosts),
+        roles={host: device_name(str(info["role"])) for host, info in translators.items()
+               if isinstance(info, dict) and info.get("role")},
         unpinned=() if mean.hosts else unpinned_test_system(context),
     )
+
+
+# A translator role (the topology's class name, as records carry it) as the paper names the device.
+DEVICE_NAMES = {"Clat": "CLAT", "Plat": "PLAT", "MapCe": "CE", "MapBr": "BR"}
+
+
+def device_name(role: str) -> str:
+    name = role.removesuffix("Role")
+    return DEVICE_NAMES.get(name, name)
 
 
 def single_threaded(translators: dict[str, Any]) -> bool | None:
@@ -302,12 +363,20 @@ def _cpu_use(per_second: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 def latency_from(records: list[Record]) -> list[Latency]:
     """Latency per idle capture (one join key: analysis.joinkey), from the tester's JSON of each idle run
-    (trials at the median rate)."""
+    (trials at the median rate) the idle mean counted (`counted_runs`); a capture whose runs were all left
+    out has none."""
     runs: dict[JoinKey, list[IdleRun]] = {}
+    means = [r for r in records if isinstance(r, IdleMean)]
     for record in records:
         if isinstance(record, IdleRun):
             runs.setdefault(idle_key(record), []).append(record)
-    return [_latency(key, mine) for key, mine in runs.items()]
+    out = []
+    for key, mine in runs.items():
+        mean = next((m for m in means if _mean_key(m, mine).matches(key)), None)
+        counted = counted_runs(mean, mine)  # the idle mean's own runs: excluded ones never count
+        if counted:
+            out.append(_latency(key, counted))
+    return out
 
 
 # The quantiles of valid replies the tester reports, and their keys in its "latency" object.

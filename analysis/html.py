@@ -111,7 +111,8 @@ def table_html(table: Table, note: str = "") -> str:
 
 
 def verdict_html(verdict: Verdict) -> str:
-    items = "".join(f"<li>{escape(line)}</li>" for line in verdict.evidence)
+    lines = [*verdict.evidence, *([verdict.measured_line()] if verdict.by_measurement else [])]
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
     named = " named" if verdict.bottleneck else ""
     return (f'<div class="verdict{named}" data-verdict><h3>{escape(verdict.setup)}, {verdict.cores} DUT '
             f"core(s), at {escape(verdict.rate_label or f'{verdict.rate_qps:,.0f}')} queries/s: "

@@ -1,17 +1,22 @@
 """Bottleneck by measurement (RFC 8219's Figure 5, issue 11): when a campaign measured a dual-DUT chain and
 its two single-DUT topologies (464xlat with clat and plat, mapt with ce and br), the device whose own
-throughput is lowest is the bottleneck, and the chain either reaches that throughput (within the search
-error) or stays below it (the two DUTs together do worse than the slower one alone: in emulation they share
-the machine's CPUs). This sits beside the idle-time verdict of analysis/bottleneck.py; it does not replace it.
+throughput is lowest is the bottleneck -- unless the next device's throughput is within both searches'
+errors of it (each search stops within its error of the throughput, so their order is then not known: "not
+determined") -- and the chain either reaches that throughput (within the search error) or stays below it
+(the two DUTs together do worse than the slower one alone: in emulation they share the machine's CPUs). It
+sits beside the idle-time verdict of analysis/bottleneck.py, in its own table and in each verdict
+(`Point.summary`, the report's verdict section and verdicts.json); it does not replace it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from ..data.records import search_error_qps
 from .bounded import Value
+from .joinkey import JoinKey
 from .series import Series
 from .tables import Table, cell_value, series_label
 
@@ -47,6 +52,20 @@ class Point:
     @property
     def reaches(self) -> bool | None:
         return None if self.outcome is None else self.outcome == "reaches"
+
+    def summary(self) -> dict[str, Any]:
+        """What a verdict shows of it (verdicts.json's `by_measurement`): the device named (None: not
+        determined, `why`), each figure in queries/s, and one line of text."""
+        alone = ", ".join(f"{name} alone {value.text(0, thousands=True)}"
+                          for name, value in sorted(self.devices.items()))
+        figures = f"{alone}; the chain {self.chain.text(0, thousands=True)} queries/s"
+        if self.bottleneck:
+            text = f"{self.bottleneck} ({figures}; the chain reaches it: {_reach_text(self)})"
+        else:
+            text = f"not determined: {self.why} ({figures})"
+        return {"bottleneck": self.bottleneck, "why": self.why, "chain_qps": self.chain_qps,
+                "devices_qps": dict(self.devices_qps), "error_qps": self.error_qps, "outcome": self.outcome,
+                "text": text}
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,9 @@ def _point(chain: Series, devices: tuple[Series, ...], cores: int) -> Point:
         return Point(cores, chain_qps, own, None, None, None, chain_value, values,
                      f"{slowest}'s figure is a lower bound (its search never failed)")
     device = next(s for s in devices if s.setup == slowest)
+    tie = _tie(devices, known, slowest)
+    if tie:
+        return Point(cores, chain_qps, own, None, None, None, chain_value, values, tie)
     if chain_qps is None:
         return Point(cores, chain_qps, own, slowest, None, None, chain_value, values)
     # Each search stops within its error of the throughput, so two results differ by up to both errors.
@@ -108,6 +130,18 @@ def _point(chain: Series, devices: tuple[Series, ...], cores: int) -> Point:
     else:
         outcome = "reaches" if abs(difference) <= error else ("below" if difference < 0 else "above")
     return Point(cores, chain_qps, own, slowest, error, outcome, chain_value, values)
+
+
+def _tie(devices: tuple[Series, ...], known: dict[str, float], slowest: str) -> str:
+    """Why no device is named when another's throughput is within both searches' errors of the slowest's
+    ("" when none is)."""
+    for other in sorted(name for name in known if name != slowest):
+        series = {s.setup: s for s in devices}
+        error = _error(series[slowest], known[slowest]) + _error(series[other], known[other])
+        if known[other] - known[slowest] <= error:
+            return (f"the two differ by less than their searches' errors ({slowest} {known[slowest]:,.0f}, "
+                    f"{other} {known[other]:,.0f} queries/s, ± {error:,.0f})")
+    return ""
 
 
 def _reach_text(point: Point) -> str:
@@ -140,6 +174,14 @@ def measured_table(comparison: Comparison) -> Table:
                  *[p.bottleneck or f"not determined: {p.why}" for p in points]])
     rows.append(["The chain reaches it (within the search error)", *[_reach_text(p) for p in points]])
     return Table(title, ["Number of active DUT cores", *[str(p.cores) for p in points]], rows)
+
+
+def point_at(found: list[Comparison], key: JoinKey) -> Point | None:
+    """The comparison's point of the chain at `key` (an idle capture's join key), None without one."""
+    for comparison in found:
+        if comparison.chain.key(key.cores).matches(key):
+            return next((p for p in comparison.points if p.cores == key.cores), None)
+    return None
 
 
 def measured_tables(all_series: list[Series]) -> list[Table]:

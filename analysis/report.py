@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import plots
@@ -13,17 +13,22 @@ from .bottleneck import Verdict, verdict
 from .evidence import Evidence, Latency, latency_from
 from .figures import idle_per_dut, latency_plot
 from .html import Figure, dut_hosts_text, html_report, steal_text, write_html
+from .joinkey import JoinKey
 from .latency import latency_table, resolution_text
-from .measured_bottleneck import measured_tables
+from .measured_bottleneck import Comparison, comparisons, measured_tables, point_at
 from .mlrsearch import MLRSEARCH, mlrsearch_tables
-from .series import Campaign, load_campaign
+from .series import Campaign, Series, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
 from .tables import Table, comparison_tables, throughput_table
 
 
-def tables_of(campaign: Campaign) -> list[Table]:
+def _searched(campaign: Campaign) -> list[Series]:
     # MLRsearch's conditional throughputs get tables of their own (per goal), never the RFC 8219 ones.
-    searched = [series for series in campaign.series if series.method != MLRSEARCH]
+    return [series for series in campaign.series if series.method != MLRSEARCH]
+
+
+def tables_of(campaign: Campaign) -> list[Table]:
+    searched = _searched(campaign)
     tables = [throughput_table(series) for series in searched]
     tables += comparison_tables(searched)
     return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched, campaign.records)
@@ -39,7 +44,9 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
     tables = tables_of(campaign)
     evidences = campaign.idle
     # The loopback self-test has no DUT to name.
-    verdicts = [verdict(evidence) for evidence in evidences if evidence.topology != "loopback"]
+    found = comparisons(_searched(campaign))
+    verdicts = [_with_measurement(verdict(evidence), evidence, found) for evidence in evidences
+                if evidence.topology != "loopback"]
     latencies = latency_from(records)
     latency = latency_table(latencies)
     figures = _figures(campaign, evidences, latencies, out_dir)
@@ -61,6 +68,13 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
     html.latency, html.latency_note = latency, resolution_text(latencies)
     write_html(html, out_dir / "report.html")
     return report, text
+
+
+def _with_measurement(found: Verdict, evidence: Evidence, measured: list[Comparison]) -> Verdict:
+    """The verdict with the bottleneck by measurement of the same configuration beside it, when measured."""
+    point = point_at(measured, JoinKey(evidence.setup, evidence.cores, evidence.sessions, evidence.search,
+                                       evidence.method))
+    return found if point is None else replace(found, by_measurement=point.summary())
 
 
 def _figures(campaign: Campaign, evidences: list[Evidence], latencies: list[Latency],

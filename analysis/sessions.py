@@ -2,11 +2,14 @@
 degradation test as a table and a figure. Only series of a campaign that swept [campaign] sessions count.
 Each table also says, per session count, from the point's trial records: how the tester sent (sockets or
 AF_XDP), the most conntrack entries a DUT's namespace held after a trial (a stateful translator's own count),
-the tester's matching memory, and the worst trial's loss.
+the tester's matching memory, and the loss that matters: at each search's throughput (its highest passing
+trial) and in its failing trial just above it -- not the overload trials a binary search starts with, whose
+loss says only that the rate was far too high.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,12 +55,28 @@ class PointTrials:
     """What the trials of one sweep point say beside its throughput. io: the tester's io ("socket",
     "xdp"); conntrack: the most conntrack entries one DUT namespace held right after a trial (None: not
     recorded); matching_bytes: the largest flow-table memory xlatperf reported (io.matching.total_bytes;
-    None with sockets); worst_loss: the highest loss ratio of a trial that was not tester-limited."""
+    None with sockets); loss_at: the highest loss ratio of a search's trial at its throughput (the highest
+    rate that passed), over the point's repetitions; loss_above: the median over the repetitions of the loss
+    ratio of the failed trial just above the throughput (None: no trial failed above it)."""
 
     io: str = "socket"
     conntrack: int | None = None
     matching_bytes: int | None = None
-    worst_loss: float | None = None
+    loss_at: float | None = None
+    loss_above: float | None = None
+
+
+def _losses(trials: list[TrialEntry]) -> tuple[float | None, float | None]:
+    """One search's (loss at its throughput, loss of the failed trial just above it), ratios."""
+    passed = [t for t in trials if t.verdict == "pass"]
+    if not passed:
+        return None, None
+    best = max(passed, key=lambda t: float(t.result["rate_qps"]))
+    rate = float(best.result["rate_qps"])
+    above = [t for t in trials if t.verdict == "fail" and float(t.result["rate_qps"]) > rate]
+    nearest = min(above, key=lambda t: float(t.result["rate_qps"]), default=None)
+    loss = float(best.result.get("loss_ratio", 0.0))
+    return loss, None if nearest is None else float(nearest.result.get("loss_ratio", 0.0))
 
 
 # (setup, method, [[search]] name, cores, sessions) -> what its trials say
@@ -67,6 +86,7 @@ PointKey = tuple[str, str, str, int, int]
 def point_trials(records: list[Any]) -> dict[PointKey, PointTrials]:
     """Per swept point, what its trial records say (PointTrials)."""
     points: dict[PointKey, PointTrials] = {}
+    searches: dict[PointKey, dict[str, list[TrialEntry]]] = defaultdict(lambda: defaultdict(list))
     for record in records:
         if not isinstance(record, TrialEntry) or not record.context.swept:
             continue
@@ -80,8 +100,13 @@ def point_trials(records: list[Any]) -> dict[PointKey, PointTrials]:
         matching = ((record.raw or {}).get("io") or {}).get("matching") or {}
         if "total_bytes" in matching:
             point.matching_bytes = max(point.matching_bytes or 0, int(matching["total_bytes"]))
-        if record.verdict != "tester-limited":
-            point.worst_loss = max(point.worst_loss or 0.0, float(record.result.get("loss_ratio", 0.0)))
+        searches[key][record.search.id].append(record)
+    for key, by_search in searches.items():
+        found = [_losses(trials) for trials in by_search.values()]
+        at = [a for a, _ in found if a is not None]
+        above = [b for _, b in found if b is not None]
+        points[key].loss_at = max(at) if at else None
+        points[key].loss_above = statistics.median(above) if above else None
     return points
 
 
@@ -111,8 +136,11 @@ def _trial_rows(counts: list[int], points: dict[int, PointTrials | None]) -> lis
     if any(p and p.matching_bytes is not None for p in found):
         rows.append(["Tester matching memory (bytes, most)", *[
             "-" if p is None or p.matching_bytes is None else f"{p.matching_bytes:,}" for p in found]])
-    rows.append(["Worst trial loss (%, not tester-limited)",
-                 *["-" if p is None or p.worst_loss is None else f"{100 * p.worst_loss:.4g}" for p in found]])
+    rows.append(["Loss at the throughput (%, its passing trial; worst repetition)",
+                 *["-" if p is None or p.loss_at is None else f"{100 * p.loss_at:.4g}" for p in found]])
+    rows.append(["Loss just above the throughput (%, the failed trial nearest above it; median of "
+                 "repetitions)",
+                 *["-" if p is None or p.loss_above is None else f"{100 * p.loss_above:.4g}" for p in found]])
     return rows
 
 

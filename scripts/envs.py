@@ -161,7 +161,7 @@ class FakeEnvironment(Environment):
 class LoopbackEnvironment(Environment):
     """xlatperf against Knot on 127.0.0.1 (a tester self-test; no DUT, so one "core" only).
 
-    knot_cpus: CPUs knotd is pinned to (NOTES: keep it off the tester's core).
+    knot_cpus: CPUs knotd is pinned to (a self-test compared with chains pins it where they pin theirs).
     rmem_bytes: root net.core.rmem_max, rmem_default and wmem_max while it is up, bytes: the same socket
         buffers as an emulated chain gives Knot and the tester, so the self-test is comparable with it
         (knotd's sockets take rmem_default; with 208 KiB it drops replies long before its CPU is full).

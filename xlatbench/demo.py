@@ -6,7 +6,10 @@ capped by a ceiling the machine could pass. Then it runs the demo campaign (the 
 baseline, 464XLAT and MAP-T chains emulated in namespaces, the RFC 8219 search (and MLRsearch when the file
 lists it), idle capture with latency), writes
 the report (report.html, report.md, tables.csv, figures) and prints the tables, the verdicts and where the
-report is. The store is resumable: a demo that was interrupted continues where it stopped when run again;
+report is. The self-test must run Knot where the chains run theirs (`knot_placement`): the report divides
+every chain's throughput by the self-test's, so unlike placements would make those ratios meaningless; a
+campaign whose loopback setup pins Knot elsewhere is refused. The store is resumable: a demo that was
+interrupted continues where it stopped when run again;
 `--fresh` starts over (and measures the upper bound again).
 """
 
@@ -24,7 +27,7 @@ from pathlib import Path
 from .analysis.report import write_report
 from .paths import REPO_ROOT, tester_binary
 from .scripts.campaign import CampaignRun
-from .scripts.campaignfile import load_campaign, make_environment
+from .scripts.campaignfile import Campaign, load_campaign, make_environment
 from .scripts.cli import run_campaign
 from .scripts.search.runner import PASS, TESTER_LIMITED, verdict
 from .scripts.trial import TrialResult
@@ -89,9 +92,46 @@ def raise_until_failure(measure: Callable[[float, float], TrialResult], loss_rat
     return probe
 
 
+def _knot_cpus(value: object) -> tuple[int, ...] | None:
+    """A setup table's knot_cpus (a list or "0,2-3" text, as the campaign file allows) as CPU numbers."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return tuple(sorted(int(c) for c in value))
+    cpus: set[int] = set()
+    for part in str(value).replace(" ", "").split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return tuple(sorted(cpus))
+
+
+def knot_placement(campaign: Campaign) -> tuple[int, ...] | None:
+    """The CPUs Knot is pinned to in the campaign's self-test, which must be the chains' (every chain setup's
+    `options.knot_cpus` alike, None when unpinned): ValueError, one line, otherwise."""
+    chains = {_knot_cpus((s.params.get("options") or {}).get("knot_cpus"))
+              for s in campaign.setups if s.kind == "chain"}
+    if len(chains) > 1:
+        raise ValueError(f"the demo's chains pin Knot differently ({sorted(chains, key=str)}): the self-test "
+                         "can match only one placement")
+    wanted = next(iter(chains), None)
+    for setup in campaign.setups:
+        found = _knot_cpus(setup.params.get("knot_cpus"))
+        if setup.kind == "loopback" and found != wanted:
+            raise ValueError(
+                f"the demo's self-test ({setup.name}) pins Knot to CPU(s) {_shown(found)} but its chains to "
+                f"{_shown(wanted)}: set the loopback setup's knot_cpus to {_shown(wanted)}, so the "
+                "'/ loopback self-test' ratios compare like with like")
+    return wanted
+
+
+def _shown(cpus: tuple[int, ...] | None) -> str:
+    return "none (unpinned)" if cpus is None else str(list(cpus))
+
+
 def measure_upper_bound(campaign_file: Path, say: Callable[[str], None] = print) -> Probe:
     """Bring the campaign's loopback setup up and raise its rate until a trial fails."""
     campaign = load_campaign(campaign_file)
+    knot_placement(campaign)  # the self-test runs as the chains do, or not at all
     setup = next((s for s in campaign.setups if s.kind == "loopback"), None)
     if setup is None:
         raise ValueError(f"{campaign_file}: the demo needs a loopback setup to measure its upper bound")
@@ -149,7 +189,9 @@ def _demo(args: argparse.Namespace) -> int:
         store.unlink(missing_ok=True)
         effective = effective_campaign(args.campaign, measure_upper_bound(args.campaign), args.out)
     print(f"running {effective}", flush=True)
-    status = run_campaign(CampaignRun(load_campaign(effective, store), progress=not args.no_progress))
+    campaign = load_campaign(effective, store)
+    knot_placement(campaign)
+    status = run_campaign(CampaignRun(campaign, progress=not args.no_progress))
     if status != 0:
         return status
     report, text = write_report(store, args.out / "report")

@@ -115,3 +115,32 @@ def test_the_report_shows_it(tmp_path: Path) -> None:
     assert "**Bottleneck by measurement: 464xlat beside each of its devices alone" in text
     assert "| The chain reaches it (within the search error) | yes (99% of it, error ± 4,000) |" in text
     assert "Bottleneck by measurement" in (tmp_path / "out" / "tables.csv").read_text()
+
+
+def test_devices_within_their_searches_errors_name_none(tmp_path: Path) -> None:
+    # CLAT 10,000 and PLAT 10,050 queries/s, each search stopping within ± 2,000: their order is not known.
+    records = [summary("464xlat", "464xlat", 1, 9_900), summary("clat", "clat", 1, 10_000),
+               summary("plat", "plat", 1, 10_050)]
+    point = comparisons(load_campaign(store(tmp_path, records)).series)[0].points[0]
+    assert point.bottleneck is None and point.outcome is None
+    assert point.why == ("the two differ by less than their searches' errors (clat 10,000, plat 10,050 "
+                         "queries/s, ± 4,000)")
+    table = measured_tables(load_campaign(store(tmp_path, records)).series)[0]
+    assert table.rows[-2][1].startswith("not determined: the two differ by less than their searches' errors")
+
+
+def test_it_stands_beside_the_idle_verdict(tmp_path: Path) -> None:
+    """verdicts.json and the report's verdict section carry the bottleneck by measurement of the same
+    configuration beside the idle-time verdict."""
+    idle_mean = {**summary("464xlat", "464xlat", 1, 99_000), "key": "idle-mean:464xlat/cores1",
+                 "type": "idle-mean", "rate_qps": 99_000, "runs": 1, "interval_s": 1.0, "per_second": []}
+    del idle_mean["summary"]
+    out = tmp_path / "out"
+    _, text = write_report(store(tmp_path, [*xlat_records([99_000, 120_000]), idle_mean]), out)
+    (stored,) = json.loads((out / "verdicts.json").read_text())
+    assert stored["by_measurement"]["bottleneck"] == "clat"
+    assert stored["by_measurement"]["devices_qps"] == {"clat": 100_000, "plat": 180_000}
+    section = text.split("## Bottleneck", 1)[1]
+    assert ("bottleneck by measurement (each device alone): clat (clat alone 100,000, plat alone 180,000; "
+            "the chain 99,000 queries/s; the chain reaches it: yes (99% of it, error ± 4,000))") in section
+    assert "bottleneck by measurement (each device alone): clat" in (out / "report.html").read_text()

@@ -137,7 +137,7 @@ def test_the_sessions_table_shows_io_conntrack_memory_and_loss_per_point(tmp_pat
     assert rows["Tester io"] == ["AF_XDP", "AF_XDP"]
     assert rows["Conntrack entries after a trial (DUT's own count, most)"] == ["1,000", "1,000,000"]
     assert rows["Tester matching memory (bytes, most)"] == ["528,312", "528,312"]
-    assert rows["Worst trial loss (%, not tester-limited)"] == ["0", "0.1"]
+    assert rows["Loss at the throughput (%, its passing trial; worst repetition)"] == ["0", "0.1"]
     # Without the records (older callers) the table has only its throughput rows.
     [bare] = sessions_tables(series)
     assert "Tester io" not in {row[0] for row in bare.rows}
