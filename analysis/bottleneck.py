@@ -430,13 +430,14 @@ def _tester_saturated(evidence: Evidence, moments: list[Moment]) -> tuple[list[i
 
 
 def drops_by_side(drops: dict[str, float],
-                  tun_devices: dict[str, tuple[str, ...]]) -> dict[str, dict[str, float]]:
+                  queue_devices: dict[str, tuple[str, ...]]) -> dict[str, dict[str, float]]:
     """Drops charged to the side that could not keep up, {side: {counter: packets}}.
 
     A veth drop shows twice (tx_dropped at the sender, rx_dropped at the receiver whose backlog was full):
-    only rx_dropped counts, charged to the receiver. A TUN device's tx_dropped is its queue to the
-    translator process overflowing: charged to that DUT. A UDP socket's receive-buffer errors are charged to
-    the host whose application did not read fast enough (InErrors repeats them, so it is not added).
+    only rx_dropped counts, charged to the receiver. The tx_dropped of a translator's queue device (what its
+    backend declares, per host in `queue_devices`: a TUN device) is its queue to the translator process
+    overflowing: charged to that DUT. A UDP socket's receive-buffer errors are charged to the host whose
+    application did not read fast enough (InErrors repeats them, so it is not added).
     """
     sides: dict[str, dict[str, float]] = {}
     for counter, value in drops.items():
@@ -444,7 +445,7 @@ def drops_by_side(drops: dict[str, float],
         interface = middle[0] if middle else ""
         side = SIDE_OF_HOST.get(host)
         counts = (name in ("rx_dropped", "rx_missed", "rx_errors", "RcvbufErrors")
-                  or (name == "tx_dropped" and interface in tun_devices.get(host, ())))
+                  or (name == "tx_dropped" and interface in queue_devices.get(host, ())))
         if side and counts and value >= MIN_DROPS:
             sides.setdefault(side, {})[counter] = value
     return sides
@@ -455,7 +456,7 @@ def _failing_drops(failing: FailingTrial | None, evidence: Evidence, result: Ver
         result.evidence.append(f"no failed trial above {evidence.rate_qps:,.0f} queries/s in the store: drop "
                                "counters not read (at a passing rate they show at most the loss allowance)")
         return None
-    sides = drops_by_side(failing.drops, evidence.tun_devices)
+    sides = drops_by_side(failing.drops, evidence.queue_devices)
     head = (f"failing trial just above the rate: {failing.rate_qps:,.0f} queries/s for "
             f"{failing.duration_s:g} s, loss {100 * failing.loss_ratio:.3f} %")
     if not sides:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.records import Context, IdleMean, IdleRun, Record, TrialEntry, idle_run_exclusion
-from ..setups.backends import USER_SPACE_SINGLE_THREAD
+from ..setups.backends import USER_SPACE_SINGLE_THREAD, recorded_execution_model, recorded_queue_device
 from ..setups.placement import OWN_HOSTS
 from .drops import losses
 from .joinkey import JoinKey, idle_key, rate_of, trial_key
@@ -53,6 +53,8 @@ class Evidence:
     failing: the failing trial just above rate_qps, or None when the store has none.
     single_threaded: a translator's recorded execution_model is one user-space thread per instance: one of
         them can use at most one CPU (None: a store from before execution_model was recorded, not known).
+    queue_devices: per DUT, the device its translator's queue drops show on (tx_dropped), as its backend
+        declares it (setups.backends.Declared, recorded in the translator's description).
     dut_cpu_use: per DUT, per CPU it was active on, mean over the runs and seconds of each /proc/stat
         column, % -- the one shape the verdict reads, from the DUT's own host on a testbed (the idle-mean
         record's `hosts`, cores online per hotplug) or from the shared machine's CPU sets in emulation.
@@ -82,7 +84,7 @@ class Evidence:
     per_second: list[dict[str, Any]] = field(default_factory=list)
     failing: FailingTrial | None = None
     single_threaded: bool | None = False
-    tun_devices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    queue_devices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sessions: int = 0
     search: str = ""
     method: str = ""
@@ -221,8 +223,8 @@ def _evidence(mean: IdleMean, key: JoinKey, runs: list[IdleRun], trials: list[Tr
         cpu_use=cpu_use, per_second=mean.per_second,
         failing=failing_trial_above(trials, rate),
         single_threaded=single_threaded(translators),
-        tun_devices={host: (info["tun_device"],) for host, info in translators.items()
-                     if isinstance(info, dict) and info.get("tun_device")},
+        queue_devices={host: (device,) for host, info in translators.items()
+                     if isinstance(info, dict) and (device := recorded_queue_device(info))},
         dut_cpu_use=use, dut_per_second=per_second, separate_hosts=bool(mean.hosts),
         roles={host: device_name(str(info["role"])) for host, info in translators.items()
                if isinstance(info, dict) and info.get("role")},
@@ -243,7 +245,7 @@ def single_threaded(translators: dict[str, Any]) -> bool | None:
     """Whether a translator of the record runs one user-space thread per instance, from the
     `execution_model` each translator's description carries; None when a translator has none (a store
     written before it was recorded): not known, and the verdict says so."""
-    models = [t.get("execution_model") for t in translators.values() if isinstance(t, dict)]
+    models = [recorded_execution_model(t) for t in translators.values() if isinstance(t, dict)]
     if USER_SPACE_SINGLE_THREAD in models:
         return True
     return None if None in models else False

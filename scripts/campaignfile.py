@@ -26,6 +26,7 @@ from .envs import (
     FakeEnvironment,
     LoopbackEnvironment,
     emulation_config,
+    emulation_options,
 )
 from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
 from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
@@ -541,11 +542,9 @@ def _check_emulation_options(where: str, topology: str, options: Any) -> None:
     """Catch a typo in a chain's options now rather than hours into a campaign."""
     if not isinstance(options, dict):
         raise CampaignFileError(f"{where}: options must be a table")
-    from ..setups.emulation import EmulationConfig
     from ..setups.emulation.names import check_prefix
 
-    allowed = {f.name for f in fields(EmulationConfig)} - {"topology"}
-    _only(options, f"{where} options", allowed)
+    _only(options, f"{where} options", emulation_options())
     try:
         config = emulation_config(topology, **options)
         check_prefix(config.prefix)

@@ -245,12 +245,28 @@ def load_factory(spec: str) -> ChainFactory:
 DEFAULT_CHAIN_FACTORY = "xlatbench.scripts.envs:emulated_chain"
 
 
-def emulation_config(topology: str, **options: Any) -> Any:
-    """The setups part's EmulationConfig from campaign options (TOML lists become tuples)."""
+def emulation_options() -> set[str]:
+    """The option names a campaign's emulated chain takes: EmulationConfig's fields, its backends spelled as
+    text (`backend`: a name or "clat=NAME,...", `variants`: backend name -> variant)."""
     from ..setups.emulation import EmulationConfig
 
+    names = {f.name for f in dataclasses.fields(EmulationConfig)} - {"topology", "backends"}
+    return names | {"backend", "variants"}
+
+
+def emulation_config(topology: str, **options: Any) -> Any:
+    """The setups part's EmulationConfig from campaign options (TOML lists become tuples; the backend text
+    parsed here, where it enters, into backend instances)."""
+    from ..setups.backends.registry import EMULATION_DEFAULT
+    from ..setups.emulation import EmulationConfig
+    from ..setups.plan import BackendChoice
+
     tuple_fields = {f.name for f in dataclasses.fields(EmulationConfig) if "tuple" in str(f.type)}
-    values = {}
+    values: dict[str, Any] = {}
+    if "backend" in options or "variants" in options:
+        options = dict(options)
+        spec, variants = options.pop("backend", None), options.pop("variants", None)
+        values["backends"] = BackendChoice.parse(EMULATION_DEFAULT if spec is None else spec, variants)
     for key, value in options.items():
         if isinstance(value, list):
             value = tuple(value)

@@ -2,7 +2,8 @@
 
 One code path serves real hosts and emulation: `render` gives per-host steps. On a real host a
 sub-host (the CE's `napt`) becomes a namespace its parent creates; in emulation every host is its own
-namespace and the links are veth pairs the emulation creates first.
+namespace and the links are veth pairs the emulation creates first. Who serves each translator role is a
+`BackendChoice` of backend instances, parsed from text once where it enters and carried as such.
 """
 
 from __future__ import annotations
@@ -10,49 +11,95 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .backends import Backend, RenderContext, linux, registry
+from .backends import Backend, Counters, Deployment, RenderContext, Renderer, Runtime, linux, registry
 from .steps import Cmd, Comment, Daemon, Step
 from .topology import TRANSLATOR_ROLES, Host, MapBrRole, Plat, Topology, Translator
 
 ROLES = ("clat", "plat", "ce", "br")
 
 
+def _defaults() -> dict[str, Backend]:
+    backend = registry.make(registry.EMULATION_DEFAULT)
+    return dict.fromkeys(ROLES, backend)
+
+
 @dataclass(frozen=True)
 class BackendChoice:
-    """Which backend serves each translator role (clat, plat, ce, br); forwarding and NAT44 are Linux's.
-    variants: backend name -> its variant (a backend's `variant_option`), where not the default."""
+    """Which backend instance serves each translator role (clat, plat, ce, br); forwarding and NAT44 are
+    Linux's. Text is parsed once, where it enters (the command line, a campaign file, a chain's state file:
+    `parse`; an inventory builds its choice from its hosts' backends: `of_roles`); everything downstream
+    carries the instances (a variant is the instance's own, `Backend.variant`)."""
 
-    by_role: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ROLES, registry.EMULATION_DEFAULT))
-    variants: Mapping[str, str] = field(default_factory=dict)
+    by_role: Mapping[str, Backend] = field(default_factory=_defaults)
+
+    def __post_init__(self) -> None:
+        if set(self.by_role) != set(ROLES):
+            raise ValueError(f"a backend choice names a backend for each of {', '.join(ROLES)}, "
+                             f"got {', '.join(self.by_role) or 'none'}")
+        for role, backend in self.by_role.items():
+            if isinstance(backend, str) or not hasattr(backend, "render"):
+                raise TypeError(f"the backend for {role} is {backend!r}, not a backend instance: parse text "
+                                "where it enters (BackendChoice.parse)")
 
     @classmethod
     def parse(cls, text: str, variants: Mapping[str, str] | None = None,
               default: str = registry.EMULATION_DEFAULT) -> BackendChoice:
-        """ "NAME" (every role) or "clat=NAME,plat=OTHER" (per role; unnamed roles keep `default`)."""
-        by_role = dict.fromkeys(ROLES, default)
+        """ "NAME" (every role) or "clat=NAME,plat=OTHER" (per role; unnamed roles keep `default`);
+        `variants`: backend name -> its variant (a bad one: ValueError naming the choices)."""
+        names = dict.fromkeys(ROLES, default)
         if "=" not in text:
             registry.make(text)
-            by_role = dict.fromkeys(ROLES, text)
+            names = dict.fromkeys(ROLES, text)
         else:
             for part in text.split(","):
                 role, _, name = part.partition("=")
                 if role not in ROLES:
                     raise ValueError(f"unknown role {role!r} in --backend: roles are {', '.join(ROLES)}")
                 registry.make(name)
-                by_role[role] = name
-        for name, variant in (variants or {}).items():
-            registry.make(name, variant)  # a bad variant: ValueError naming the choices
-        return cls(by_role, dict(variants or {}))
+                names[role] = name
+        variants = dict(variants or {})
+        instances = {name: registry.make(name, variants.get(name)) for name in variants}
+        for name in names.values():
+            instances.setdefault(name, registry.make(name))
+        return cls({role: instances[name] for role, name in names.items()})
 
-    def backend(self, role: Translator) -> Backend:
-        name = self.by_role[TRANSLATOR_ROLES[type(role)]]
-        return registry.make(name, self.variants.get(name))
+    @classmethod
+    def of_roles(cls, by_role: Mapping[str, Backend]) -> BackendChoice:
+        """The choice of already made instances, role -> backend (roles not given: none is a ValueError)."""
+        return cls(dict(by_role))
 
-    def used(self, topology: Topology) -> list[Backend]:
+    def spec(self) -> str:
+        """The text `parse` reads back into this choice (with `variants()`)."""
+        names = {role: backend.name for role, backend in self.by_role.items()}
+        if len(set(names.values())) == 1:
+            return next(iter(names.values()))
+        return ",".join(f"{role}={name}" for role, name in names.items())
+
+    def variants(self) -> dict[str, str]:
+        """Backend name -> the variant of the chosen instance, for the backends that have one."""
+        return {b.name: b.variant for b in self.by_role.values() if b.variant is not None}
+
+    # The backend serving `role`, seen through the one part of its interface the caller uses.
+    def renderer(self, role: Translator) -> Renderer:
+        return self._of(role)
+
+    def runtime(self, role: Translator) -> Runtime:
+        return self._of(role)
+
+    def deployment(self, role: Translator) -> Deployment:
+        return self._of(role)
+
+    def counters(self, role: Translator) -> Counters:
+        return self._of(role)
+
+    def _of(self, role: Translator) -> Backend:
+        return self.by_role[TRANSLATOR_ROLES[type(role)]]
+
+    def used(self, topology: Topology) -> list[Renderer]:
         """Each backend serving a role of `topology`, once."""
-        found: dict[str, Backend] = {}
+        found: dict[str, Renderer] = {}
         for role in topology.translators().values():
-            backend = self.backend(role)
+            backend = self.renderer(role)
             found.setdefault(backend.name, backend)
         return list(found.values())
 
@@ -65,10 +112,10 @@ class BackendChoice:
 
     def default_prefix(self) -> str | None:
         """A translation prefix a chosen variant needs instead of the paper's (None: the paper's)."""
-        for name, variant in self.variants.items():
-            option = registry.variant_options().get(name)
-            if name in self.by_role.values() and option is not None and variant in option.default_prefix:
-                return option.default_prefix[variant]
+        for backend in self.by_role.values():
+            option = backend.variant_option
+            if option is not None and backend.variant in option.default_prefix:
+                return option.default_prefix[str(backend.variant)]
         return None
 
 
@@ -81,7 +128,7 @@ def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: Rend
     for item in host.items:
         role = host.translator
         if role is not None and item is role:
-            steps += choice.backend(role).render(role, host, ctx)
+            steps += choice.renderer(role).render(role, host, ctx)
         else:
             steps += linux.render_item(item)
     return steps
@@ -142,17 +189,17 @@ def header(topology: Topology, choice: BackendChoice) -> list[Comment]:
     """What a rendering is: topology, who serves which role, notes."""
     lines = [f"xlatbench setup: {topology.name} -- {topology.description}"]
     for host, role in topology.translators().items():
-        backend = choice.backend(role)
+        backend = choice.renderer(role)
         desc = backend.describe(role)
         variant = f" ({desc['variant']}, prefix {desc['prefix']})" if "variant" in desc else ""
         lines.append(f"{host}: {TRANSLATOR_ROLES[type(role)]} by {backend.name}{variant}")
     lines += list(topology.notes)
-    notes = [n for r in topology.translators().values() for n in choice.backend(r).notes(r)]
+    notes = [n for r in topology.translators().values() for n in choice.renderer(r).notes(r)]
     lines += list(dict.fromkeys(notes))
     return [Comment(line) for line in lines]
 
 
-def zero_checksum_dropper(chain: Topology, choice: BackendChoice) -> tuple[str, Backend, str] | None:
+def zero_checksum_dropper(chain: Topology, choice: BackendChoice) -> tuple[str, Renderer, str] | None:
     """The translator that would drop Knot's XDP-mode replies on `chain`, as (host, backend, role name), or
     None when every reply gets through. Knot 3.2's XDP mode sends its IPv4 UDP replies with checksum 0 (no
     checksum, which RFC 768 allows); the translator that carries them to IPv6 (the PLAT, the BR: the roles
@@ -162,13 +209,13 @@ def zero_checksum_dropper(chain: Topology, choice: BackendChoice) -> tuple[str, 
     if ":" in chain.knot_address:
         return None
     for host, role in chain.translators().items():
-        backend = choice.backend(role)
+        backend = choice.renderer(role)
         if isinstance(role, Plat | MapBrRole) and not backend.accepts_zero_udp_checksum:
             return host, backend, TRANSLATOR_ROLES[type(role)]
     return None
 
 
-def zero_checksum_reason(backend: Backend) -> str:
+def zero_checksum_reason(backend: Renderer) -> str:
     """Why Knot's XDP mode cannot answer through `backend` (what zero_checksum_dropper found), one clause."""
     return (f"Knot's XDP mode answers IPv4 queries with UDP checksum 0 (RFC 768 allows it) and "
             f"{backend.name} drops such a datagram on its way to IPv6 (RFC 7915 section 4.5 lets it)")

@@ -24,6 +24,7 @@ from pathlib import Path
 from xlatbench.paths import tester_binary
 from xlatbench.setups.backends import registry
 from xlatbench.setups.emulation import EmulatedChain, EmulationConfig, down
+from xlatbench.setups.plan import BackendChoice
 
 HZ = os.sysconf("SC_CLK_TCK")
 # The kernel's run-time accounting of its programs (off by default: it costs a clock read per run).
@@ -47,8 +48,8 @@ def process_seconds(pid: int) -> float:
 
 def trial(backend: str, rate: int, duration: int) -> dict[str, object]:
     prefix = f"xm{os.getpid() % 100000}"
-    chain = EmulatedChain.up(EmulationConfig("464xlat", prefix=prefix, backend=backend, knot_cpus=(0,),
-                                             dut_cpus=(1,)))
+    chain = EmulatedChain.up(EmulationConfig("464xlat", prefix=prefix, backends=BackendChoice.parse(backend),
+                                             knot_cpus=(0,), dut_cpus=(1,)))
     try:
         emulation = chain.emulation
         out = Path(emulation.ctx.rundir) / "trial.json"

@@ -2,10 +2,13 @@
 (interfaces, routes, forwarding, NAT44); translator roles go to the backend chosen for them.
 
 This package owns everything that differs between translator implementations, behind one interface
-(`Backend`): the roles it plays, the steps it renders, the processes it starts (how to recognise, watch and
-pin them), its machine-wide steps, the devices it creates, its preflight facts and refusals on a testbed host,
-its undo specifics, how a testbed swaps in a host's own build, how its own counters are read (locally or on a
-testbed host), its execution model and its version label.
+(`Backend`) split by concern, so that each part of the suite sees only what it uses: rendering (`Renderer`:
+the roles it plays, the steps it renders, its machine-wide steps, its description and version label), the
+emulation's runtime (`Runtime`: whether it runs here, the processes it starts, how to recognise, watch and
+pin them, the devices it creates), a testbed host's part (`Deployment`: preflight facts and refusals, undo
+specifics, how a testbed swaps in a host's own build) and its own counters (`Counters`, read locally or on a
+testbed host). What analysis reads of a backend through its records is declared (`Declared`: its execution
+model, the device its queue drops show on) and written under the keys defined here.
 The registry (`registry.REGISTRY`, name -> factory) is the only list of implementations: callers outside
 this package name none; they ask the registry and use the interface.
 """
@@ -74,28 +77,83 @@ class VariantOption:
     default_prefix: Mapping[str, str]
 
 
-class Backend(Protocol):
-    """One translator implementation. Only `name`, `roles`, `execution_model`, `render`, `unavailable`
-    and `describe` are specific to every backend; the rest have neutral defaults in `BackendBase`."""
+# What analysis reads of a backend from a record's translator description, under these keys: how it spends
+# CPU (one of EXECUTION_MODELS) and the network device its queue drops show on (a user-space translator's
+# TUN: its tx_dropped counts what the translator did not take in time), if it has one.
+EXECUTION_MODEL_KEY = "execution_model"
+QUEUE_DEVICE_KEY = "tun_device"
+
+
+def declared(backend: Declared) -> dict[str, object]:
+    """The declared facts (execution model, queue device) a backend's describe() carries, under their keys."""
+    facts: dict[str, object] = {EXECUTION_MODEL_KEY: backend.execution_model}
+    if backend.queue_device is not None:
+        facts[QUEUE_DEVICE_KEY] = backend.queue_device
+    return facts
+
+
+def recorded_execution_model(description: Mapping[str, object]) -> str | None:
+    """A recorded translator description's execution model (None: a record from before it was declared)."""
+    model = description.get(EXECUTION_MODEL_KEY)
+    return model if isinstance(model, str) else None
+
+
+def recorded_queue_device(description: Mapping[str, object]) -> str | None:
+    """The device a recorded translator's queue drops show on (None: it has none, or it was not recorded)."""
+    device = description.get(QUEUE_DEVICE_KEY)
+    return device if isinstance(device, str) and device else None
+
+
+# The `Backend` interface, split by concern: each part of the suite types what it holds with the part it
+# uses (tests/setups/test_backends.py keeps each part narrow).
+
+
+class Named(Protocol):
+    """What every part may read: the backend's name, the roles it serves and its build variant."""
 
     name: str
     roles: frozenset[str]  # translator roles it can serve: clat, plat, ce, br
-    execution_model: str  # one of EXECUTION_MODELS
-    programs: tuple[str, ...]  # base names of the executables it starts
-    own_build: str | None  # what a testbed host's own build replaces (inventory `<name>_binary`), if anything
     variant_option: VariantOption | None  # its build variants, if it has any
+    variant: str | None  # the variant this instance is (None: it has none)
+
+
+class Declared(Protocol):
+    """What analysis reads of a backend (through its records), declared rather than implied."""
+
+    execution_model: str  # one of EXECUTION_MODELS
+    queue_device: str | None  # the device its queue drops show on (a TUN's tx_dropped), None: none
+
+
+class Renderer(Named, Declared, Protocol):
+    """Rendering (setups.plan): the steps of a role, once-per-machine steps, the devices it makes, what it
+    is (describe, notes, version) and whether it carries a zero IPv4 UDP checksum to IPv6."""
+
     # It carries an IPv4 UDP datagram with checksum 0 (no checksum, RFC 768) to IPv6 by computing the checksum
     # (RFC 7915 section 4.5) rather than dropping it: Knot's XDP mode replies so over IPv4.
     accepts_zero_udp_checksum: bool
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]: ...
-    def unavailable(self) -> str | None: ...  # why it cannot run on this machine, or None
-    def describe(self, role: Translator) -> dict[str, object]: ...  # carries execution_model
+    def describe(self, role: Translator) -> dict[str, object]: ...  # carries declared()
     def notes(self, role: Translator) -> list[str]: ...  # lines for a rendering's header
     def version(self) -> str: ...
-    def processes(self, host: str, ctx: RenderContext) -> list[Process]: ...
     def machine_steps(self, ctx: RenderContext) -> list[Step]: ...
+
+
+class Runtime(Named, Protocol):
+    """The emulation's runtime on this machine: whether it can run here, the processes it starts (how to
+    recognise, watch and pin them) and the devices it creates."""
+
+    def unavailable(self) -> str | None: ...  # why it cannot run on this machine, or None
+    def processes(self, host: str, ctx: RenderContext) -> list[Process]: ...
     def devices(self, ctx: RenderContext) -> tuple[str, ...]: ...
+
+
+class Deployment(Named, Protocol):
+    """Deploying to a testbed host: its preflight (facts, refusals, report), the undo of its steps and its
+    own build."""
+
+    own_build: str | None  # what a testbed host's own build replaces (inventory `<name>_binary`), if anything
+
     def preflight_facts(self, binary: str | None = None) -> list[str]: ...
     def preflight_problems(self, role: str, topology: str, binary: str | None,
                            facts: Mapping[str, str]) -> list[str]: ...
@@ -106,10 +164,22 @@ class Backend(Protocol):
     def owns_undo(self, argv: tuple[str, ...]) -> bool: ...
     def created_device(self, argv: tuple[str, ...]) -> str | None: ...
     def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]: ...
+
+
+class Counters(Named, Protocol):
+    """The translator's own counters and the kernel's run time of its program, read here or (the script and
+    its parser) on a testbed host."""
+
     def counters(self, host: str, ctx: RenderContext) -> dict[str, int]: ...
     def counters_script(self, host: str, ctx: RenderContext) -> str: ...
     def parse_counters(self, text: str) -> dict[str, int]: ...
     def run_time(self, host: str, ctx: RenderContext) -> tuple[int, int] | None: ...
+
+
+class Backend(Renderer, Runtime, Deployment, Counters, Protocol):
+    """One translator implementation: every part. Only `name`, `roles`, `execution_model`, `render`,
+    `unavailable` and `describe` are specific to every backend; the rest have neutral defaults in
+    `BackendBase`. What is chosen per role (setups.plan.BackendChoice) are instances of it."""
 
 
 class BackendBase:
@@ -118,9 +188,10 @@ class BackendBase:
 
     name = ""
     execution_model = IN_KERNEL_SOFTIRQ
-    programs: tuple[str, ...] = ()
+    queue_device: str | None = None
     own_build: str | None = None
     variant_option: VariantOption | None = None
+    variant: str | None = None
     accepts_zero_udp_checksum = False  # RFC 7915 section 4.5 allows a stateless translator to drop them
 
     def version(self) -> str:

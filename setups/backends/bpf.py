@@ -39,7 +39,7 @@ from pathlib import Path
 from ...paths import build_dir
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, linux, whole_address_ces
+from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, declared, linux, whole_address_ces
 
 Argv = tuple[str, ...]
 
@@ -290,7 +290,7 @@ class BpfBackend(BackendBase):
     def describe(self, role: Translator) -> dict[str, object]:
         info: dict[str, object] = {
             "implementation": "bpf",
-            "execution_model": EXECUTION_MODEL,
+            **declared(self),
             "version": bpf_version(),
             "object": str(object_path()),
             "source": "setups/backends/bpf/siit.bpf.c",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
-from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext
+from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, declared
 
 PAPER_VERSION = "4.2.0-rc2"
 MODULES = ("jool_siit", "jool", "jool_mapt")  # kernel modules, each with its user-space tool of that name
@@ -149,7 +149,7 @@ class JoolBackend(BackendBase):
         module = {Clat: "jool_siit", Plat: "jool", MapCeRole: "jool_mapt", MapBrRole: "jool_mapt"}[type(role)]
         return {
             "implementation": "jool",
-            "execution_model": self.execution_model,
+            **declared(self),
             "module": module,
             "version": self.version(),
         }

@@ -32,6 +32,7 @@ from . import (
     Process,
     RenderContext,
     VariantOption,
+    declared,
     linux,
     whole_address_ces,
 )
@@ -64,8 +65,9 @@ class TaygaBackend(BackendBase):
     name = "tayga"
     roles = frozenset({"clat", "plat", "ce", "br"})
     execution_model = USER_SPACE_SINGLE_THREAD
+    # Its queue to user space: drops here (tx_dropped) mean tayga did not keep up.
+    queue_device = TUN
     variant_option = VARIANT_OPTION
-    programs = ("tayga",)
     own_build = "the tayga executable (tools/build-tayga builds the patched one)"
     # tayga 0.9.2 drops an IPv4 UDP datagram with checksum 0 on its way to IPv6 (seen: a PLAT passed none of
     # Knot's XDP-mode replies); neither variant's patches change that.
@@ -210,13 +212,11 @@ class TaygaBackend(BackendBase):
     def describe(self, role: Translator) -> dict[str, object]:
         info: dict[str, object] = {
             "implementation": "tayga",
-            "execution_model": self.execution_model,
+            **declared(self),
             "variant": self.variant,
             "binary": self.binary,
             "version": tayga_version(self.variant),
             "prefix": role.pool6 if isinstance(role, Clat | Plat) else role.dmr,
-            # Its queue to user space: drops here (tx_dropped) mean tayga did not keep up.
-            "tun_device": TUN,
         }
         if self.variant == "patched":
             info["patches"] = "tools/patches/tayga-*.patch: wkpf-strict no; zero UDP checksum sent as 0xffff"

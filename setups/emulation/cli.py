@@ -56,6 +56,11 @@ def _variants(args: argparse.Namespace) -> dict[str, str]:
     return {name: getattr(args, f"variant_{name}") for name in registry.variant_options()}
 
 
+def _backends(args: argparse.Namespace) -> BackendChoice:
+    """--backend and the variant options, parsed once (a bad one fails here, early)."""
+    return BackendChoice.parse(args.backend, _variants(args))
+
+
 def _add_ces_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ces",
@@ -159,11 +164,9 @@ def _register_render_describe(actions: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> EmulationConfig:
-    BackendChoice.parse(args.backend, _variants(args))  # fail early on a bad --backend
     return EmulationConfig(
         topology=args.topology,
-        backend=args.backend,
-        variants=_variants(args),
+        backends=_backends(args),
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
         rmem_bytes=args.rmem,
@@ -235,10 +238,10 @@ def _down_loopback() -> dict[str, list[str]]:
 
 
 def _render(args: argparse.Namespace) -> int:
-    choice = BackendChoice.parse(args.backend, _variants(args))
+    choice = _backends(args)
     prefix = args.nat64_prefix or choice.default_prefix() or WELL_KNOWN_PREFIX
     if args.netns:
-        config = _config_for_render(args)
+        config = _config_for_render(args, choice)
         emulation = Emulation(config)
         for comment in header(emulation.topology, choice):
             print(comment.shell())
@@ -260,11 +263,10 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_for_render(args: argparse.Namespace) -> EmulationConfig:
+def _config_for_render(args: argparse.Namespace, choice: BackendChoice) -> EmulationConfig:
     return EmulationConfig(
         topology=args.topology,
-        backend=args.backend,
-        variants=_variants(args),
+        backends=choice,
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
         ces=args.ces,

@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ...procs import alive
@@ -37,28 +37,26 @@ MIB = 1 << 20
 class EmulationConfig:
     """What to bring up.
 
-    backend: a registered backend's name for every role, or per role "clat=NAME,..." (setups.backends;
-    in-kernel modules cannot load here). variants: backend name -> its variant (its `variant_option`, e.g.
-    a stock build that needs a network-specific prefix). nat64_prefix: None = the paper's, or the prefix
-    a chosen variant needs. rmem_bytes: root net.core.rmem_max,
-    rmem_default and wmem_max during the run (bytes). backlog_packets: root net.core.netdev_max_backlog
-    during the run (packets; child namespaces have none of their own): a veth hands each packet to the
-    receiving CPU's backlog, and at the kernel's 1 000 a burst of the tester's sends overflows it there and
-    shows as the client interface's tx drops, which the tester must count as its own.
-    tx_offload_off: compute checksums in software on the client's and server's interfaces so a
-    translator's checksum bug cannot hide (NOTES). knot_cpus / dut_cpus: CPU lists (None = unpinned); the
-    server's interfaces steer their receive softirq (RPS) to knot_cpus. client_cpus: the tester's CPUs,
-    where the client's interfaces steer theirs (None: the kernel's default, the CPU that sent the packet,
-    i.e. a DUT's). ces: MAP-T CEs the tester plays (`br` only). knot_io: how Knot takes its queries,
-    "socket" (the kernel's UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to
-    the chain; its sockets stay for the readiness query over loopback). plat_netmap (`plat` only): the
-    PLAT's NAT44 gives each IPv6 client its own address of paper.PLAT_NETMAP instead of sharing the paper's
-    one address, whose 64 512 ports bound the UDP flows to one server port (a sessions sweep beyond them).
+    backends: the backend instance serving each translator role (setups.plan.BackendChoice, parsed where the
+    text came in; in-kernel modules cannot load here; a variant such as a stock build may need a
+    network-specific prefix). nat64_prefix: None = the paper's, or the prefix a chosen variant needs.
+    rmem_bytes: root net.core.rmem_max, rmem_default and wmem_max during the run (bytes). backlog_packets:
+    root net.core.netdev_max_backlog during the run (packets; child namespaces have none of their own): a veth
+    hands each packet to the receiving CPU's backlog, and at the kernel's 1 000 a burst of the tester's sends
+    overflows it there and shows as the client interface's tx drops, which the tester must count as its own.
+    tx_offload_off: compute checksums in software on the client's and server's interfaces so a translator's
+    checksum bug cannot hide (NOTES). knot_cpus / dut_cpus: CPU lists (None = unpinned); the server's
+    interfaces steer their receive softirq (RPS) to knot_cpus. client_cpus: the tester's CPUs, where the
+    client's interfaces steer theirs (None: the kernel's default, the CPU that sent the packet, i.e. a DUT's).
+    ces: MAP-T CEs the tester plays (`br` only). knot_io: how Knot takes its queries, "socket" (the kernel's
+    UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to the chain; its sockets stay
+    for the readiness query over loopback). plat_netmap (`plat` only): the PLAT's NAT44 gives each IPv6 client
+    its own address of paper.PLAT_NETMAP instead of sharing the paper's one address, whose 64 512 ports bound
+    the UDP flows to one server port (a sessions sweep beyond them).
     """
 
     topology: str
-    backend: str = EMULATION_DEFAULT
-    variants: Mapping[str, str] = field(default_factory=dict)
+    backends: BackendChoice = field(default_factory=BackendChoice)
     nat64_prefix: str | None = None
     prefix: str = "xb"
     rmem_bytes: int = 4 * MIB
@@ -74,9 +72,11 @@ class EmulationConfig:
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
+        if not isinstance(self.backends, BackendChoice):
+            raise TypeError(f"backends is {self.backends!r}, not a BackendChoice: parse text where it enters "
+                            "(BackendChoice.parse)")
         chain = self.chain_topology()  # ValueError: bad name, CEs or plat_netmap
-        choice = BackendChoice.parse(self.backend, self.variants)
-        refusal = knot_xdp_refusal(chain, choice) if self.knot_io == "xdp" else None
+        refusal = knot_xdp_refusal(chain, self.backends) if self.knot_io == "xdp" else None
         if refusal:
             raise ValueError(refusal)
 
@@ -88,7 +88,28 @@ class EmulationConfig:
     def effective_nat64_prefix(self) -> str:
         if self.nat64_prefix:
             return self.nat64_prefix
-        return BackendChoice.parse(self.backend, self.variants).default_prefix() or WELL_KNOWN_PREFIX
+        return self.backends.default_prefix() or WELL_KNOWN_PREFIX
+
+    def state(self) -> dict[str, object]:
+        """These options for a state file (JSON): the backends as the text `from_state` parses back."""
+        values: dict[str, object] = {}
+        for f in fields(self):
+            if f.name == "backends":
+                values |= {"backend": self.backends.spec(), "variants": self.backends.variants()}
+            else:
+                values[f.name] = getattr(self, f.name)
+        return values
+
+    @classmethod
+    def from_state(cls, values: Mapping[str, object]) -> EmulationConfig:
+        """The options a state file holds (`state`): the state file is where the backends' text enters."""
+        options = dict(values)
+        spec, variants = str(options.pop("backend", EMULATION_DEFAULT)), options.pop("variants", None)
+        for key in ("knot_cpus", "dut_cpus", "client_cpus"):
+            if options.get(key) is not None:
+                options[key] = tuple(options[key])  # type: ignore[call-overload]
+        backends = BackendChoice.parse(spec, variants if isinstance(variants, dict) else None)
+        return cls(backends=backends, **options)  # type: ignore[arg-type]
 
 
 def knot_xdp_refusal(chain: Topology, choice: BackendChoice) -> str | None:
@@ -112,7 +133,7 @@ class Emulation:
         check_prefix(config.prefix)
         self.config = config
         self.topology: Topology = config.chain_topology()
-        self.choice = BackendChoice.parse(config.backend, config.variants)
+        self.choice = config.backends
         self.ctx = RenderContext(world="netns", rundir=str(rundir(config.prefix)), prefix=config.prefix)
         self.netns_of = {h.name: netns_name(config.prefix, h.name) for h in self.topology.hosts}
         self.knot = KnotServer(
@@ -203,7 +224,7 @@ class Emulation:
         if os.geteuid() != 0:
             raise EmulationError("setup up needs root (namespaces, sysctls, cgroups)")
         for role in self.topology.translators().values():
-            reason = self.choice.backend(role).unavailable()
+            reason = self.choice.runtime(role).unavailable()
             if reason:
                 raise EmulationError(reason)
         for tool in ("ip", "nft", "iptables", "ethtool", "knotd", "kdig"):
@@ -223,7 +244,7 @@ class Emulation:
         run = rundir(self.prefix)
         run.mkdir(parents=True, exist_ok=True)
         state: dict[str, object] = {
-            "config": asdict(self.config),
+            "config": self.config.state(),
             "phase": "coming up",
             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "pid": os.getpid(),
@@ -270,7 +291,7 @@ class Emulation:
     def translator_processes(self, pinned: bool = False) -> dict[str, list[Process]]:
         """DUT host -> the processes its backend starts that are watched for liveness (or, with `pinned`,
         that belong in its cpuset); empty for in-kernel roles."""
-        return {host: [p for p in self.choice.backend(role).processes(host, self.ctx)
+        return {host: [p for p in self.choice.runtime(role).processes(host, self.ctx)
                        if (p.pin if pinned else p.watch)]
                 for host, role in self.topology.translators().items()}
 
@@ -327,7 +348,7 @@ class Emulation:
         """"host:translator" -> the translator's own counters, for the backends that keep any."""
         found = {}
         for host, role in self.topology.translators().items():
-            counts = self.choice.backend(role).counters(host, self.ctx)
+            counts = self.choice.counters(role).counters(host, self.ctx)
             if counts:
                 found[f"{host}:translator"] = counts
         return found
@@ -338,7 +359,7 @@ class Emulation:
         is 1)."""
         found = {}
         for host, role in self.topology.translators().items():
-            run = self.choice.backend(role).run_time(host, self.ctx)
+            run = self.choice.counters(role).run_time(host, self.ctx)
             if run is not None:
                 found[host] = run
         return found
@@ -346,7 +367,7 @@ class Emulation:
     def describe(self) -> dict[str, object]:
         roles = {}
         for host, role in self.topology.translators().items():
-            roles[host] = {"role": type(role).__name__, **self.choice.backend(role).describe(role)}
+            roles[host] = {"role": type(role).__name__, **self.choice.renderer(role).describe(role)}
         info: dict[str, object] = {
             "topology": self.topology.name,
             "description": self.topology.description,
@@ -385,11 +406,7 @@ def attach(prefix: str = "xb") -> Emulation:
         raise EmulationError(
             f"no chain with prefix {prefix!r} is up: run `xlatbench setup up TOPOLOGY --prefix {prefix}`"
         ) from None
-    config = state["config"]
-    for key in ("knot_cpus", "dut_cpus", "client_cpus"):
-        if config.get(key) is not None:
-            config[key] = tuple(config[key])
-    return Emulation(EmulationConfig(**config))
+    return Emulation(EmulationConfig.from_state(state["config"]))
 
 
 __all__ = ["Emulation", "EmulationConfig", "EmulationError", "attach"]

@@ -31,7 +31,7 @@ from ...zones import KnotConfig
 from ...zones.knot import KNOT_XDP_PROGRAM, TEMPLATE, xdp_section
 from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
 from .. import counters as counters_mod
-from ..backends import Backend, RenderContext, registry
+from ..backends import Counters, Deployment, RenderContext
 from ..chain import (
     READ_UDP_TIMEOUTS,
     client_interface,
@@ -39,7 +39,7 @@ from ..chain import (
     server_interface,
     xdp_tester_binding,
 )
-from ..plan import BackendChoice, computing_backends, render_host, zero_checksum_dropper, zero_checksum_reason
+from ..plan import computing_backends, render_host, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Endpoint, Host, Interface, Link, Topology
 from ..transports import StepError
@@ -208,7 +208,7 @@ def knot_xdp_refusal(inventory: Inventory) -> str | None:
     """Why Knot's XDP mode cannot answer through this testbed's translators (plan.zero_checksum_dropper's
     rule), with the testbed's fix; None when it can."""
     topo = machine_topology(inventory)
-    found = zero_checksum_dropper(topo, BackendChoice.parse(inventory.backend_spec(), inventory.variants))
+    found = zero_checksum_dropper(topo, inventory.backends())
     if found is None:
         return None
     host, backend, name = found
@@ -226,7 +226,7 @@ def plan(inventory: Inventory, tester_io: str = "socket",
     detaches the tester's reply filter from its test interface (a killed tester leaves it there)."""
     check_io(tester_io, server_io)
     topo = machine_topology(inventory)
-    choice = BackendChoice.parse(inventory.backend_spec(), inventory.variants)
+    choice = inventory.backends()
     if server_io == "xdp":
         refusal = knot_xdp_refusal(inventory)
         if refusal:
@@ -237,8 +237,7 @@ def plan(inventory: Inventory, tester_io: str = "socket",
         host_steps = render_host(topo, topo.host(role), choice, ctx)
         entry = inventory.hosts[role]
         if entry.binary:
-            own = registry.make(entry.backend, inventory.variants.get(entry.backend))
-            host_steps = [_with_binary(own, s, entry.binary) for s in host_steps]
+            host_steps = [_with_binary(entry.backend, s, entry.binary) for s in host_steps]
         mine: list[HostStep] = [narrow_default_route(s, topo) for s in host_steps]
         if role == "server":
             mine += knot_steps(inventory, topo, server_io)
@@ -269,7 +268,7 @@ def narrow_default_route(step: Step, topo: Topology) -> Step:
     return step
 
 
-def _with_binary(backend: Backend, step: Step, binary: str) -> Step:
+def _with_binary(backend: Deployment, step: Step, binary: str) -> Step:
     """`step` running the host's own build of its backend's program where it runs the default one."""
     if isinstance(step, Cmd | Daemon):
         return dataclasses.replace(step, argv=backend.with_binary(step.argv, binary))
@@ -524,16 +523,16 @@ class TestbedChain:
         return down_all(self.inventory, self.shell)
 
     def describe(self) -> dict[str, Any]:
-        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.variants)
+        choice = self.inventory.backends()
         translators = {}
         for host, role in self.machine.translators().items():
-            backend = choice.backend(role)
+            backend = choice.renderer(role)
             info = backend.describe(role)
-            found = backend.testbed_version(self.preflight["hosts"][host])
+            found = choice.deployment(role).testbed_version(self.preflight["hosts"][host])
             if found is not None:
                 info["version"] = found
             entry = self.inventory.hosts[machine_of(self.machine, host)]
-            if entry.binary and entry.backend == backend.name:  # what the host ran instead of the build's
+            if entry.binary and entry.backend.name == backend.name:  # the host ran it instead of the build's
                 info["own_build"] = entry.binary
             translators[host] = {"role": type(role).__name__, **info}
         return {"topology": self.topology, "description": self.machine.description, "world": "real testbed",
@@ -614,11 +613,11 @@ class TestbedChain:
 
     def _translator_pidfiles(self) -> dict[str, list[str]]:
         """Per DUT host, the pid files of the processes its backend starts (none for in-kernel ones)."""
-        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.variants)
+        choice = self.inventory.backends()
         found: dict[str, list[str]] = {}
         for host, role in self.machine.translators().items():
             ctx = host_context(self.inventory, machine_of(self.machine, host))
-            pidfiles = [p.pidfile for p in choice.backend(role).processes(host, ctx)]
+            pidfiles = [p.pidfile for p in choice.runtime(role).processes(host, ctx)]
             if pidfiles:
                 found[host] = pidfiles
         return found
@@ -685,14 +684,14 @@ class TestbedChain:
         return dead
 
     @cached_property
-    def _translator_counters(self) -> dict[str, list[tuple[str, Backend, str]]]:
+    def _translator_counters(self) -> dict[str, list[tuple[str, Counters, str]]]:
         """Per machine, (host, backend, shell line) of each translator there that keeps counters of its own
         (read with the host's other counters: `counters_script`)."""
-        choice = BackendChoice.parse(self.inventory.backend_spec(), self.inventory.variants)
-        found: dict[str, list[tuple[str, Backend, str]]] = {}
+        choice = self.inventory.backends()
+        found: dict[str, list[tuple[str, Counters, str]]] = {}
         for host, role in self.machine.translators().items():
             machine = machine_of(self.machine, host)
-            backend = choice.backend(role)
+            backend = choice.counters(role)
             script = backend.counters_script(host, host_context(self.inventory, machine))
             if script:
                 found.setdefault(machine, []).append((host, backend, script))

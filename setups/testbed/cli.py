@@ -10,7 +10,7 @@ from typing import TextIO
 
 from ...scripts.xlatperf import XDP_FIRST_PORT
 from ..chain import xdp_tester_binding
-from ..plan import BackendChoice, header
+from ..plan import header
 from ..steps import Cmd, WriteFile
 from .chain import (
     IO_MODES,
@@ -156,7 +156,7 @@ def _dry_trial(inventory: Inventory, out: TextIO, tester_io: str = "socket") -> 
 def dry_run(inventory: Inventory, out: TextIO, tester_io: str = "socket", server_io: str = "socket") -> None:
     """Every host's commands, touching nothing."""
     topo = machine_topology(inventory)
-    for comment in header(topo, BackendChoice.parse(inventory.backend_spec(), inventory.variants)):
+    for comment in header(topo, inventory.backends()):
         print(comment.shell(), file=out)
     steps = plan(inventory, tester_io, server_io)
     for role in ORDER:

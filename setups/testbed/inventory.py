@@ -28,9 +28,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..backends import registry
+from ..backends import Backend, registry
 from ..cpulist import parse_user_cpu_list
 from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
+from ..plan import BackendChoice
 from ..topology import Topology
 
 ROLES = ("client", "dut1", "dut2", "server")
@@ -68,7 +69,8 @@ class HostEntry:
     """One machine of the testbed.
 
     ssh: the destination given to ssh. interfaces: link name -> interface name on this machine.
-    backend: translator backend (DUTs only). offline_cpus: CPUs hotplug may take offline.
+    backend: the translator backend instance (DUTs only; its variant the inventory's).
+    offline_cpus: CPUs hotplug may take offline.
     management: the address ssh reaches (optional; checked against the test networks).
     sysfs_root / proc_stat / proc_root: where /sys (CPU hotplug, NICs' IRQ lists), /proc/stat and /proc (IRQ
     affinities, /proc/interrupts) are (tests redirect them to fake trees).
@@ -79,7 +81,7 @@ class HostEntry:
     role: str
     ssh: str
     interfaces: dict[str, str]
-    backend: str = registry.TESTBED_DEFAULT
+    backend: Backend = field(default_factory=lambda: registry.make(registry.TESTBED_DEFAULT))
     offline_cpus: tuple[int, ...] = ()
     management: str | None = None
     sysfs_root: str = "/sys"
@@ -116,10 +118,10 @@ class Inventory:
         testbed puts no further client addresses on a real host: AF_XDP flows stay within its ports)."""
         return replace(topology(self.topology_name, self.nat64_prefix), client_sources=1)
 
-    def backend_spec(self) -> str:
-        """The per-role backend string BackendChoice.parse takes: CLAT/CE follow dut1, PLAT/BR dut2."""
+    def backends(self) -> BackendChoice:
+        """The DUTs' backend instances per translator role: CLAT/CE are dut1's, PLAT/BR dut2's."""
         d1, d2 = self.hosts["dut1"].backend, self.hosts["dut2"].backend
-        return f"clat={d1},ce={d1},plat={d2},br={d2}"
+        return BackendChoice.of_roles({"clat": d1, "ce": d1, "plat": d2, "br": d2})
 
 
 def load_inventory(path: str | Path) -> Inventory:
@@ -173,7 +175,7 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
     if rx_flow_hash not in RX_FLOW_HASH:
         raise fail("rx_flow_hash", "choose check (refuse a NIC that hashes UDP on addresses only) or apply "
                    "(set the paper's sdfn, undone by down)")
-    hosts = _hosts(data.get("hosts"), fail)
+    hosts = _hosts(data.get("hosts"), variants, fail)
     inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, variants, rundir_root,
                           rx_flow_hash=rx_flow_hash)
     _check_whole(inventory, fail)
@@ -186,7 +188,7 @@ def _string_list(value: Any, error: InventoryError) -> list[str]:
     return value
 
 
-def _hosts(raw: Any, fail: Any) -> dict[str, HostEntry]:
+def _hosts(raw: Any, variants: dict[str, str], fail: Any) -> dict[str, HostEntry]:
     if not isinstance(raw, dict):
         raise fail("hosts", f"missing [hosts.ROLE] tables: give one for each of {', '.join(ROLES)}")
     for role in raw:
@@ -196,10 +198,10 @@ def _hosts(raw: Any, fail: Any) -> dict[str, HostEntry]:
     for role in ROLES:
         if role not in raw:
             raise fail(f"hosts.{role}", "missing: every testbed needs client, dut1, dut2 and server")
-    return {role: _host(role, raw[role], fail) for role in ROLES}
+    return {role: _host(role, raw[role], variants, fail) for role in ROLES}
 
 
-def _host(role: str, raw: Any, fail: Any) -> HostEntry:
+def _host(role: str, raw: Any, variants: dict[str, str], fail: Any) -> HostEntry:
     key = f"hosts.{role}"
     if not isinstance(raw, dict):
         raise fail(key, "must be a table")
@@ -231,8 +233,8 @@ def _host(role: str, raw: Any, fail: Any) -> HostEntry:
         if value is not None and (not isinstance(value, str) or any(c.isspace() for c in value)):
             raise fail(f"{key}.{k}", "must be a path without spaces")
     binary = paths.pop(f"{backend}_binary")
-    return HostEntry(role, ssh, interfaces, backend, cpus, management and str(management), **paths,
-                     binary=binary)
+    return HostEntry(role, ssh, interfaces, registry.make(backend, variants.get(backend)), cpus,
+                     management and str(management), **paths, binary=binary)
 
 
 def _interfaces(role: str, raw: Any, fail: Any) -> dict[str, str]:

@@ -105,7 +105,7 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
         f'echo "tester=$( ({q(host.tester)} --version 2>/dev/null || echo absent) | head -n 1)"',
     ]
     for backend in registry.every():  # each translator's own facts, on every host (the summary shows them)
-        lines += backend.preflight_facts(host.binary if backend.name == host.backend else None)
+        lines += backend.preflight_facts(host.binary if backend.name == host.backend.name else None)
     for iface in interfaces:
         i = q(iface)
         lines += [
@@ -395,8 +395,7 @@ def _tester_problems(inventory: Inventory, remote: str) -> list[str]:
 
 def _backend_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:
     host = inventory.hosts[role]
-    backend = registry.make(host.backend, inventory.variants.get(host.backend))
-    return backend.preflight_problems(role, inventory.topology_name, host.binary, facts)
+    return host.backend.preflight_problems(role, inventory.topology_name, host.binary, facts)
 
 
 def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list[str]],

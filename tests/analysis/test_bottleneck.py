@@ -20,7 +20,7 @@ def evidence(shares, cpus, dut_cpus, failing_drops=None, single_threaded=True, t
     return Evidence(setup="464xlat", topology="464xlat", cores=1, rate_qps=20000.0, interval_s=1.0, runs=3,
                     implementation="tayga 0.9.2", emulated=True, translator_share=shares,
                     dut_cpus=dut_cpus, test_cpus=tester, cpu_use=cpus, failing=failing,
-                    single_threaded=single_threaded, tun_devices={"dut1": ("nat64",), "dut2": ("nat64",)},
+                    single_threaded=single_threaded, queue_devices={"dut1": ("nat64",), "dut2": ("nat64",)},
                     dut_cpu_use={dut: {str(c): cpus[str(c)] for c in cs if str(c) in cpus}
                                  for dut, cs in dut_cpus.items()})
 

@@ -12,7 +12,9 @@ import pytest
 from trials import run_trial
 
 from xlatbench.paths import tester_binary
+from xlatbench.setups.backends.registry import EMULATION_DEFAULT
 from xlatbench.setups.emulation import EmulatedChain, EmulationConfig, down, leftovers
+from xlatbench.setups.plan import BackendChoice
 
 
 def _random_prefix() -> str:
@@ -33,8 +35,12 @@ def prefix() -> Iterator[str]:
 def chain_factory(prefix: str) -> Iterator:
     """Bring chains up with the session prefix; whatever happens, take them down after the test."""
 
-    def make(topology: str, **options: object) -> EmulatedChain:
-        return EmulatedChain.up(EmulationConfig(topology, prefix=prefix, **options))
+    def make(topology: str, backend: str | None = None, variants: dict[str, str] | None = None,
+             **options: object) -> EmulatedChain:
+        """`backend` and `variants` as text, parsed here (the tests' edge) into the chain's backends."""
+        if backend is not None or variants is not None:
+            options["backends"] = BackendChoice.parse(backend or EMULATION_DEFAULT, variants)
+        return EmulatedChain.up(EmulationConfig(topology, prefix=prefix, **options))  # type: ignore[arg-type]
 
     yield make
     down(prefix)

@@ -113,7 +113,7 @@ REFUSING = [("464xlat", "tayga"), ("464xlat", "clat=bpf,plat=tayga"), ("mapt", "
 @pytest.mark.parametrize(("chain", "backend"), REFUSING)
 def test_knot_xdp_is_refused_where_the_plat_or_br_drops_zero_checksums(chain: str, backend: str) -> None:
     with pytest.raises(ValueError, match="tayga drops such a datagram on its way to IPv6") as refused:
-        EmulationConfig(chain, backend=backend, knot_io="xdp")
+        EmulationConfig(chain, backends=BackendChoice.parse(backend), knot_io="xdp")
     role = "br" if chain in ("mapt", "br") else "plat"
     assert f"with the tayga {role}" in str(refused.value)
     if not registry.make("bpf").unavailable():
@@ -126,7 +126,7 @@ def test_knot_xdp_is_refused_where_the_plat_or_br_drops_zero_checksums(chain: st
 def test_knot_xdp_is_accepted_where_no_translator_drops_its_replies(chain: str, backend: str) -> None:
     """A bpf PLAT or BR computes the checksum; a CLAT or CE only sees replies that Knot sent over IPv6 or
     that the PLAT/BR already checksummed."""
-    assert EmulationConfig(chain, backend=backend, knot_io="xdp").knot_io == "xdp"
+    assert EmulationConfig(chain, backends=BackendChoice.parse(backend), knot_io="xdp").knot_io == "xdp"
 
 
 def test_which_backends_accept_zero_udp_checksums() -> None:

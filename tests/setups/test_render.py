@@ -60,7 +60,7 @@ def test_stock_tayga_refuses_the_well_known_prefix_and_accepts_a_network_specifi
 
 
 def test_stock_default_prefix_and_expectations_follow_the_prefix():
-    config = EmulationConfig("464xlat", variants={"tayga": "stock"})
+    config = EmulationConfig("464xlat", backends=BackendChoice.parse("tayga", {"tayga": "stock"}))
     assert config.effective_nat64_prefix == "2001:db8:64::/96"
     expect = expected_on_inner_link(topology("464xlat", config.effective_nat64_prefix))
     assert expect.dst == "2001:db8:64::cb00:7138"

@@ -45,9 +45,12 @@ def edited(path: str, value: Any) -> dict[str, Any]:
 def test_good_inventory_parses() -> None:
     inv = parse_inventory(good())
     assert inv.hosts["dut1"].offline_cpus == (1, 2, 3)
-    assert inv.hosts["dut1"].backend == "jool"
-    assert inv.hosts["dut2"].backend == "tayga"
-    assert inv.backend_spec() == "clat=jool,ce=jool,plat=tayga,br=tayga"
+    assert inv.hosts["dut1"].backend.name == "jool"
+    assert inv.hosts["dut2"].backend.name == "tayga"
+    choice = inv.backends()  # the hosts' instances, per role: CLAT/CE dut1's, PLAT/BR dut2's
+    assert choice.spec() == "clat=jool,ce=jool,plat=tayga,br=tayga"
+    assert choice.by_role["clat"] is inv.hosts["dut1"].backend
+    assert choice.by_role["br"] is inv.hosts["dut2"].backend
     assert inv.statefile("dut2") == "/run/xlatbench-testbed/lab/dut2/undo.sh"
 
 
