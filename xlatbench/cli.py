@@ -14,6 +14,7 @@ from . import __version__
 
 PARTS = (
     "xlatbench.zones.cli",
+    "xlatbench.setups.cli",
     "xlatbench.setups.emulation.cli",
     "xlatbench.setups.testbed.cli",
     "xlatbench.scripts.cli",

@@ -1,4 +1,6 @@
-"""`xlatbench setup up|check|down|render|describe`: the testbeds from the command line."""
+"""`xlatbench setup up|check|down|describe` and `setup render --netns`: the emulated testbeds from the command
+line. The `setup` group, its backend options and the real hosts' `setup render` are the core's
+(setups/cli.py); this module adds the emulation's actions to that group."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ import json
 import sys
 
 from ...zones import IO_MODES
-from ..backends import RenderContext, registry
+from ..backends import registry
+from ..cli import NETNS_RENDER, add_backend_options, add_ces_option, backends_of, setup_actions
 from ..cpulist import cpu_list_arg
-from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
-from ..plan import BackendChoice, header, render
+from ..paper import TOPOLOGIES
+from ..plan import BackendChoice, header
 from ..transports import DryRun
 from .cleanup import down, leftovers
 from .emulator import Emulation, EmulationConfig, EmulationError, attach
@@ -24,77 +27,17 @@ def _prefix(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _add_backend_options(parser: argparse.ArgumentParser, default_backend: str) -> None:
-    parser.add_argument(
-        "--backend",
-        default=default_backend,
-        help=f"translator backend: {', '.join(registry.names())} for every role, or per role as "
-        "clat=...,plat=...,ce=...,br=... (default: %(default)s); "
-        "forwarding and NAT44 are always Linux's",
-    )
-    fallbacks = []
-    for name, option in registry.variant_options().items():
-        parser.add_argument(
-            f"--{option.flag}",
-            dest=f"variant_{name}",
-            choices=option.choices,
-            default=option.default,
-            help=f"{option.help} (default: %(default)s)",
-        )
-        fallbacks += [f"{prefix} with --{option.flag} {variant}"
-                      for variant, prefix in option.default_prefix.items()]
-    parser.add_argument(
-        "--nat64-prefix",
-        metavar="PREFIX/96",
-        help="translation prefix instead of the paper's 64:ff9b::/96 "
-        f"(default: 64:ff9b::/96{''.join(', or ' + f for f in fallbacks)})",
-    )
-
-
-def _variants(args: argparse.Namespace) -> dict[str, str]:
-    """Backend name -> the variant chosen on the command line."""
-    return {name: getattr(args, f"variant_{name}") for name in registry.variant_options()}
-
-
-def _backends(args: argparse.Namespace) -> BackendChoice:
-    """--backend and the variant options, parsed once (a bad one fails here, early)."""
-    return BackendChoice.parse(args.backend, _variants(args))
-
-
-def _add_ces_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--ces",
-        type=int,
-        default=1,
-        help="br only: MAP-T CEs the tester plays, derived from the paper's BMR (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--plat-netmap",
-        action="store_true",
-        help="plat only: the PLAT's NAT44 maps each IPv6 client onto its own address of 198.18.0.0/24 "
-        "instead of sharing the paper's one address (whose 64 512 ports bound the flows to one server port)",
-    )
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
-    setup = subparsers.add_parser(
-        "setup",
-        help="bring a testbed (baseline, 464xlat, mapt; single-DUT plat, clat, ce, br) up, check it, "
-        "take it down, or print its commands",
-        description="The three testbeds of Lencse & Nagy (2022) and a single-DUT testbed for each of "
-        "their translators (RFC 8219 Figure 5), emulated in network namespaces or rendered as commands "
-        "for real hosts.",
-    )
-    actions = setup.add_subparsers(dest="setup_action", required=True, metavar="ACTION")
+    actions = setup_actions(subparsers)
     _register_up(actions)
     _register_check_down(actions)
-    _register_render_describe(actions)
+    _register_render_netns_describe(actions)
 
 
 def _register_up(actions: argparse._SubParsersAction) -> None:
     up = actions.add_parser("up", help="create the namespaces, links, translators and Knot (as root)")
     up.add_argument("topology", choices=TOPOLOGIES)
-    _add_backend_options(up, registry.EMULATION_DEFAULT)
+    add_backend_options(up, registry.EMULATION_DEFAULT)
     up.add_argument(
         "--prefix", type=_prefix, default="xb", help="name prefix of every object (default: %(default)s)"
     )
@@ -113,7 +56,7 @@ def _register_up(actions: argparse._SubParsersAction) -> None:
     up.add_argument("--knot-io", choices=IO_MODES, default="socket",
                     help="how Knot takes its queries: the kernel's UDP sockets, or its XDP mode on the "
                          "server namespace's interface (default: %(default)s)")
-    _add_ces_option(up)
+    add_ces_option(up)
     up.add_argument(
         "--keep-offload",
         action="store_true",
@@ -142,10 +85,8 @@ def _register_check_down(actions: argparse._SubParsersAction) -> None:
     dn.set_defaults(func=_down)
 
 
-def _register_render_describe(actions: argparse._SubParsersAction) -> None:
-    rend = actions.add_parser("render", help="print the commands per host (no root needed)")
-    rend.add_argument("topology", choices=TOPOLOGIES)
-    _add_backend_options(rend, registry.TESTBED_DEFAULT)
+def _register_render_netns_describe(actions: argparse._SubParsersAction) -> None:
+    rend = actions.choices["render"]  # the core's: it renders the real hosts' commands
     rend.add_argument(
         "--netns",
         action="store_true",
@@ -153,8 +94,7 @@ def _register_render_describe(actions: argparse._SubParsersAction) -> None:
         "commands for real hosts",
     )
     rend.add_argument("--prefix", type=_prefix, default="xb", help="with --netns (default: %(default)s)")
-    _add_ces_option(rend)
-    rend.set_defaults(func=_render)
+    rend.set_defaults(**{NETNS_RENDER: _render_netns})
 
     desc = actions.add_parser(
         "describe", help="print what is up: implementations, versions, placement (JSON)"
@@ -166,7 +106,7 @@ def _register_render_describe(actions: argparse._SubParsersAction) -> None:
 def _config(args: argparse.Namespace) -> EmulationConfig:
     return EmulationConfig(
         topology=args.topology,
-        backends=_backends(args),
+        backends=backends_of(args),
         nat64_prefix=args.nat64_prefix,
         prefix=args.prefix,
         rmem_bytes=args.rmem,
@@ -237,29 +177,18 @@ def _down_loopback() -> dict[str, list[str]]:
     return swept
 
 
-def _render(args: argparse.Namespace) -> int:
-    choice = _backends(args)
-    prefix = args.nat64_prefix or choice.default_prefix() or WELL_KNOWN_PREFIX
-    if args.netns:
-        config = _config_for_render(args, choice)
-        emulation = Emulation(config)
-        for comment in header(emulation.topology, choice):
-            print(comment.shell())
-        print(
-            f"# run directory {rundir(args.prefix)}; root sysctls raised under a lease: "
-            f"{', '.join(emulation.root_sysctls())}; Knot then starts in {netns_name(args.prefix, 'server')}"
-        )
-        dry = DryRun(netns_of=emulation.netns_of)
-        for host, step in emulation.plan():
-            dry.run(host, step)
-        return 0
-    topo = topology(args.topology, prefix, args.ces, args.plat_netmap)
-    for comment in header(topo, choice):
+def _render_netns(args: argparse.Namespace, choice: BackendChoice) -> int:
+    """`setup render --netns`: the emulation script `setup up` runs."""
+    emulation = Emulation(_config_for_render(args, choice))
+    for comment in header(emulation.topology, choice):
         print(comment.shell())
-    dry = DryRun()
-    for host, steps in render(topo, choice, RenderContext(world="real")).items():
-        for step in steps:
-            dry.run(host, step)
+    print(
+        f"# run directory {rundir(args.prefix)}; root sysctls raised under a lease: "
+        f"{', '.join(emulation.root_sysctls())}; Knot then starts in {netns_name(args.prefix, 'server')}"
+    )
+    dry = DryRun(netns_of=emulation.netns_of)
+    for host, step in emulation.plan():
+        dry.run(host, step)
     return 0
 
 

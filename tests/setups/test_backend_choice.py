@@ -40,7 +40,7 @@ PACKAGE_DIRS = ("setups", "scripts", "analysis", "results", "zones", "xlatbench"
 # The functions where backend text enters and is parsed, one call each: the command line (`--backend` and the
 # variant flags), a campaign file's emulated-chain options, a chain's state file. Before: 11 calls on the way
 # from the command line to the steps, and an inventory spelled its hosts' backends back into text to parse it.
-EDGES = {"_backends", "emulation_config", "from_state"}
+EDGES = {"backends_of", "emulation_config", "from_state"}
 # The modules outside setups/backends/ that hold whole backends (`Backend`): the choice that carries them, the
 # inventory whose hosts each get one. Every other part holds the narrow part it uses.
 WHOLE_BACKEND_HOLDERS = {"setups/plan.py", "setups/testbed/inventory.py"}
