@@ -101,11 +101,11 @@ def test_noisy_cap_median_within_width_and_noise_of_the_capacity() -> None:
 @pytest.mark.parametrize(("capacity", "noise"), [(165_403.0, 0.01), (1_183_615.0, 0.01), (1_183_615.0, 0.02)])
 def test_paper_fast_goal_on_a_noisy_cap_lies_within_its_width_and_the_noise_of_the_true_cap(
         capacity: float, noise: float) -> None:
-    # campaigns/paper-fast.toml's goal (25 s final trials, 3 s preceding ones, width 0.75 %, exceed ratio 0)
+    # campaigns/conditional-25s.toml's goal (25 s final trials, 3 s preceding ones, width 0.75 %, exceed ratio 0)
     # on a cap whose every trial draws its capacity from N(capacity, noise); no buffer, no random loss, so a
     # trial at rate r passes exactly when r <= drawn capacity / (1 - L) (both trial lengths alike).
     repo = Path(__file__).resolve().parents[2]
-    s = load_campaign(repo / "campaigns" / "paper-fast.toml").searches[0][1]
+    s = load_campaign(repo / "campaigns" / "conditional-25s.toml").searches[0][1]
     (g,) = s.mlr_goals()
     width, sigma = g.relative_width, noise * capacity
     clock = SimClock()
@@ -113,7 +113,7 @@ def test_paper_fast_goal_on_a_noisy_cap_lies_within_its_width_and_the_noise_of_t
     values = []
     for rep in range(1, 12):
         runner.measurer = FakeDut(capacity, noise=noise, clock=clock, sleep=True, seed=100 + rep)
-        outcome = mlrsearch_search(runner, s, f"t/paper-fast/rep{rep}")
+        outcome = mlrsearch_search(runner, s, f"t/conditional-25s/rep{rep}")
         assert outcome.status == OK
         # The figure rests on a measured full-length trial: a 25 s trial passed at its relevant lower bound.
         lower = outcome.goals[0]["relevant_lower_bound_qps"]
@@ -341,10 +341,10 @@ def test_the_suite_runs_each_method_with_its_own_campaign_settings(tmp_path: Pat
 
 
 def test_search_bench_refuses_a_max_rate_the_tester_cannot_carry_before_bringing_anything_up(capsys) -> None:
-    # paper-fast searches up to 4 000 000 queries/s; 1 x 4 sockets with 0.25 s keep 250 000 in flight each,
+    # conditional-25s searches up to 4 000 000 queries/s; 1 x 4 sockets with 0.25 s keep 250 000 in flight each,
     # above xlatperf's 32 768: the run must stop here, not after the RFC side's first search.
     status = main(["search-bench", "--dut", "chain", "--topology", "464xlat", "--max-rate", "100000",
-                   "--campaign", str(REPO / "campaigns" / "paper-fast.toml")])
+                   "--campaign", str(REPO / "campaigns" / "conditional-25s.toml")])
     err = capsys.readouterr().err
     assert status != 0
     assert "search 'MLRsearch': max_rate_qps 4000000 over 4 tester socket(s) keeps 250000" in err
@@ -370,7 +370,7 @@ def test_campaign_plan_estimates_the_rfc_search_from_the_simulator_too() -> None
 
 def test_paper_fast_is_the_papers_campaign_with_mlrsearch_and_its_plan_says_how_long() -> None:
     repo = Path(__file__).resolve().parents[2]
-    fast = load_campaign(repo / "campaigns" / "paper-fast.toml")
+    fast = load_campaign(repo / "campaigns" / "conditional-25s.toml")
     paper = load_campaign(repo / "campaigns" / "paper.toml")
     assert fast.methods == (MLRSEARCH,) and fast.cores == paper.cores == (1, 2, 4, 8, 16)
     assert [s.name for s in fast.setups] == [s.name for s in paper.setups] and fast.tester == paper.tester
@@ -392,7 +392,7 @@ def test_paper_fast_against_paper_on_the_simulated_duts_as_docs_benchmarks_says(
     # with the RFC search at 165 403; at 1 183 615 the two noisy caps lie below the RFC minimum
     # (conservative), the other three agree.
     repo = Path(__file__).resolve().parents[2]
-    mlr = load_campaign(repo / "campaigns" / "paper-fast.toml").searches[0][1]
+    mlr = load_campaign(repo / "campaigns" / "conditional-25s.toml").searches[0][1]
     rfc = load_campaign(repo / "campaigns" / "paper.toml").searches[0][1]
     rows = simulated_suite(capacity, rfc, 1, mlr_settings=mlr)
     for row in rows:
