@@ -22,12 +22,15 @@ from .tables import Table, comparison_tables, throughput_table
 
 
 def tables_of(campaign: Campaign) -> list[Table]:
-    # MLRsearch's conditional throughputs get tables of their own (per goal), never the RFC 8219 ones.
-    searched = [series for series in campaign.series if series.method != MLRSEARCH]
-    tables = [throughput_table(series) for series in searched]
-    tables += comparison_tables(searched)
-    return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched, campaign.records)
-            + measured_tables(searched))
+    # MLRsearch's conditional throughputs get tables of their own (per goal, analysis.mlrsearch); the
+    # side-by-side ratios, the sessions tables and the bottleneck by measurement are per method and
+    # [[search]] table, each labelled with its method, so they serve MLRsearch series too.
+    rfc = [series for series in campaign.series if series.method != MLRSEARCH]
+    tables = [throughput_table(series) for series in rfc]
+    tables += mlrsearch_tables(campaign.series, campaign.records)
+    tables += comparison_tables(campaign.series)
+    return (tables + sessions_tables(campaign.series, campaign.records)
+            + measured_tables(campaign.series))
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
