@@ -28,8 +28,8 @@ from .campaign import (
 )
 from .campaignfile import check_outstanding, load_campaign, make_environment, parse_campaign
 from .envs import KINDS
-from .methodbench import print_seed_sets, print_suite, seed_sets
-from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
+from .methodbench import PLAN_TESTER_FRACTION, opening_trials, print_seed_sets, print_suite, seed_sets
+from .overhead import default_overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TESTER_IO, TesterOptions
 
@@ -333,19 +333,24 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     if args.dut_cores is not None and args.dut_cores < 1:
         raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
     plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
-    overheads = setup_overheads(campaign.store, envs)
-    total = extra_total = 0.0
+    measured = setup_overheads(campaign.store, envs)
+    overheads = {name: found or default_overhead(campaign.setup(name).kind, campaign.tester.timeout_s)
+                 for name, found in measured.items()}
+    total = extra_total = opening_total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
     for key in plan:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
-        extra = trials_overhead_s(overheads[key.setup], estimate_search_trials(settings, key.method))
-        total += estimate + (extra or 0.0)
+        opening = opening_trials(settings, key.method)
+        extra = trials_overhead_s(overheads[key.setup],
+                                  estimate_search_trials(settings, key.method) + opening[1])
+        total += estimate + opening[0] + (extra or 0.0)
         extra_total += extra or 0.0
+        opening_total += opening[0]
         print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s)"
               f"{sessions_text(key.sessions)}, "
               f"search {key.search!r}, {key.method}: {settings.repetitions} repetitions, "
-              f"~{_hours(estimate)} of trials" + _overhead_text(extra))
+              f"~{_hours(estimate)} of trials" + _opening_text(opening[0]) + _overhead_text(extra))
     if campaign.idle.runs:
         idle = idle_estimate_s(campaign, plan)
         runs = idle_runs(campaign, plan)
@@ -355,18 +360,21 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
               f"~{_hours(idle)}" + _overhead_text(extra_idle))
     for name, found in overheads.items():
-        print(f"  per-trial overhead of {name}: " + (
-            f"{found.per_trial_s:.2f} s ({found.source})" if found is not None else
-            "not measured (no stored trials of this setup yet; it is not in the estimate)"))
+        print(f"  per-trial overhead of {name}: {found.per_trial_s:.2f} s ({found.source})")
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
-    known = [o for o in overheads.values() if o is not None]
-    beyond = f"~{_hours(extra_total)}" if known else "not measured"
-    print(f"searches: ~{_hours(searches)} of trials; overhead beyond the trials: {beyond}; "
-          f"total: ~{_hours(total)} (simulated setups take no real "
+    idle_total = idle_estimate_s(campaign, plan) if campaign.idle.runs else 0.0
+    print(f"searches: ~{_hours(searches)} of trials; opening trials above the tester's reach: "
+          f"~{_hours(opening_total)}; idle capture: ~{_hours(idle_total)}; overhead beyond the trials: "
+          f"~{_hours(extra_total)}; total: ~{_hours(total)} (all of them; simulated setups take no real "
           "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
-          "per-trial noise)"
+          f"per-trial noise; opening trials: with a tester that sends at most "
+          f"{100 * PLAN_TESTER_FRACTION:.0f} % of max_rate_qps)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
+
+
+def _opening_text(extra: float) -> str:
+    return "" if extra < 1 else f" + ~{_hours(extra)} opening trials above the tester's reach"
 
 
 def _overhead_text(extra: float | None) -> str:

@@ -256,18 +256,36 @@ def simulated_search_s(settings: SearchSettings, method: str = MLRSEARCH) -> flo
     return simulated_search(settings, method)[0]
 
 
+# campaign plan's opening trials: a tester that sends at most this fraction of max_rate_qps (the searches'
+# first trials ask for more: MLRsearch's first is at max_rate_qps), so those trials are tester-limited and
+# retried before the search goes on below the tester's reach.
+PLAN_TESTER_FRACTION = 0.5
+
+
+def opening_trials(settings: SearchSettings, method: str = MLRSEARCH) -> tuple[float, float]:
+    """(time in s, trials) that `settings.repetitions` searches of `method` add when the tester sends at most
+    PLAN_TESTER_FRACTION x max_rate_qps: the same simulation with and without that tester (never below 0)."""
+    limited = simulated_search(settings, method, PLAN_TESTER_FRACTION)
+    free = simulated_search(settings, method)
+    return max(0.0, limited[0] - free[0]), max(0.0, limited[1] - free[1])
+
+
 @functools.lru_cache(maxsize=128)
-def simulated_search(settings: SearchSettings, method: str = MLRSEARCH) -> tuple[float, float]:
+def simulated_search(settings: SearchSettings, method: str = MLRSEARCH,
+                     tester_fraction: float | None = None) -> tuple[float, float]:
     """(time in s, trials) of `settings.repetitions` searches of `method` (trial durations + rests): on a
-    hard-cap DUT at PLAN_CAPACITY_FRACTION x max_rate_qps with PLAN_NOISE, mean over PLAN_SEEDS seeds."""
+    hard-cap DUT at PLAN_CAPACITY_FRACTION x max_rate_qps with PLAN_NOISE, mean over PLAN_SEEDS seeds;
+    tester_fraction: the tester sends at most that fraction of max_rate_qps (None: any rate)."""
     span = settings.max_rate_qps - settings.min_rate_qps
     capacity = settings.min_rate_qps + PLAN_CAPACITY_FRACTION * span
+    limit = None if tester_fraction is None else tester_fraction * settings.max_rate_qps
     total = trials = 0.0
     for seed in range(1, PLAN_SEEDS + 1):
         clock = SimClock()
         seeds = iter(range(seed * 1000, seed * 1000 + 100_000))
         def dut(clock: SimClock = clock, seeds: Iterator[int] = seeds) -> Measurer:
-            return FakeDut(capacity, noise=PLAN_NOISE, seed=next(seeds), clock=clock, sleep=True)
+            return FakeDut(capacity, noise=PLAN_NOISE, seed=next(seeds), clock=clock, sleep=True,
+                           tester_limit_qps=limit)
         runs = run_methods(dut, settings, clock, (method,))
         total += runs[method].wall_s
         trials += runs[method].repeated.trials
