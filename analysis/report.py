@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import plots
+from .agreement import agreement_table
 from .bottleneck import Verdict, verdict
 from .evidence import Evidence, Latency, latency_from
 from .figures import idle_per_dut, latency_plot
@@ -29,6 +30,8 @@ def tables_of(campaign: Campaign) -> list[Table]:
     tables = [throughput_table(series) for series in rfc]
     tables += mlrsearch_tables(campaign.series, campaign.records)
     tables += comparison_tables(campaign.series)
+    agreement = agreement_table(campaign.series)
+    tables += [agreement] if agreement is not None else []
     return (tables + sessions_tables(campaign.series, campaign.records)
             + measured_tables(campaign.series))
 

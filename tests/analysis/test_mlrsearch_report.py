@@ -64,3 +64,17 @@ def test_mlrsearch_series_get_the_side_by_side_ratios_labelled_as_conditional_th
     (side,) = [t for t in tables if t.title.startswith("Medians side by side")]
     assert "conditional throughput" in side.title and "RFC 8219 exact)" in side.title
     assert {row[0]: row[1:] for row in side.rows}["464xlat / baseline"] == ["0.40"]
+
+
+def test_a_report_with_both_methods_on_a_cell_says_whether_mlrsearch_lies_inside_the_rfc_range(tmp_path):
+    records = [summary_record("464xlat", 1, 165_403, 163_280, 167_041),
+               summary_record("464xlat", 2, 236_869, 236_185, 237_553),
+               mlr_summary("464xlat", 1, 164_540, 163_000, 166_000),
+               mlr_summary("464xlat", 2, 235_000, 234_000, 236_000)]
+    tables = tables_of(load_campaign(write_store(tmp_path / "s.jsonl", records)))
+    (table,) = [t for t in tables if t.title.startswith("MLRsearch against the RFC 8219 search")]
+    rows = {row[0]: row[1:] for row in table.rows}
+    # 164 540 lies inside [163 280, 167 041]: -0.52 % of 165 403; 235 000 lies below 236 185: -0.79 %.
+    assert rows["464xlat, 1 DUT core(s)"][2] == "yes (-0.52 % of the RFC median)"
+    assert rows["464xlat, 2 DUT core(s)"][2] == "**no** (-0.79 % of the RFC median)"
+    assert rows["464xlat, 1 DUT core(s)"][0] == "165,403 [163,280, 167,041] over 10"
