@@ -528,3 +528,25 @@ def test_search_bench_reproduces_the_fixed_loss_case_from_the_command_line(capsy
     out = capsys.readouterr().out
     assert "44 queries lost at the start of every trial" in out and "< 1 queries/s" not in out
     assert "MLRsearch median inside the RFC 8219 search's [min, max]" in out
+
+
+def test_an_mlrsearch_only_sessions_campaign_gets_its_sessions_table(tmp_path: Path) -> None:
+    # A simulated sessions sweep searched with MLRsearch only (as campaigns/sessions.toml now is): its report
+    # has the throughput-against-sessions table, labelled as conditional throughput, and the goal table.
+    from xlatbench.analysis.report import tables_of
+    from xlatbench.analysis.series import load_campaign as load_report
+
+    store = tmp_path / "r.jsonl"
+    data = fake_campaign(store)
+    data["campaign"].update(methods=["mlrsearch"], cores=[1], sessions=[4, 64])
+    data["setup"][0]["half_capacity_sessions"] = 64
+    data["idle"] = {"runs": 0, "method": "mlrsearch"}
+    CampaignRun(parse_campaign(data, "t.toml", store), progress=False).run()
+    tables = tables_of(load_report(store))
+    (sessions,) = [t for t in tables if "against tester sessions" in t.title]
+    assert "first goal's conditional throughput" in sessions.title
+    medians = {row[0]: row[1:] for row in sessions.rows}["Median (queries/s)"]
+    # capacity 20 000 / (1 + sessions / 64): 18 824 at 4 sessions, 10 000 at 64; within the goal width.
+    for text, known in zip(medians, (20_000 / (1 + 4 / 64), 10_000), strict=True):
+        assert abs(float(text.replace(",", "")) / known - 1) < 0.01, medians
+    assert sum(t.title.startswith("Conditional throughput") for t in tables) == 2  # one per session count
