@@ -82,6 +82,17 @@ class Comparison:
                              self.mlr_search.mlr_goals()[0].relative_width)
 
     @property
+    def repetitions_inside(self) -> tuple[int, int]:
+        """(MLRsearch repetitions whose figure lies inside the RFC search's [min, max], all MLRsearch
+        repetitions): issue 32's target, per repetition rather than per median; a repetition without a figure
+        counts as outside."""
+        rfc = answers(self.rfc.outcomes)
+        values = [o.throughput_qps for o in self.mlr.outcomes]
+        if not rfc:
+            return 0, len(values)
+        return sum(v is not None and min(rfc) <= v <= max(rfc) for v in values), len(values)
+
+    @property
     def time_ratio(self) -> float:
         return self.mlr_wall_s / self.rfc_wall_s if self.rfc_wall_s else float("nan")
 
@@ -234,6 +245,10 @@ def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -
     inside = {True: "yes", False: "NO", None: "n/a"}[c.inside_rfc_range]
     print(f"  MLRsearch median inside the RFC 8219 search's [min, max] (within the first goal's width where "
           f"that is a point): {inside}", file=out)
+    inside_n, total_n = c.repetitions_inside
+    per_search = (c.mlr.trials / max(1, len(c.mlr.outcomes))) / (c.rfc.trials / max(1, len(c.rfc.outcomes)))
+    print(f"  MLRsearch repetitions inside the RFC 8219 search's [min, max]: {inside_n} of {total_n}; trials "
+          f"per search {per_search:.2f} x the RFC search's", file=out)
     same = {True: "yes", False: "NO", None: "n/a"}[c.same_answer]
     error = f"{c.error_qps:.0f} queries/s" if c.error_qps is not None else "n/a"
     print(f"  same median within the error bound ({error}): {same}; MLRsearch/RFC wall time "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -527,6 +528,9 @@ def test_search_bench_reproduces_the_fixed_loss_case_from_the_command_line(capsy
                  "--campaign", str(REPO / "campaigns" / "conditional-25s.toml")]) == 0
     out = capsys.readouterr().out
     assert "44 queries lost at the start of every trial" in out and "< 1 queries/s" not in out
+    # The campaign file's 10 MLRsearch repetitions against the command line's 3 RFC ones.
+    assert re.search(r"MLRsearch repetitions inside the RFC 8219 search's \[min, max\]: \d+ of 10; trials "
+                     r"per search \d\.\d\d x", out), out
     assert "MLRsearch median inside the RFC 8219 search's [min, max]" in out
 
 
