@@ -9,6 +9,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import plots
+from .agreement import agreement_table
 from .bottleneck import Verdict, verdict
 from .evidence import Evidence, Latency, latency_from
 from .figures import idle_per_dut, latency_plot
@@ -17,22 +18,23 @@ from .joinkey import JoinKey
 from .latency import latency_table, resolution_text
 from .measured_bottleneck import Comparison, comparisons, measured_tables, point_at
 from .mlrsearch import MLRSEARCH, mlrsearch_tables
-from .series import Campaign, Series, load_campaign
+from .series import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
 from .tables import Table, comparison_tables, throughput_table
 
 
-def _searched(campaign: Campaign) -> list[Series]:
-    # MLRsearch's conditional throughputs get tables of their own (per goal), never the RFC 8219 ones.
-    return [series for series in campaign.series if series.method != MLRSEARCH]
-
-
 def tables_of(campaign: Campaign) -> list[Table]:
-    searched = _searched(campaign)
-    tables = [throughput_table(series) for series in searched]
-    tables += comparison_tables(searched)
-    return (tables + mlrsearch_tables(campaign.records) + sessions_tables(searched, campaign.records)
-            + measured_tables(searched))
+    # MLRsearch's conditional throughputs get tables of their own (per goal, analysis.mlrsearch); the
+    # side-by-side ratios, the sessions tables and the bottleneck by measurement are per method and
+    # [[search]] table, each labelled with its method, so they serve MLRsearch series too.
+    rfc = [series for series in campaign.series if series.method != MLRSEARCH]
+    tables = [throughput_table(series) for series in rfc]
+    tables += mlrsearch_tables(campaign.series, campaign.records)
+    tables += comparison_tables(campaign.series)
+    agreement = agreement_table(campaign.series)
+    tables += [agreement] if agreement is not None else []
+    return (tables + sessions_tables(campaign.series, campaign.records)
+            + measured_tables(campaign.series))
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
@@ -44,7 +46,7 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
     tables = tables_of(campaign)
     evidences = campaign.idle
     # The loopback self-test has no DUT to name.
-    found = comparisons(_searched(campaign))
+    found = comparisons(campaign.series)
     verdicts = [_with_measurement(verdict(evidence), evidence, found) for evidence in evidences
                 if evidence.topology != "loopback"]
     latencies = latency_from(records)

@@ -170,14 +170,15 @@ CEILING_SHARE = 0.9
 
 
 def comparison_tables(all_series: list[Series]) -> list[Table]:
-    """One side-by-side table per (method, [[search]] name) that has something to compare."""
-    groups = list(dict.fromkeys((s.rfc8219_exact, s.search) for s in all_series))
-    tables = [comparison_table(all_series, exact, search) for exact, search in groups]
+    """One side-by-side table per (method, [[search]] name) that has something to compare (MLRsearch's
+    first-goal conditional throughputs in tables of their own, never beside RFC 8219 medians)."""
+    groups = list(dict.fromkeys((s.rfc8219_exact, s.search, s.method) for s in all_series))
+    tables = [comparison_table(all_series, exact, search, method) for exact, search, method in groups]
     return [t for t in tables if t is not None and len(t.rows) > 1]
 
 
 def comparison_table(all_series: list[Series], method_exact: bool = True,
-                     search: str | None = None) -> Table | None:
+                     search: str | None = None, method: str | None = None) -> Table | None:
     """Medians of every setup side by side for one method and [[search]] table (the first of that method
     when None), each over the baseline and over the tester's loopback self-test measured in the same run,
     each at its own join key (analysis.joinkey): a session count is divided by the baseline and the
@@ -186,7 +187,7 @@ def comparison_table(all_series: list[Series], method_exact: bool = True,
     On a shared 2-core machine absolute rates are noisy; ratios within one run are the figures worth
     comparing, and the self-test ratio shows whether the suite could measure that high at all.
     """
-    chosen = [s for s in all_series if s.rfc8219_exact == method_exact]
+    chosen = [s for s in all_series if s.rfc8219_exact == method_exact and method in (None, s.method)]
     if search is None and chosen:
         search = chosen[0].search
     chosen = [s for s in chosen if s.search == search]
@@ -210,7 +211,7 @@ def comparison_table(all_series: list[Series], method_exact: bool = True,
         loopback = [_ceiling_at(_partner(ceilings, series, c, "loopback")) for c in cores]
         if any(value.number is not None for value in loopback):
             rows.append([f"{series.label} / loopback self-test", *_ratios(series, cores, loopback)])
-    title = (f"Medians side by side, {method_label(method_exact)}"
+    title = (f"Medians side by side, {method_label(method_exact, chosen[0].method)}"
              + ("" if search in ("", "default") else f", search {search!r}")
              + ": resolved queries/s, and ratios within the same run, each at the same cores, tester "
              f"sessions and search (! = above {CEILING_SHARE:.0%} of the reference: the tester, Knot or the "

@@ -280,17 +280,19 @@ class Context:
 
 
 class Provenance(NamedTuple):
-    """What measured a record: the suite's code, the tester's build and the host. A resume that would add
-    records of another provenance to a store is refused (unless allowed), and a cell whose trials have
-    several is marked."""
+    """What measured a record: the suite's code, the tester's build, the host and the version of the search
+    library the suite ran (MLRsearch: its trial choices are the library's). A resume that would add records
+    of another provenance to a store is refused (unless allowed), and a cell whose trials have several is
+    marked. library: None in stores written before it was recorded."""
 
     suite: str | None
     tester: str | None
     host: str | None
+    library: str | None = None
 
     def text(self) -> str:
         return (f"suite {self.suite or 'unrecorded'}, tester {self.tester or 'unrecorded'}, "
-                f"host {self.host or 'unrecorded'}")
+                f"host {self.host or 'unrecorded'}, MLRsearch library {self.library or 'unrecorded'}")
 
 
 def provenance(context: Context) -> Provenance:
@@ -298,7 +300,8 @@ def provenance(context: Context) -> Provenance:
     suite = context.suite.get("describe")
     if suite and context.suite.get("dirty") and context.suite.get("diff_sha256"):
         suite = f"{suite} (uncommitted difference {str(context.suite['diff_sha256'])[:12]})"
-    return Provenance(suite, context.tester.get("version"), context.host.get("hostname"))
+    return Provenance(suite, context.tester.get("version"), context.host.get("hostname"),
+                      context.suite.get("mlrsearch"))
 
 
 def options_flows(options: dict[str, Any]) -> int:

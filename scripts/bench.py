@@ -32,6 +32,34 @@ from .trial import Measurer, TrialResult
 
 
 @dataclass(frozen=True)
+class DutStress:
+    """What a simulated DUT (FakeDut) does besides its capacity and noise: queries lost at the start of every
+    trial (count), the most its tester can send (queries/s, None = unlimited), and a capacity that falls by
+    capacity_drop (fraction) after drop_after_s of a trial."""
+
+    trial_start_loss: int = 0
+    tester_limit_qps: float | None = None
+    capacity_drop: float = 0.0
+    drop_after_s: float = 30.0
+
+    def fake_dut_kwargs(self) -> dict[str, float | int | None]:
+        return {"trial_start_loss": self.trial_start_loss, "tester_limit_qps": self.tester_limit_qps,
+                "capacity_drop": self.capacity_drop, "drop_after_s": self.drop_after_s}
+
+    def describe(self) -> str:
+        """The stress as a phrase (empty when there is none), for a DUT's label."""
+        parts = []
+        if self.trial_start_loss:
+            parts.append(f"{self.trial_start_loss} queries lost at the start of every trial")
+        if self.tester_limit_qps is not None:
+            parts.append(f"tester limit {self.tester_limit_qps:.0f} queries/s")
+        if self.capacity_drop:
+            parts.append(f"capacity {100 * self.capacity_drop:g} % lower after {self.drop_after_s:g} s of a "
+                         "trial")
+        return "".join(f", {p}" for p in parts)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Both searches on one DUT (mlr: MLRsearch). wall_s: time on the clock (simulated or real), s."""
 
@@ -52,6 +80,17 @@ class Comparison:
         """Issue 25's criterion (`median_agrees`) with MLRsearch's first goal width."""
         return median_agrees(answers(self.rfc.outcomes), answers(self.mlr.outcomes),
                              self.mlr_search.mlr_goals()[0].relative_width)
+
+    @property
+    def repetitions_inside(self) -> tuple[int, int]:
+        """(MLRsearch repetitions whose figure lies inside the RFC search's [min, max], all MLRsearch
+        repetitions): issue 32's target, per repetition rather than per median; a repetition without a figure
+        counts as outside."""
+        rfc = answers(self.rfc.outcomes)
+        values = [o.throughput_qps for o in self.mlr.outcomes]
+        if not rfc:
+            return 0, len(values)
+        return sum(v is not None and min(rfc) <= v <= max(rfc) for v in values), len(values)
 
     @property
     def time_ratio(self) -> float:
@@ -163,18 +202,20 @@ def compare(label: str, make_measurer: Callable[[], Measurer], settings: SearchS
 
 def simulated(capacity_qps: float, noise: float, buffer_queries: float, settings: SearchSettings,
               seed: int, background_loss: float = 0.0,
-              mlr_settings: SearchSettings | None = None) -> Comparison:
+              mlr_settings: SearchSettings | None = None, stress: DutStress | None = None) -> Comparison:
+    """Both searches on a FakeDut (stress: its fixed per-trial loss, tester limit and capacity drop)."""
     clock = SimClock()
     seeds = iter(range(seed, seed + 1000))
+    stress = stress or DutStress()
 
     def make() -> Measurer:
         return FakeDut(capacity_qps, noise=noise, buffer_queries=buffer_queries, seed=next(seeds),
-                       background_loss=background_loss, clock=clock, sleep=True)
+                       background_loss=background_loss, clock=clock, sleep=True, **stress.fake_dut_kwargs())
 
     label = (f"simulated DUT: capacity {capacity_qps:.0f} queries/s, "
              f"per-trial noise {100 * noise:g} % (1 sigma), "
-             f"buffer {buffer_queries:.0f} queries, random loss {100 * background_loss:g} % of queries, "
-             f"seed {seed}")
+             f"buffer {buffer_queries:.0f} queries, random loss {100 * background_loss:g} % of queries"
+             f"{stress.describe()}, seed {seed}")
     return compare(label, make, settings, clock, mlr_settings=mlr_settings)
 
 
@@ -204,6 +245,10 @@ def print_comparison(c: Comparison, out: TextIO, time_kind: str = "simulated") -
     inside = {True: "yes", False: "NO", None: "n/a"}[c.inside_rfc_range]
     print(f"  MLRsearch median inside the RFC 8219 search's [min, max] (within the first goal's width where "
           f"that is a point): {inside}", file=out)
+    inside_n, total_n = c.repetitions_inside
+    per_search = (c.mlr.trials / max(1, len(c.mlr.outcomes))) / (c.rfc.trials / max(1, len(c.rfc.outcomes)))
+    print(f"  MLRsearch repetitions inside the RFC 8219 search's [min, max]: {inside_n} of {total_n}; trials "
+          f"per search {per_search:.2f} x the RFC search's", file=out)
     same = {True: "yes", False: "NO", None: "n/a"}[c.same_answer]
     error = f"{c.error_qps:.0f} queries/s" if c.error_qps is not None else "n/a"
     print(f"  same median within the error bound ({error}): {same}; MLRsearch/RFC wall time "

@@ -83,7 +83,8 @@ class PortSetTooSmall(RuntimeError):
 
 
 class MixedResume(CampaignMismatch):
-    """A resume would add records of another suite commit, tester build or host to the store."""
+    """A resume would add records of another suite commit, tester build, host or MLRsearch library version
+    to the store."""
 
 
 def planned_searches(campaign: Campaign, max_cores: Mapping[str, int]) -> list[ConfigKey]:
@@ -668,10 +669,10 @@ def sessions_text(sessions: int | None) -> str:
 
 
 def _differs(stored: Provenance, current: Provenance) -> bool:
-    """Another suite commit, host or tester build. A tester build unknown on either side matches any: not
-    yet known before a run's first trial, and never known in a record of a trial voided before its tester
-    reported (a trial-failed record)."""
-    return (stored.suite, stored.host) != (current.suite, current.host) or \
+    """Another suite commit, host, MLRsearch library version or tester build. A tester build unknown on
+    either side matches any: not yet known before a run's first trial, and never known in a record of a trial
+    voided before its tester reported (a trial-failed record)."""
+    return (stored.suite, stored.host, stored.library) != (current.suite, current.host, current.library) or \
         (None not in (current.tester, stored.tester) and stored.tester != current.tester)
 
 

@@ -324,7 +324,8 @@ def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
 
 SETUP_KEYS = {
     "fake": {"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed", "realtime",
-             "cores_available", "background_loss", "half_capacity_sessions"},
+             "cores_available", "background_loss", "half_capacity_sessions", "trial_start_loss",
+             "capacity_drop", "drop_after_s"},
     "loopback": {"knot_cpus", "udp_workers", "rmem_bytes"},
     "chain": {"topology", "options", "factory", "cpu_map"},
     "testbed": {"inventory", "topology"},
@@ -425,7 +426,8 @@ SETUP_VALUES = {
     "udp_workers": _number(1, integer=True), "rmem_bytes": _number(0, integer=True),
     "knot_cpus": _cpus, "topology": _topology, "factory": _kind(str, "a string 'package.module:function'"),
     "options": _kind(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": _cpu_map,
-    "half_capacity_sessions": _number(0, inclusive=False),
+    "half_capacity_sessions": _number(0, inclusive=False), "trial_start_loss": _number(0, integer=True),
+    "capacity_drop": _number(0), "drop_after_s": _number(0, inclusive=False),
 }
 
 
@@ -588,6 +590,9 @@ def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
             capacity_qps=float(p["capacity_qps"]), scaling=float(p.get("scaling", 1.0)),
             noise=float(p.get("noise", 0.0)), buffer_queries=float(p.get("buffer_queries", 0.0)),
             background_loss=float(p.get("background_loss", 0.0)),
+            trial_start_loss=int(p.get("trial_start_loss", 0)),
+            capacity_drop=float(p.get("capacity_drop", 0.0)),
+            drop_after_s=float(p.get("drop_after_s", 30.0)),
             tester_limit_qps=p.get("tester_limit_qps"), seed=int(p.get("seed", 1)), realtime=realtime,
             cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock(),
             half_capacity_sessions=p.get("half_capacity_sessions"), sessions=flows(tester))

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..data.records import implementation_label, steal_note
 from ..setups.cpulist import cpu_list_arg
-from .bench import print_comparison, real, simulated
+from .bench import DutStress, print_comparison, real, simulated
 from .campaign import (
     CampaignRun,
     estimate_search_s,
@@ -28,8 +28,8 @@ from .campaign import (
 )
 from .campaignfile import check_outstanding, load_campaign, make_environment, parse_campaign
 from .envs import KINDS
-from .methodbench import print_seed_sets, print_suite, seed_sets
-from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
+from .methodbench import PLAN_TESTER_FRACTION, opening_trials, print_seed_sets, print_suite, seed_sets
+from .overhead import default_overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
 from .xlatperf import TESTER_IO, TesterOptions
 
@@ -105,6 +105,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a count >= 0, got {text}")
+    return value
+
+
 def _method(text: str) -> str:
     """--method: a method the suite runs, or "both"; a retired one is refused with its reason."""
     if text == "both":
@@ -138,6 +148,18 @@ def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) 
     g.add_argument("--buffer", type=float, default=5000.0, help="fake: queue absorbing bursts, queries")
     g.add_argument("--background-loss", type=float, default=0.00002,
                    help="fake: share of queries lost at random at any rate (default: 0.00002 = 0.002 %%)")
+    g.add_argument("--trial-start-loss", type=_count, default=0, metavar="N",
+                   help="fake: queries lost at the start of every trial, whatever its rate and duration "
+                        "(default: %(default)s)")
+    g.add_argument("--tester-limit", type=_positive, metavar="R",
+                   help="fake: the most the simulated tester can send, queries/s; trials above it are "
+                        "tester-limited (default: unlimited)")
+    g.add_argument("--capacity-drop", type=float, default=0.0, metavar="FRACTION",
+                   help="fake: the capacity falls by this fraction once a trial has run --drop-after "
+                        "seconds (default: %(default)s)")
+    g.add_argument("--drop-after", type=_positive, default=30.0, metavar="S",
+                   help="fake: seconds into a trial after which --capacity-drop applies "
+                        "(default: %(default)s)")
     g.add_argument("--realtime", action="store_true",
                    help="fake: trials really take their duration (default: simulated time, instant)")
     g.add_argument("--knot-cpus", type=cpu_list_arg, help="loopback: CPUs for knotd, e.g. 1")
@@ -180,7 +202,9 @@ def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
     if args.dut == "fake":
         return {"name": "fake", "kind": "fake", "capacity_qps": args.capacity, "noise": args.noise,
                 "buffer_queries": args.buffer, "background_loss": args.background_loss,
-                "realtime": args.realtime}
+                "trial_start_loss": args.trial_start_loss, "capacity_drop": args.capacity_drop,
+                "drop_after_s": args.drop_after, "realtime": args.realtime,
+                **({"tester_limit_qps": args.tester_limit} if args.tester_limit else {})}
     if args.dut == "loopback":
         table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
         if args.knot_cpus:
@@ -309,19 +333,24 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     if args.dut_cores is not None and args.dut_cores < 1:
         raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
     plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
-    overheads = setup_overheads(campaign.store, envs)
-    total = extra_total = 0.0
+    measured = setup_overheads(campaign.store, envs)
+    overheads = {name: found or default_overhead(campaign.setup(name).kind, campaign.tester.timeout_s)
+                 for name, found in measured.items()}
+    total = extra_total = opening_total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
     for key in plan:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
-        extra = trials_overhead_s(overheads[key.setup], estimate_search_trials(settings, key.method))
-        total += estimate + (extra or 0.0)
+        opening = opening_trials(settings, key.method)
+        extra = trials_overhead_s(overheads[key.setup],
+                                  estimate_search_trials(settings, key.method) + opening[1])
+        total += estimate + opening[0] + (extra or 0.0)
         extra_total += extra or 0.0
+        opening_total += opening[0]
         print(f"  {key.setup} ({campaign.setup(key.setup).kind}), {key.cores} core(s)"
               f"{sessions_text(key.sessions)}, "
               f"search {key.search!r}, {key.method}: {settings.repetitions} repetitions, "
-              f"~{_hours(estimate)} of trials" + _overhead_text(extra))
+              f"~{_hours(estimate)} of trials" + _opening_text(opening[0]) + _overhead_text(extra))
     if campaign.idle.runs:
         idle = idle_estimate_s(campaign, plan)
         runs = idle_runs(campaign, plan)
@@ -331,18 +360,21 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
               f"~{_hours(idle)}" + _overhead_text(extra_idle))
     for name, found in overheads.items():
-        print(f"  per-trial overhead of {name}: " + (
-            f"{found.per_trial_s:.2f} s ({found.source})" if found is not None else
-            "not measured (no stored trials of this setup yet; it is not in the estimate)"))
+        print(f"  per-trial overhead of {name}: {found.per_trial_s:.2f} s ({found.source})")
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
-    known = [o for o in overheads.values() if o is not None]
-    beyond = f"~{_hours(extra_total)}" if known else "not measured"
-    print(f"searches: ~{_hours(searches)} of trials; overhead beyond the trials: {beyond}; "
-          f"total: ~{_hours(total)} (simulated setups take no real "
+    idle_total = idle_estimate_s(campaign, plan) if campaign.idle.runs else 0.0
+    print(f"searches: ~{_hours(searches)} of trials; opening trials above the tester's reach: "
+          f"~{_hours(opening_total)}; idle capture: ~{_hours(idle_total)}; overhead beyond the trials: "
+          f"~{_hours(extra_total)}; total: ~{_hours(total)} (all of them; simulated setups take no real "
           "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
-          "per-trial noise)"
+          f"per-trial noise; opening trials: with a tester that sends at most "
+          f"{100 * PLAN_TESTER_FRACTION:.0f} % of max_rate_qps)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
+
+
+def _opening_text(extra: float) -> str:
+    return "" if extra < 1 else f" + ~{_hours(extra)} opening trials above the tester's reach"
 
 
 def _overhead_text(extra: float | None) -> str:
@@ -396,6 +428,13 @@ def _trial(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stress(args: argparse.Namespace) -> DutStress:
+    """The simulated DUT's fixed per-trial loss, tester limit and capacity drop from the command line."""
+    if not 0 <= args.capacity_drop < 1:
+        raise ValueError(f"--capacity-drop must be a fraction in [0, 1), got {args.capacity_drop}")
+    return DutStress(args.trial_start_loss, args.tester_limit, args.capacity_drop, args.drop_after)
+
+
 def _bench(args: argparse.Namespace) -> int:
     settings = SearchSettings(**_search_table(args))
     if args.suite:
@@ -406,7 +445,7 @@ def _bench(args: argparse.Namespace) -> int:
         if args.seed_sets < 1:
             raise ValueError(f"--seed-sets must be at least 1, got {args.seed_sets}")
         results = seed_sets(args.capacity, rfc, args.seed, args.seed_sets, args.buffer, args.background_loss,
-                            mlr)
+                            mlr, _stress(args))
         print_suite(results[0][1], rfc, sys.stdout, mlr if mlr is not rfc else None)
         if args.seed_sets > 1:
             print(file=sys.stdout)
@@ -419,7 +458,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.dut == "fake":
         for seed in range(1, args.seeds + 1):
             print_comparison(simulated(args.capacity, args.noise, args.buffer, rfc, seed,
-                                       args.background_loss, mlr), sys.stdout)
+                                       args.background_loss, mlr, _stress(args)), sys.stdout)
         return 0
     data = {"campaign": {"name": "bench", "cores": [args.cores]}, "search": {"name": "cli", "max_rate_qps": 2,
                                                                           "error_qps": 1},

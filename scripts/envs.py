@@ -99,7 +99,8 @@ class FakeEnvironment(Environment):
 
     capacity_qps: capacity at one core (and few sessions), queries/s. scaling: exponent (1 = linear).
     half_capacity_sessions: sessions at which the capacity is half (None: sessions do not matter).
-    noise, buffer_queries, tester_limit_qps, seed: see FakeDut. realtime: trials really take their duration
+    noise, buffer_queries, tester_limit_qps, background_loss, trial_start_loss, capacity_drop, drop_after_s,
+    seed: see FakeDut. realtime: trials really take their duration
     (for kill tests); otherwise time is simulated. cores_available: largest core count the fake DUT "has".
     sessions: the tester's flows (set_tester changes it).
     """
@@ -110,6 +111,9 @@ class FakeEnvironment(Environment):
     buffer_queries: float = 0.0
     tester_limit_qps: float | None = None
     background_loss: float = 0.0
+    trial_start_loss: int = 0
+    capacity_drop: float = 0.0
+    drop_after_s: float = 30.0
     seed: int = 1
     realtime: bool = False
     cores_available: int = 16
@@ -143,13 +147,16 @@ class FakeEnvironment(Environment):
     def measurer(self) -> Measurer:
         return FakeDut(self.capacity(), noise=self.noise,
                        buffer_queries=self.buffer_queries, tester_limit_qps=self.tester_limit_qps,
-                       background_loss=self.background_loss,
+                       background_loss=self.background_loss, trial_start_loss=self.trial_start_loss,
+                       capacity_drop=self.capacity_drop, drop_after_s=self.drop_after_s,
                        seed=self.seed * 1000 + self._cores, clock=self.clock, sleep=True)
 
     def describe(self) -> dict[str, Any]:
         return {"implementation": "fake", "version": "n/a", "capacity_qps_1core": self.capacity_qps,
                 "scaling": self.scaling, "noise": self.noise, "buffer_queries": self.buffer_queries,
                 "tester_limit_qps": self.tester_limit_qps, "background_loss": self.background_loss,
+                "trial_start_loss": self.trial_start_loss, "capacity_drop": self.capacity_drop,
+                "drop_after_s": self.drop_after_s,
                 "half_capacity_sessions": self.half_capacity_sessions,
                 "time": "real" if self.realtime else "simulated"}
 

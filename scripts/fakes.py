@@ -8,7 +8,12 @@ while, so a short trial slightly above capacity may still pass (as real socket b
 capacity of each trial is drawn around the nominal one (real DUTs vary by some % between trials); above
 `tester_limit_qps` the tester, not the DUT, cannot keep up and the trial is tester-limited; with
 `background_loss` every query may also be lost at random (a real chain loses the odd query on a busy
-machine at any rate: a one-second trial then fails the 0.01 % criterion by a single query).
+machine at any rate: a one-second trial then fails the 0.01 % criterion by a single query); with
+`trial_start_loss` a fixed count of queries is lost at the start of every trial, whatever its rate and
+duration (a first burst, a neighbour resolution, a TUN device waking up): a short trial fails the loss ratio
+where a long one at the same rate passes; with `capacity_drop` the capacity falls by that fraction once a
+trial has run `drop_after_s` seconds (a DUT that heats up, or whose tables fill), so a long trial finds less
+than a short one.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ class FakeDut:
     buffer_queries: queries a queue absorbs above capacity before dropping, count.
     tester_limit_qps: rate above which the trial is tester-limited, queries/s (None = unlimited).
     background_loss: probability that any query is lost at random, fraction (0 = none).
+    trial_start_loss: queries lost at the start of every trial, count (0 = none).
+    capacity_drop: fraction by which the capacity falls after drop_after_s of a trial (0 = none).
+    drop_after_s: seconds into a trial after which the capacity has dropped, s.
     seed: seed of the noise generator (same seed, same trials).
     clock: a SimClock to advance by each trial's duration (simulated time), or a RealClock to really wait.
     sleep: if True, a trial takes its duration on `clock`; if False it is instantaneous.
@@ -41,6 +49,9 @@ class FakeDut:
     buffer_queries: float = 0.0
     tester_limit_qps: float | None = None
     background_loss: float = 0.0
+    trial_start_loss: int = 0
+    capacity_drop: float = 0.0
+    drop_after_s: float = 30.0
     seed: int = 1
     clock: Clock = field(default_factory=RealClock)
     sleep: bool = False
@@ -52,12 +63,46 @@ class FakeDut:
             raise ValueError(f"fake DUT capacity must be positive, got {self.capacity_qps} queries/s")
         if self.noise < 0 or self.buffer_queries < 0 or not 0 <= self.background_loss < 1:
             raise ValueError("fake DUT noise and buffer must not be negative, background_loss in [0, 1)")
+        if self.trial_start_loss < 0 or not 0 <= self.capacity_drop < 1 or self.drop_after_s <= 0:
+            raise ValueError("fake DUT trial_start_loss must not be negative, capacity_drop in [0, 1), "
+                             "drop_after_s positive")
         self._rng = random.Random(self.seed)
 
     def trial_capacity_qps(self, duration_s: float) -> float:
-        """This trial's capacity: nominal, jittered by noise, plus what the buffer absorbs in duration_s."""
+        """This trial's capacity before any drop: nominal, jittered by noise, plus what the buffer absorbs
+        in duration_s."""
         jitter = self._rng.gauss(0.0, self.noise) if self.noise else 0.0
         return max(0.0, self.capacity_qps * (1.0 + jitter)) + self.buffer_queries / duration_s
+
+    def forwarded(self, duration_s: float, rate_qps: float, capacity_qps: float) -> float:
+        """Queries forwarded in a trial at rate_qps whose capacity (buffer included) is capacity_qps until
+        drop_after_s and (1 - capacity_drop) x the nominal capacity less after it."""
+        if not self.capacity_drop or duration_s <= self.drop_after_s:
+            return capacity_qps * duration_s
+        after = duration_s - self.drop_after_s
+        lowered = capacity_qps - self.capacity_drop * self.capacity_qps
+        return min(rate_qps, capacity_qps) * self.drop_after_s + lowered * after
+
+    def zero_loss_qps(self, duration_s: float, loss_ratio: float) -> float:
+        """The highest rate a noise-free trial of duration_s passes at loss_ratio, queries/s (the known
+        answer; background loss aside). A rate R loses the trial-start queries plus what exceeds the
+        forwarding: with F the queries forwarded at R, R x D - F + start loss <= loss_ratio x R x D."""
+        capacity = self.capacity_qps + self.buffer_queries / duration_s
+
+        def passes(rate: float) -> bool:
+            sent = rate * duration_s
+            lost = max(0.0, sent - self.forwarded(duration_s, rate, capacity)) + self.trial_start_loss
+            return lost <= loss_ratio * sent
+
+        # Below trial_start_loss / (loss_ratio x D) the fixed loss alone fails a trial; above it the loss
+        # only grows with the rate.
+        low, high = self.trial_start_loss / (loss_ratio * duration_s) if loss_ratio else 0.0, 2 * capacity + 1
+        if not passes(low):
+            return 0.0
+        for _ in range(100):
+            rate = (low + high) / 2
+            low, high = (rate, high) if passes(rate) else (low, rate)
+        return low
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         scheduled = begin_trial(self, duration_s, rate_qps)
@@ -67,9 +112,10 @@ class FakeDut:
                                reasons=(f"fake tester offers at most {self.tester_limit_qps:.0f} queries/s",),
                                achieved_rate_qps=self.tester_limit_qps)
         capacity = self.trial_capacity_qps(duration_s)
-        valid = min(scheduled, round(capacity * duration_s))
+        valid = min(scheduled, round(self.forwarded(duration_s, rate_qps, capacity)))
         if self.background_loss:
             valid -= min(valid, _poisson(self._rng, valid * self.background_loss))
+        valid -= min(valid, self.trial_start_loss)
         return answered(rate_qps, duration_s, scheduled, valid)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from .bench import answers, median_agrees
+from .bench import DutStress, answers, median_agrees
 from .clock import SimClock
 from .fakes import FakeDut, GradualDut, QueueDut
 from .search import (
@@ -103,16 +103,23 @@ def run_methods(make_measurer: Callable[[], Measurer],
 
 
 def simulated_duts(capacity_qps: float, settings: SearchSettings, buffer_queries: float,
-                   background_loss: float) -> list[tuple[str, Callable[[SimClock, int], Measurer], float]]:
-    """The DUT set: (label, factory(clock, seed), known answer in queries/s)."""
+                   background_loss: float, stress: DutStress | None = None,
+                   ) -> list[tuple[str, Callable[[SimClock, int], Measurer], float]]:
+    """The DUT set: (label, factory(clock, seed), known answer in queries/s). stress (a fixed per-trial
+    loss, a tester limit, a capacity drop) applies to the hard caps; their known answer is then the RFC 8219
+    search's trial duration's (`FakeDut.zero_loss_qps`)."""
     d, loss = settings.duration_s, settings.loss_ratio
+    stress = stress or DutStress()
     duts: list[tuple[str, Callable[[SimClock, int], Measurer], float]] = []
     for noise in (0.0, 0.01, 0.02):
         def cap(clock: SimClock, seed: int, noise: float = noise) -> Measurer:
             return FakeDut(capacity_qps, noise=noise, buffer_queries=buffer_queries, seed=seed,
-                           background_loss=background_loss, clock=clock, sleep=True)
+                           background_loss=background_loss, clock=clock, sleep=True,
+                           **stress.fake_dut_kwargs())
+        plain = FakeDut(capacity_qps, buffer_queries=buffer_queries, **stress.fake_dut_kwargs())
+        known = plain.zero_loss_qps(d, loss)
         duts.append((f"hard cap, noise {100 * noise:g} %, buffer {buffer_queries:.0f} queries, random loss "
-                     f"{100 * background_loss:g} %", cap, (capacity_qps + buffer_queries / d) / (1 - loss)))
+                     f"{100 * background_loss:g} %{stress.describe()}", cap, known))
     queue = QUEUE_SECONDS * capacity_qps
 
     def deep(clock: SimClock, seed: int) -> Measurer:
@@ -129,13 +136,15 @@ def simulated_duts(capacity_qps: float, settings: SearchSettings, buffer_queries
 
 def simulated_suite(capacity_qps: float, settings: SearchSettings, seed: int = 1,
                     buffer_queries: float = 5000.0, background_loss: float = 0.00002,
-                    mlr_settings: SearchSettings | None = None) -> list[SuiteRow]:
+                    mlr_settings: SearchSettings | None = None, stress: DutStress | None = None,
+                    ) -> list[SuiteRow]:
     """Every method on every simulated DUT. settings: the RFC 8219 search's (and the known answers'
     duration and loss ratio); mlr_settings: MLRsearch's when they differ (e.g. another campaign file's)."""
     per_method = {RFC8219: settings, MLRSEARCH: mlr_settings or settings}
     width = per_method[MLRSEARCH].mlr_goals()[0].relative_width
     rows = []
-    for label, factory, known in simulated_duts(capacity_qps, settings, buffer_queries, background_loss):
+    duts = simulated_duts(capacity_qps, settings, buffer_queries, background_loss, stress)
+    for label, factory, known in duts:
         clock = SimClock()
         seeds = iter(range(seed, seed + 100_000))
         runs = run_methods(lambda factory=factory, clock=clock, seeds=seeds: factory(clock, next(seeds)),
@@ -210,10 +219,11 @@ SEED_SET_STRIDE = 1000
 
 def seed_sets(capacity_qps: float, settings: SearchSettings, first_seed: int, sets: int,
               buffer_queries: float = 5000.0, background_loss: float = 0.00002,
-              mlr_settings: SearchSettings | None = None) -> list[tuple[int, list[SuiteRow]]]:
+              mlr_settings: SearchSettings | None = None,
+              stress: DutStress | None = None) -> list[tuple[int, list[SuiteRow]]]:
     """The suite `sets` times, first seeds first_seed, first_seed + SEED_SET_STRIDE, ...: (seed, rows)."""
     return [(seed, simulated_suite(capacity_qps, settings, seed, buffer_queries, background_loss,
-                                   mlr_settings))
+                                   mlr_settings, stress))
             for seed in range(first_seed, first_seed + sets * SEED_SET_STRIDE, SEED_SET_STRIDE)]
 
 
@@ -246,18 +256,36 @@ def simulated_search_s(settings: SearchSettings, method: str = MLRSEARCH) -> flo
     return simulated_search(settings, method)[0]
 
 
+# campaign plan's opening trials: a tester that sends at most this fraction of max_rate_qps (the searches'
+# first trials ask for more: MLRsearch's first is at max_rate_qps), so those trials are tester-limited and
+# retried before the search goes on below the tester's reach.
+PLAN_TESTER_FRACTION = 0.5
+
+
+def opening_trials(settings: SearchSettings, method: str = MLRSEARCH) -> tuple[float, float]:
+    """(time in s, trials) that `settings.repetitions` searches of `method` add when the tester sends at most
+    PLAN_TESTER_FRACTION x max_rate_qps: the same simulation with and without that tester (never below 0)."""
+    limited = simulated_search(settings, method, PLAN_TESTER_FRACTION)
+    free = simulated_search(settings, method)
+    return max(0.0, limited[0] - free[0]), max(0.0, limited[1] - free[1])
+
+
 @functools.lru_cache(maxsize=128)
-def simulated_search(settings: SearchSettings, method: str = MLRSEARCH) -> tuple[float, float]:
+def simulated_search(settings: SearchSettings, method: str = MLRSEARCH,
+                     tester_fraction: float | None = None) -> tuple[float, float]:
     """(time in s, trials) of `settings.repetitions` searches of `method` (trial durations + rests): on a
-    hard-cap DUT at PLAN_CAPACITY_FRACTION x max_rate_qps with PLAN_NOISE, mean over PLAN_SEEDS seeds."""
+    hard-cap DUT at PLAN_CAPACITY_FRACTION x max_rate_qps with PLAN_NOISE, mean over PLAN_SEEDS seeds;
+    tester_fraction: the tester sends at most that fraction of max_rate_qps (None: any rate)."""
     span = settings.max_rate_qps - settings.min_rate_qps
     capacity = settings.min_rate_qps + PLAN_CAPACITY_FRACTION * span
+    limit = None if tester_fraction is None else tester_fraction * settings.max_rate_qps
     total = trials = 0.0
     for seed in range(1, PLAN_SEEDS + 1):
         clock = SimClock()
         seeds = iter(range(seed * 1000, seed * 1000 + 100_000))
         def dut(clock: SimClock = clock, seeds: Iterator[int] = seeds) -> Measurer:
-            return FakeDut(capacity, noise=PLAN_NOISE, seed=next(seeds), clock=clock, sleep=True)
+            return FakeDut(capacity, noise=PLAN_NOISE, seed=next(seeds), clock=clock, sleep=True,
+                           tester_limit_qps=limit)
         runs = run_methods(dut, settings, clock, (method,))
         total += runs[method].wall_s
         trials += runs[method].repeated.trials

@@ -20,7 +20,15 @@ in the store (they were measured) but are not handed to the new attempt. When th
 lower bound for the first goal (nothing failed below the tester's limit) the outcome is "tester-limited", as
 for the other methods; when something failed below it the conditional throughput stands and the limit is
 recorded. After MAX_RESTARTS such restarts, or when the max load would fall to the min load, the outcome is
-"tester-limited".
+"tester-limited". The tester limit recorded is the lowest rate the tester reached in a tester-limited trial
+(`reached_rate_qps`: the rate it really sent), never the rate the library asked for.
+
+Short trials never have the last word: when the first goal ends "below the lower bound" although no trial
+of its final trial duration failed (short trials of its preceding targets failed everywhere, e.g. because
+the DUT loses a fixed few queries at the start of every trial, which is more than the loss ratio of a short
+trial but not of a full-length one), the search is started afresh with every goal's trials at its final
+trial duration (`full_length_goals`); its result is the outcome. A "< 1 queries/s" figure therefore always
+rests on failed full-length trials.
 
 The outcome's throughput_qps is the first goal's conditional throughput (RFC 9971: the relevant lower bound
 times one minus the pessimistic loss ratio of its trials); lower_qps / upper_qps are that goal's relevant
@@ -30,7 +38,7 @@ lower and upper bounds (intended loads). Every goal's figures are in `goals` and
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from MLRsearch import AbstractMeasurer, Config, MeasurementResult, MultipleLossRatioSearch, SearchGoal
@@ -69,6 +77,13 @@ def measurement_result(result: TrialResult, judged: str, intended_duration: floa
     return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                              offered_count=result.sent, forwarding_count=result.valid,
                              offered_duration=result.duration_s)
+
+
+def reached_rate_qps(result: TrialResult) -> float:
+    """The rate a tester-limited trial's tester really reached, queries/s: its achieved rate when it fell
+    short of the rate asked (the asked rate says nothing of the tester), else the asked rate."""
+    achieved = result.achieved_rate_qps
+    return achieved if 0 < achieved < result.rate_qps else result.rate_qps
 
 
 class SuiteMeasurer(AbstractMeasurer):
@@ -130,6 +145,20 @@ def goal_result(goal: ResolvedGoal, result: Any, max_load: float) -> dict[str, A
             "relevant_upper_bound_qps": None if upper is None else float(upper), "max_load_qps": max_load}
 
 
+def full_length_failed(trials: list[TrialRecord], goal: ResolvedGoal) -> bool:
+    """Whether any of these trials of the goal's final trial duration failed (the only trials that may make
+    a load "below the lower bound" of a figure at that duration)."""
+    return any(t.verdict == "fail" and t.result.duration_s >= goal.final_trial_duration_s for t in trials)
+
+
+def full_length_goals(goals: tuple[ResolvedGoal, ...]) -> tuple[ResolvedGoal, ...]:
+    """The goals with every trial at their final trial duration (no shorter trials for their preceding
+    targets): a short trial can then never veto a load that a full-length trial would pass."""
+    return tuple(replace(g, initial_trial_duration_s=g.final_trial_duration_s,
+                         preceding_targets=0 if g.duration_sum_s == g.final_trial_duration_s
+                         else max(1, g.preceding_targets)) for g in goals)
+
+
 def mlrsearch_search(runner: TrialRunner, settings: SearchSettings, search_id: str) -> SearchOutcome:
     """One RFC 9971 search of all the settings' goals at once (module docstring)."""
     s = Search(runner, settings, search_id, MLRSEARCH)
@@ -138,20 +167,24 @@ def mlrsearch_search(runner: TrialRunner, settings: SearchSettings, search_id: s
     min_load = max(settings.min_rate_qps, MIN_LOAD_QPS)
     max_load = settings.max_rate_qps
     tester_limit: float | None = None
-    for _ in range(MAX_RESTARTS + 1):
+    first = 0  # this attempt's first trial
+    for _ in range(MAX_RESTARTS + 2):  # + 1: the restart with full-length trials only
         if max_load <= min_load:
             break
         try:
             results = MultipleLossRatioSearch(library_config(goals, min_load, max_load)).search(
                 SuiteMeasurer(s, (min_load, max_load)), debug=_quiet)
         except TesterLimitHit as hit:
-            result = hit.record.result
-            tester_limit = result.rate_qps if tester_limit is None else min(tester_limit, result.rate_qps)
-            achieved = result.achieved_rate_qps
-            below = achieved if 0 < achieved < result.rate_qps else result.rate_qps
-            max_load = float(math.floor(min(below, max_load) * (1 - widest)))
+            reached = reached_rate_qps(hit.record.result)
+            tester_limit = reached if tester_limit is None else min(tester_limit, reached)
+            max_load = float(math.floor(min(reached, max_load) * (1 - widest)))
+            first = len(s.trials)
             continue
         figures = [goal_result(g, results[library_goal(g)], max_load) for g in goals]
+        if figures[0]["status"] == BELOW_LOWER and not full_length_failed(s.trials[first:], goals[0]) \
+                and goals != full_length_goals(goals):
+            goals, first = full_length_goals(goals), len(s.trials)
+            continue
         return _outcome(s, figures, min_load, max_load, tester_limit)
     limit = tester_limit if tester_limit is not None else max_load
     return s.outcome(TESTER_LIMITED, min_load, limit, tester_limit=limit)

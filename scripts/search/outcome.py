@@ -26,7 +26,7 @@ class SearchOutcome:
     throughput_qps: highest rate that passed a full-length trial, queries/s (None unless ok/upper-not-failed).
     lower_qps, upper_qps: final bracket, queries/s.
     tester_limit_qps: lowest rate of a tester-limited trial, queries/s (also recorded when the DUT failed
-        below it and the outcome is ok).
+        below it and the outcome is ok); mlrsearch: the rate the tester reached in it, not the rate asked.
     trials: every trial of the search, in order.
     elapsed_s: time on the search's clock from its first rest to its last trial's end, s (for replayed
         trials: their recorded wall time and rest).

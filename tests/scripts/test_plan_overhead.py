@@ -111,3 +111,26 @@ def test_plan_adds_the_stored_trials_overhead(tmp_path: Path, capsys: pytest.Cap
     assert re.search(rf"search 'default', rfc8219-binary: 2 repetitions, ~\S+ \S+ of trials \+ ~{shown} "
                      "overhead", out), out
     assert f"overhead beyond the trials: ~{shown};" in out
+
+
+def _hours_of(text: str, label: str) -> float:
+    """A duration the plan's last line gives after `label` ('~3.9 h', '~52 min', '~40 s'), in hours."""
+    number, unit = re.search(rf"{label}: ~([\d.]+) (h|min|s)\b", text).groups()
+    return float(number) / {"h": 1, "min": 60, "s": 3600}[unit]
+
+
+def test_plan_total_counts_idle_runs_opening_trials_and_a_stated_overhead(capsys) -> None:
+    # The four-hour campaign on chains with no stored trials: before, its total was searches + idle runs only,
+    # with the overhead "not measured" and left out and the opening trials above the tester's reach ignored.
+    repo = Path(__file__).resolve().parents[2]
+    campaign = repo / "campaigns" / "conditional-25s.toml"
+    assert main(["campaign", "plan", str(campaign), "--dut-cores", "16"]) == 0
+    out = capsys.readouterr().out
+    last = out.strip().splitlines()[-1]
+    parts = [_hours_of(last, label) for label in ("searches", "opening trials above the tester's reach",
+                                                  "idle capture", "overhead beyond the trials")]
+    assert all(part > 0 for part in parts), last
+    # Each part is rounded to its unit; the total is their sum within that rounding.
+    assert abs(_hours_of(last, "total") - sum(parts)) <= 0.1, last
+    assert "per-trial overhead of 464xlat: 0.75 s (stated default for a chain setup, not measured" in out
+    assert "not in the estimate" not in out

@@ -5,6 +5,7 @@ The stores are made by a simulated campaign and then edited as a kill or another
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 from pathlib import Path
@@ -50,6 +51,7 @@ def test_every_record_carries_the_suites_commit_tester_and_host(tmp_path: Path) 
     (mine,) = found
     assert mine.suite is not None and mine.suite.startswith(suite_build()["describe"])
     assert mine.tester == "fake" and mine.host
+    assert mine.library == importlib.metadata.version("MLRsearch")  # the search library's version too
 
 
 def _cut_after_first_repetition_of_cores2(store: Path) -> None:
@@ -116,3 +118,20 @@ def test_a_resume_with_another_tester_build_or_host_is_refused(tmp_path: Path, f
     rewrite(store, lambda r: "cores2" not in r["key"], lambda r: {**r, field: {**r[field], **value}})
     with pytest.raises(MixedResume, match=re.escape(named)):
         run(store)
+
+
+def test_a_resume_with_another_mlrsearch_library_version_is_refused(tmp_path: Path) -> None:
+    # Same commit, tester and host; only the MLRsearch library differs (an upgrade between kill and resume):
+    # refused before anything is measured, naming both versions, like a resume by another commit.
+    store = tmp_path / "r.jsonl"
+    run(store)
+    rewrite(store, lambda r: "cores2" not in r["key"],
+            lambda r: {**r, "suite": {**r["suite"], "mlrsearch": "0.9"}})
+    before = store.read_text()
+    installed = re.escape(importlib.metadata.version("MLRsearch"))
+    with pytest.raises(MixedResume, match=r"MLRsearch library 0\.9.*this run would add records of .*"
+                                          r"MLRsearch library " + installed):
+        run(store)
+    assert store.read_text() == before, "nothing was measured or written"
+    assert run(store, allow_mixed=True).new_trials > 0
+    assert len(load_report(store).provenances) == 2
