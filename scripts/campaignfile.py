@@ -18,7 +18,7 @@ from ..setups.cpulist import format_cpu_list, parse_user_cpu_list
 from ..setups.paper import TOPOLOGIES
 from ..zones import check_io
 from .clock import RealClock, SimClock
-from .envs import (
+from .environments.emulated import (
     DEFAULT_CHAIN_FACTORY,
     SETUP_KINDS,
     ChainEnvironment,
@@ -579,7 +579,7 @@ def _check_testbed(where: str, table: dict[str, Any]) -> None:
 def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
     p = setup.params
     if setup.kind == "testbed":
-        from .testbed_env import TestbedEnvironment
+        from .environments.testbed import TestbedEnvironment
 
         return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"),
                                   server_io=str(p.get("server_io", "socket")))

@@ -27,7 +27,7 @@ from .campaign import (
     sessions_text,
 )
 from .campaignfile import check_outstanding, load_campaign, make_environment, parse_campaign
-from .envs import KINDS
+from .environments.emulated import KINDS
 from .methodbench import print_seed_sets, print_suite, seed_sets
 from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict

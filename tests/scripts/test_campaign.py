@@ -14,10 +14,10 @@ import fakechain
 import pytest
 
 from xlatbench.results.store import ResultStore
-from xlatbench.scripts import envs
 from xlatbench.scripts.campaign import CampaignMismatch, CampaignRun
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
-from xlatbench.scripts.envs import ChainEnvironment
+from xlatbench.scripts.environments import emulated as envs
+from xlatbench.scripts.environments.emulated import ChainEnvironment
 from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.xlatperf import TesterOptions
 

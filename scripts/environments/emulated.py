@@ -17,21 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .clock import Clock, RealClock
-from .fakes import FakeDut
-from .hostinfo import usable_cpus
-from .measurers import ChainMeasurer, LoopbackMeasurer
-from .nat44 import Cycle, chain_refusal
-from .overhead import Overhead
-from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions, flows, source_first_port
+from ..clock import Clock, RealClock
+from ..fakes import FakeDut
+from ..hostinfo import usable_cpus
+from ..measurers import ChainMeasurer, LoopbackMeasurer
+from ..nat44 import Cycle, chain_refusal
+from ..overhead import Overhead
+from ..trial import Measurer, TrialResult
+from ..xlatperf import TesterOptions, flows, source_first_port
 
 if TYPE_CHECKING:
-    from ..setups.chain import Chain
-    from ..setups.placement import DutPlan
+    from ...setups.chain import Chain
+    from ...setups.placement import DutPlan
 
 KINDS = ("fake", "loopback", "chain", "testbed")  # what a command line's --dut may name
-SETUP_KINDS = KINDS  # what a campaign's [[setup]] may be (testbed: scripts/testbed_env.py)
+SETUP_KINDS = KINDS  # what a campaign's [[setup]] may be (testbed: scripts/environments/testbed.py)
 
 
 class Environment:
@@ -181,8 +181,8 @@ class LoopbackEnvironment(Environment):
         return f"loopback-{os.getpid()}"
 
     def up(self) -> None:
-        from ..setups.emulation import rootsysctl
-        from ..zones.knot import KnotConfig, KnotServer, loopback_rundir
+        from ...setups.emulation import rootsysctl
+        from ...zones.knot import KnotConfig, KnotServer, loopback_rundir
 
         self._sysctls = rootsysctl.acquire(self._holder, rootsysctl.socket_buffers(self.rmem_bytes), netns=[],
                                            pid=os.getpid())
@@ -199,7 +199,7 @@ class LoopbackEnvironment(Environment):
         self._measurer = LoopbackMeasurer(tester=self.tester, knot_description=self._server.describe())
 
     def down(self) -> None:
-        from ..setups.emulation import rootsysctl
+        from ...setups.emulation import rootsysctl
 
         if self._server is not None:
             server, self._server = self._server, None
@@ -242,12 +242,12 @@ def load_factory(spec: str) -> ChainFactory:
         raise ValueError(f"cannot load chain factory {spec!r}: {err}") from None
 
 
-DEFAULT_CHAIN_FACTORY = "xlatbench.scripts.envs:emulated_chain"
+DEFAULT_CHAIN_FACTORY = "xlatbench.scripts.environments.emulated:emulated_chain"
 
 
 def emulation_config(topology: str, **options: Any) -> Any:
     """The setups part's EmulationConfig from campaign options (TOML lists become tuples)."""
-    from ..setups.emulation import EmulationConfig
+    from ...setups.emulation import EmulationConfig
 
     tuple_fields = {f.name for f in dataclasses.fields(EmulationConfig) if "tuple" in str(f.type)}
     values = {}
@@ -267,7 +267,7 @@ def emulation_config(topology: str, **options: Any) -> Any:
 
 def _cpu_list(key: str, text: str) -> tuple[int, ...]:
     """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
-    from ..setups.cpulist import parse_user_cpu_list
+    from ...setups.cpulist import parse_user_cpu_list
 
     try:
         return parse_user_cpu_list(text)
@@ -281,7 +281,7 @@ def emulated_chain(topology: str, **options: Any) -> Any:
 
     Returns the chain, a context manager whose exit takes every namespace, cgroup and table down.
     """
-    from ..setups.emulation import EmulatedChain
+    from ...setups.emulation import EmulatedChain
 
     config = emulation_config(topology, **options)
     clear_killed_run(config.prefix)
@@ -291,8 +291,8 @@ def emulated_chain(topology: str, **options: Any) -> Any:
 def clear_killed_run(prefix: str) -> None:
     """Take down what a killed run of this prefix left (a resumed campaign meets it after `kill -9`),
     unless the process that brought it up is still alive: then the prefix is in use and we refuse."""
-    from ..setups.emulation.cleanup import down, leftovers
-    from ..setups.emulation.names import statefile
+    from ...setups.emulation.cleanup import down, leftovers
+    from ...setups.emulation.names import statefile
 
     found = leftovers(prefix)
     if not found:
@@ -354,9 +354,9 @@ class ChainEnvironment(Environment):
 
     def plan(self, count: int) -> DutPlan:
         """Where the DUTs run at `count` cores: the campaign's cpu_map entry, else the placement rule."""
-        from ..setups.cpulist import parse_user_cpu_list
-        from ..setups.paper import topology
-        from ..setups.placement import duts_of, plan_dut_cpus
+        from ...setups.cpulist import parse_user_cpu_list
+        from ...setups.paper import topology
+        from ...setups.placement import duts_of, plan_dut_cpus
 
         tester = [cpu for text in (self.tester.sender_cpus, self.tester.receiver_cpus) if text
                   for cpu in parse_user_cpu_list(text)]

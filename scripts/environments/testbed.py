@@ -12,18 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..setups.cpulist import parse_cpu_list
-from ..setups.placement import OWN_HOSTS
-from ..setups.testbed.chain import HostLost
-from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
-from ..setups.testbed.remote_idle import IdleSampler
-from .cpuload import samples_within, trial_window
-from .envs import Environment
-from .measurers import ChainMeasurer
-from .nat44 import Cycle, chain_refusal
-from .overhead import Overhead
-from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions, flows, source_first_port
+from ...setups.cpulist import parse_cpu_list
+from ...setups.placement import OWN_HOSTS
+from ...setups.testbed.chain import HostLost
+from ...setups.testbed.inventory import DUTS, Inventory, load_inventory
+from ...setups.testbed.remote_idle import IdleSampler
+from ..cpuload import samples_within, trial_window
+from ..measurers import ChainMeasurer
+from ..nat44 import Cycle, chain_refusal
+from ..overhead import Overhead
+from ..trial import Measurer, TrialResult
+from ..xlatperf import TesterOptions, flows, source_first_port
+from .emulated import Environment
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 
@@ -77,8 +77,8 @@ class TestbedEnvironment(Environment):
         if self._chain is not None:
             return self._chain.preflight
         if self._preflight is None:
-            from ..setups.testbed.chain import machine_interfaces, plan, transport_for
-            from ..setups.testbed.preflight import check
+            from ...setups.testbed.chain import machine_interfaces, plan, transport_for
+            from ...setups.testbed.preflight import check
 
             shell = transport_for(self._inv())
             try:
@@ -92,7 +92,7 @@ class TestbedEnvironment(Environment):
         return self._preflight
 
     def up(self) -> None:
-        from ..setups.testbed.chain import TestbedChain
+        from ...setups.testbed.chain import TestbedChain
 
         self._chain = TestbedChain.up(self._inv(), tester_io=self.tester.io, server_io=self.server_io)
         self._measurer = ChainMeasurer(self._chain, self.tester)
@@ -150,7 +150,7 @@ class TestbedEnvironment(Environment):
     def probe_trial_overhead(self) -> Overhead:
         """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which
         changes nothing there), plus the tester's reply timeout after its send window."""
-        from ..setups.testbed.chain import probe_trial_overhead, transport_for
+        from ...setups.testbed.chain import probe_trial_overhead, transport_for
 
         shell = transport_for(self._inv())
         try:
