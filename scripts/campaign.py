@@ -51,7 +51,7 @@ from ..results.records import (
 from ..results.store import ResultStore
 from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
 from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
-from .environments.emulated import Environment
+from .environments.base import Environment
 from .hostinfo import host_info, suite_build
 from .measurers import ComponentFailure
 from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s

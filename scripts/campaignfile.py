@@ -18,15 +18,10 @@ from ..setups.cpulist import format_cpu_list, parse_user_cpu_list
 from ..setups.paper import TOPOLOGIES
 from ..zones import check_io
 from .clock import RealClock, SimClock
-from .environments.emulated import (
-    DEFAULT_CHAIN_FACTORY,
-    SETUP_KINDS,
-    ChainEnvironment,
-    Environment,
-    FakeEnvironment,
-    LoopbackEnvironment,
-    emulation_config,
-)
+from .environments.base import Environment
+from .environments.emulated import DEFAULT_CHAIN_FACTORY, SETUP_KINDS, ChainEnvironment, emulation_config
+from .environments.loopback import LoopbackEnvironment
+from .environments.simulated import FakeEnvironment
 from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
 from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
 from .xlatperf import (

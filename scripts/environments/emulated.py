@@ -1,8 +1,6 @@
-"""What a campaign measures: a fake DUT, Knot on loopback, or an emulated chain, behind one interface.
-
-An environment is brought up only when a trial really has to run (a resumed campaign replays stored
-trials without it), and always torn down, also on Ctrl-C.
-"""
+"""An emulated chain (`[[setup]] kind = "chain"`): the setups part's chain on this machine (network
+namespaces, by default setups.emulation's EmulatedChain; any "module:function" factory yielding a Chain),
+measured with xlatperf in its client namespace."""
 
 from __future__ import annotations
 
@@ -10,21 +8,18 @@ import dataclasses
 import importlib
 import json
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clock import Clock, RealClock
-from ..fakes import FakeDut
 from ..hostinfo import usable_cpus
-from ..measurers import ChainMeasurer, LoopbackMeasurer
+from ..measurers import ChainMeasurer
 from ..nat44 import Cycle, chain_refusal
-from ..overhead import Overhead
-from ..trial import Measurer, TrialResult
+from ..trial import Measurer
 from ..xlatperf import TesterOptions, flows, source_first_port
+from .base import Environment
 
 if TYPE_CHECKING:
     from ...setups.chain import Chain
@@ -32,200 +27,6 @@ if TYPE_CHECKING:
 
 KINDS = ("fake", "loopback", "chain", "testbed")  # what a command line's --dut may name
 SETUP_KINDS = KINDS  # what a campaign's [[setup]] may be (testbed: scripts/environments/testbed.py)
-
-
-class Environment:
-    """One setup of a campaign. Subclasses fill in up/down/measurer/describe.
-
-    simulated: trials take no real time (no CPU samples in the idle capture). clock: the time the searches
-    rest and measure on (a fake DUT in simulated time brings its own).
-    """
-
-    simulated = False
-    clock: Clock = RealClock()
-
-    def up(self) -> None: ...
-
-    def down(self) -> None: ...
-
-    def max_cores(self) -> int:
-        return 1
-
-    def refuse_cores(self, counts: list[int]) -> None:
-        """Raise (one line) when one of these core counts (each <= max_cores) cannot be set up; called
-        before anything is brought up, so a campaign fails before its first up/down."""
-
-    def dut_cpus(self, count: int) -> list[int]:
-        return list(range(count))
-
-    def set_cores(self, count: int) -> dict[str, Any]:
-        return {"cores": count}
-
-    def set_tester(self, tester: TesterOptions) -> None:
-        """Following trials use these tester options (a point of a sessions sweep)."""
-
-    def measurer(self) -> Measurer:
-        raise NotImplementedError
-
-    def describe(self) -> dict[str, Any]:
-        return {}
-
-    def tester_version(self) -> str | None:
-        return None
-
-    def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
-        """Once up: why the tester's flows on ephemeral ports do not fit a MAP-T CE's port set with the
-        conntrack timeout its NAT44 really has (scripts.nat44), or None."""
-        return None
-
-    def probe_trial_overhead(self) -> Overhead | None:
-        """What a trial takes beyond its duration here, measured without bringing the setup up (campaign
-        plan); None: this environment cannot measure it before running."""
-        return Overhead(0.0, "simulated time: trials take only their duration") if self.simulated else None
-
-    def start_host_idle(self) -> None:
-        """Start per-host CPU samplers (a real testbed's DUT hosts) before an idle-capture trial."""
-
-    def collect_host_idle(self, result: TrialResult | None) -> dict[str, list[dict[str, Any]]] | None:
-        """Stop them: per host its samples during `result`'s trial (None: the trial failed); None where the
-        hosts share the campaign's own machine."""
-        return None
-
-
-@dataclass
-class FakeEnvironment(Environment):
-    """A fake DUT whose capacity grows with cores and falls with the tester's sessions (flows):
-    capacity_qps x cores ** scaling / (1 + sessions / half_capacity_sessions).
-
-    capacity_qps: capacity at one core (and few sessions), queries/s. scaling: exponent (1 = linear).
-    half_capacity_sessions: sessions at which the capacity is half (None: sessions do not matter).
-    noise, buffer_queries, tester_limit_qps, seed: see FakeDut. realtime: trials really take their duration
-    (for kill tests); otherwise time is simulated. cores_available: largest core count the fake DUT "has".
-    sessions: the tester's flows (set_tester changes it).
-    """
-
-    capacity_qps: float
-    scaling: float = 1.0
-    noise: float = 0.0
-    buffer_queries: float = 0.0
-    tester_limit_qps: float | None = None
-    background_loss: float = 0.0
-    seed: int = 1
-    realtime: bool = False
-    cores_available: int = 16
-    clock: Clock = field(default_factory=RealClock)
-    half_capacity_sessions: float | None = None
-    sessions: int = 4
-    _cores: int = field(default=1, init=False)
-
-    def __post_init__(self) -> None:
-        self.simulated = not self.realtime
-        if self.half_capacity_sessions is not None and self.half_capacity_sessions <= 0:
-            raise ValueError(f"half_capacity_sessions must be positive, got {self.half_capacity_sessions}")
-
-    def max_cores(self) -> int:
-        return self.cores_available
-
-    def capacity(self) -> float:
-        """Capacity at the current cores and sessions, queries/s."""
-        cap = self.capacity_qps * self._cores ** self.scaling
-        if self.half_capacity_sessions is not None:
-            cap /= 1.0 + self.sessions / self.half_capacity_sessions
-        return cap
-
-    def set_cores(self, count: int) -> dict[str, Any]:
-        self._cores = count
-        return {"cores": count, "capacity_qps": self.capacity()}
-
-    def set_tester(self, tester: TesterOptions) -> None:
-        self.sessions = flows(tester)
-
-    def measurer(self) -> Measurer:
-        return FakeDut(self.capacity(), noise=self.noise,
-                       buffer_queries=self.buffer_queries, tester_limit_qps=self.tester_limit_qps,
-                       background_loss=self.background_loss,
-                       seed=self.seed * 1000 + self._cores, clock=self.clock, sleep=True)
-
-    def describe(self) -> dict[str, Any]:
-        return {"implementation": "fake", "version": "n/a", "capacity_qps_1core": self.capacity_qps,
-                "scaling": self.scaling, "noise": self.noise, "buffer_queries": self.buffer_queries,
-                "tester_limit_qps": self.tester_limit_qps, "background_loss": self.background_loss,
-                "half_capacity_sessions": self.half_capacity_sessions,
-                "time": "real" if self.realtime else "simulated"}
-
-    def tester_version(self) -> str | None:
-        return "fake"
-
-
-@dataclass
-class LoopbackEnvironment(Environment):
-    """xlatperf against Knot on 127.0.0.1 (a tester self-test; no DUT, so one "core" only).
-
-    knot_cpus: CPUs knotd is pinned to (NOTES: keep it off the tester's core).
-    rmem_bytes: root net.core.rmem_max, rmem_default and wmem_max while it is up, bytes: the same socket
-        buffers as an emulated chain gives Knot and the tester, so the self-test is comparable with it
-        (knotd's sockets take rmem_default; with 208 KiB it drops replies long before its CPU is full).
-    """
-
-    tester: TesterOptions
-    knot_cpus: tuple[int, ...] | None = None
-    udp_workers: int = 1
-    workdir: Path | None = None
-    rmem_bytes: int = 4 << 20
-    _server: Any = field(default=None, init=False)
-    _measurer: LoopbackMeasurer | None = field(default=None, init=False)
-    _sysctls: dict[str, object] | None = field(default=None, init=False)
-
-    @property
-    def _holder(self) -> str:
-        return f"loopback-{os.getpid()}"
-
-    def up(self) -> None:
-        from ...setups.emulation import rootsysctl
-        from ...zones.knot import KnotConfig, KnotServer, loopback_rundir
-
-        self._sysctls = rootsysctl.acquire(self._holder, rootsysctl.socket_buffers(self.rmem_bytes), netns=[],
-                                           pid=os.getpid())
-        # A fixed run directory (not a temporary one): a later run or `setup down` finds a killed run's knotd.
-        workdir = self.workdir or loopback_rundir("127.0.0.1", self.tester.port)
-        config = KnotConfig(listen=(("127.0.0.1", self.tester.port),), udp_workers=self.udp_workers,
-                            cpus=self.knot_cpus)
-        self._server = KnotServer(workdir, config)
-        try:
-            self._server.start()
-        except BaseException:
-            self.down()
-            raise
-        self._measurer = LoopbackMeasurer(tester=self.tester, knot_description=self._server.describe())
-
-    def down(self) -> None:
-        from ...setups.emulation import rootsysctl
-
-        if self._server is not None:
-            server, self._server = self._server, None
-            server.stop()
-            if self.workdir is None:
-                shutil.rmtree(server.workdir, ignore_errors=True)
-        if self._sysctls is not None:
-            rootsysctl.release(self._holder)
-            self._sysctls = None
-
-    def set_tester(self, tester: TesterOptions) -> None:
-        self.tester = tester
-        if self._measurer is not None:
-            self._measurer.tester = tester
-
-    def measurer(self) -> Measurer:
-        assert self._measurer is not None, "environment not up"
-        return self._measurer
-
-    def describe(self) -> dict[str, Any]:
-        server = self._server.describe() if self._server is not None else {"implementation": "knot"}
-        return {"implementation": "loopback (no DUT)", "server": server, "server_io": "socket",
-                "root_sysctls": self._sysctls}
-
-    def tester_version(self) -> str | None:
-        return self._measurer.last_tester_version if self._measurer else None
 
 
 ChainFactory = Callable[..., Any]

@@ -23,7 +23,7 @@ from ..nat44 import Cycle, chain_refusal
 from ..overhead import Overhead
 from ..trial import Measurer, TrialResult
 from ..xlatperf import TesterOptions, flows, source_first_port
-from .emulated import Environment
+from .base import Environment
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 

@@ -126,7 +126,7 @@ def test_a_testbed_reads_the_timeout_in_the_napt_namespace_on_its_host() -> None
 def test_the_campaign_checks_again_once_the_chain_is_up(tmp_path: Path, monkeypatch) -> None:
     # The environment, once up, reports the CE's real timeout refuses the flows: nothing is measured.
     from xlatbench.scripts.campaign import CampaignRun, PortSetTooSmall
-    from xlatbench.scripts.environments.emulated import FakeEnvironment
+    from xlatbench.scripts.environments.simulated import FakeEnvironment
 
     seen: list[list[Cycle]] = []
 

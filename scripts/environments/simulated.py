@@ -1,0 +1,79 @@
+"""A simulated DUT (`[[setup]] kind = "fake"`): a fake whose capacity grows with cores and falls with the
+tester's sessions, in simulated time unless asked for real time; the searches' and the campaign's own tests
+run on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..clock import Clock, RealClock
+from ..fakes import FakeDut
+from ..trial import Measurer
+from ..xlatperf import TesterOptions, flows
+from .base import Environment
+
+
+@dataclass
+class FakeEnvironment(Environment):
+    """A fake DUT whose capacity grows with cores and falls with the tester's sessions (flows):
+    capacity_qps x cores ** scaling / (1 + sessions / half_capacity_sessions).
+
+    capacity_qps: capacity at one core (and few sessions), queries/s. scaling: exponent (1 = linear).
+    half_capacity_sessions: sessions at which the capacity is half (None: sessions do not matter).
+    noise, buffer_queries, tester_limit_qps, seed: see FakeDut. realtime: trials really take their duration
+    (for kill tests); otherwise time is simulated. cores_available: largest core count the fake DUT "has".
+    sessions: the tester's flows (set_tester changes it).
+    """
+
+    capacity_qps: float
+    scaling: float = 1.0
+    noise: float = 0.0
+    buffer_queries: float = 0.0
+    tester_limit_qps: float | None = None
+    background_loss: float = 0.0
+    seed: int = 1
+    realtime: bool = False
+    cores_available: int = 16
+    clock: Clock = field(default_factory=RealClock)
+    half_capacity_sessions: float | None = None
+    sessions: int = 4
+    _cores: int = field(default=1, init=False)
+
+    def __post_init__(self) -> None:
+        self.simulated = not self.realtime
+        if self.half_capacity_sessions is not None and self.half_capacity_sessions <= 0:
+            raise ValueError(f"half_capacity_sessions must be positive, got {self.half_capacity_sessions}")
+
+    def max_cores(self) -> int:
+        return self.cores_available
+
+    def capacity(self) -> float:
+        """Capacity at the current cores and sessions, queries/s."""
+        cap = self.capacity_qps * self._cores ** self.scaling
+        if self.half_capacity_sessions is not None:
+            cap /= 1.0 + self.sessions / self.half_capacity_sessions
+        return cap
+
+    def set_cores(self, count: int) -> dict[str, Any]:
+        self._cores = count
+        return {"cores": count, "capacity_qps": self.capacity()}
+
+    def set_tester(self, tester: TesterOptions) -> None:
+        self.sessions = flows(tester)
+
+    def measurer(self) -> Measurer:
+        return FakeDut(self.capacity(), noise=self.noise,
+                       buffer_queries=self.buffer_queries, tester_limit_qps=self.tester_limit_qps,
+                       background_loss=self.background_loss,
+                       seed=self.seed * 1000 + self._cores, clock=self.clock, sleep=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"implementation": "fake", "version": "n/a", "capacity_qps_1core": self.capacity_qps,
+                "scaling": self.scaling, "noise": self.noise, "buffer_queries": self.buffer_queries,
+                "tester_limit_qps": self.tester_limit_qps, "background_loss": self.background_loss,
+                "half_capacity_sessions": self.half_capacity_sessions,
+                "time": "real" if self.realtime else "simulated"}
+
+    def tester_version(self) -> str | None:
+        return "fake"
