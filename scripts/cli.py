@@ -26,8 +26,9 @@ from .campaign import (
     planned_searches,
     sessions_text,
 )
-from .campaignfile import check_outstanding, load_campaign, make_environment, parse_campaign
-from .environments.emulated import KINDS
+from .campaignfile import check_outstanding, load_campaign, parse_campaign
+from .environments import registry
+from .environments.registry import make_environment
 from .methodbench import print_seed_sets, print_suite, seed_sets
 from .overhead import idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
@@ -123,7 +124,7 @@ def _cpu_text(text: str) -> str:
 
 def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) -> None:
     g = parser.add_argument_group("what to measure")
-    g.add_argument("--dut", choices=KINDS, default=default_kind, required=default_kind is None,
+    g.add_argument("--dut", choices=registry.names(), default=default_kind, required=default_kind is None,
                    help="fake (simulated DUT), loopback (tester vs Knot on 127.0.0.1), chain (emulated) or "
                         "testbed (real hosts over SSH: --inventory)")
     g.add_argument("--inventory", help="testbed: the TOML inventory of its four hosts (docs/testbed.md)")

@@ -1,8 +1,12 @@
-"""The interface every environment kind gives the campaign: one setup brought up only when a trial really has
-to run (a resumed campaign replays stored trials without it), and always torn down, also on Ctrl-C."""
+"""The interfaces of an environment kind: the kind (`EnvironmentKind`: what its [[setup]] table may say, its
+checks against the campaign's tester and server, the environment it builds) and the environment itself
+(`Environment`: one setup brought up only when a trial really has to run, a resumed campaign replaying stored
+trials without it, and always torn down, also on Ctrl-C). `SetupSpec` is one [[setup]] table as parsed.
+Each kind is one module of this folder, registered in registry.py."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..clock import Clock, RealClock
@@ -68,3 +72,53 @@ class Environment:
         """Stop them: per host its samples during `result`'s trial (None: the trial failed); None where the
         hosts share the campaign's own machine."""
         return None
+
+
+@dataclass(frozen=True)
+class SetupSpec:
+    """One thing to measure.
+
+    name: unique label; kind: a registered kind's name (registry.py); params: the rest of its table.
+    """
+
+    name: str
+    kind: str
+    params: dict[str, Any]
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, **self.params}
+
+
+class EnvironmentKind:
+    """One kind of environment, named by a [[setup]] table's `kind`. It parses and checks its own options
+    (raising options.OptionError, one line naming the table and the key) and builds its environment; the
+    campaign-file parser asks it through these methods and knows no kind by name.
+
+    name: the `kind` value. keys: the table's keys besides name and kind. runs_tester: xlatperf runs
+    (False: a simulated DUT, whose searches are not checked against the tester's limits).
+    """
+
+    name: str = ""
+    keys: frozenset[str] = frozenset()
+    runs_tester: bool = True
+
+    def check(self, table: dict[str, Any], where: str) -> None:
+        """Its table's required keys present and every value valid (where: "[[setup]] #N")."""
+
+    def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
+        """The setup with [server] io ("socket" or "xdp", Knot's XDP mode) applied, or OptionError where it
+        cannot be had (where: "[[setup]] #N (NAME)")."""
+        return setup
+
+    def check_tester(self, setup: SetupSpec, tester: TesterOptions, most: int, cycles: list[Cycle],
+                     where: str) -> None:
+        """Refuse now a tester this environment cannot carry (most: the sweep's most flows; cycles: every
+        kind of trial the campaign runs, with the rest after it)."""
+
+    def tester_is_local(self, setup: SetupSpec) -> bool:
+        """xlatperf runs on this machine (its sockets count against this process's limits)."""
+        return False
+
+    def build(self, setup: SetupSpec, tester: TesterOptions) -> Environment:
+        """The environment of this setup, not yet up."""
+        raise NotImplementedError

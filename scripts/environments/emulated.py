@@ -14,19 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...setups.paper import TOPOLOGIES
 from ..hostinfo import usable_cpus
 from ..measurers import ChainMeasurer
-from ..nat44 import Cycle, chain_refusal
+from ..nat44 import Cycle, chain_refusal, udp_timeout
 from ..trial import Measurer
 from ..xlatperf import TesterOptions, flows, source_first_port
-from .base import Environment
+from .base import Environment, EnvironmentKind, SetupSpec
+from .options import OptionError, check_values, cpu_map, cpus, known_topology, of_type, only
+from .testerfit import check_chain
 
 if TYPE_CHECKING:
     from ...setups.chain import Chain
     from ...setups.placement import DutPlan
-
-KINDS = ("fake", "loopback", "chain", "testbed")  # what a command line's --dut may name
-SETUP_KINDS = KINDS  # what a campaign's [[setup]] may be (testbed: scripts/environments/testbed.py)
 
 
 ChainFactory = Callable[..., Any]
@@ -194,3 +194,78 @@ class ChainEnvironment(Environment):
 
     def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
         return chain_refusal(self._chain, flows(self.tester), source_first_port(self.tester), cycles)
+
+
+class EmulatedKind(EnvironmentKind):
+    """`kind = "chain"`: topology (required), options (the factory's; for the default factory
+    setups.emulation's EmulationConfig fields, checked now), factory, cpu_map. With the default factory the
+    tester runs here, and [server] io reaches the chain as its knot_io option."""
+
+    name = "chain"
+    keys = frozenset({"topology", "options", "factory", "cpu_map"})
+    rules = {"topology": known_topology, "factory": of_type(str, "a string 'package.module:function'"),
+             "options": of_type(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": cpu_map}
+
+    def check(self, table: dict[str, Any], where: str) -> None:
+        if "topology" not in table:
+            raise OptionError(f"{where}: a chain setup needs topology ({' | '.join(TOPOLOGIES)})")
+        known_topology(f"{where} topology", table["topology"])
+        if table.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
+            check_emulation_options(where, str(table["topology"]), table.get("options", {}))
+        check_values(table, where, self.rules)
+
+    def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
+        """[server] io as the chain's `knot_io` option (a setup that sets knot_io itself must agree)."""
+        options = dict(setup.params.get("options", {}))
+        if options.get("knot_io", io) != io:
+            raise OptionError(f"{where}: options knot_io = {options['knot_io']!r} contradicts "
+                              f"[server] io = {io!r}: drop one")
+        if io == "socket" and "knot_io" not in options:
+            return setup  # the default: a factory that knows no knot_io still gets the options it knew
+        options["knot_io"] = io
+        if _default_factory(setup):
+            check_emulation_options(where, str(setup.params["topology"]), options)
+        return dataclasses.replace(setup, params={**setup.params, "options": options})
+
+    def check_tester(self, setup: SetupSpec, tester: TesterOptions, most: int, cycles: list[Cycle],
+                     where: str) -> None:
+        """The default factory's chain topology checked now; another factory's chain says its max_flows and
+        its AF_XDP binding when it is up (ChainMeasurer checks them)."""
+        if _default_factory(setup):
+            config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
+            check_chain(config.chain_topology(), setup.name, where, tester, most, cycles, udp_timeout)
+
+    def tester_is_local(self, setup: SetupSpec) -> bool:
+        return _default_factory(setup)
+
+    def build(self, setup: SetupSpec, tester: TesterOptions) -> Environment:
+        p = setup.params
+        dut_cpus = {int(k): [int(c) for c in v] for k, v in p.get("cpu_map", {}).items()}
+        return ChainEnvironment(str(p["topology"]), tester, options=dict(p.get("options", {})),
+                                factory=str(p.get("factory", DEFAULT_CHAIN_FACTORY)), cpu_map=dut_cpus)
+
+
+def _default_factory(setup: SetupSpec) -> bool:
+    return setup.params.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY
+
+
+def check_emulation_options(where: str, topology: str, options: Any) -> None:
+    """Catch a typo in a chain's options now rather than hours into a campaign."""
+    if not isinstance(options, dict):
+        raise OptionError(f"{where}: options must be a table")
+    from ...setups.emulation import EmulationConfig
+    from ...setups.emulation.names import check_prefix
+
+    allowed = {f.name for f in dataclasses.fields(EmulationConfig)} - {"topology"}
+    only(options, f"{where} options", allowed)
+    try:
+        config = emulation_config(topology, **options)
+        check_prefix(config.prefix)
+    except (TypeError, ValueError) as err:
+        raise OptionError(f"{where} options: {err}") from None
+    for key in ("knot_cpus", "dut_cpus"):
+        if getattr(config, key) is not None:
+            cpus(f"{where} options {key}", list(getattr(config, key)))
+
+
+KIND = EmulatedKind()

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..measurers import LoopbackMeasurer
+from ..nat44 import Cycle
 from ..trial import Measurer
 from ..xlatperf import TesterOptions
-from .base import Environment
+from .base import Environment, EnvironmentKind, SetupSpec
+from .options import OptionError, check_values, cpus, number
 
 
 @dataclass
@@ -84,3 +86,40 @@ class LoopbackEnvironment(Environment):
 
     def tester_version(self) -> str | None:
         return self._measurer.last_tester_version if self._measurer else None
+
+
+class LoopbackKind(EnvironmentKind):
+    """`kind = "loopback"`: knot_cpus, udp_workers, rmem_bytes; the tester runs here on sockets (no interface:
+    neither AF_XDP nor Knot's XDP mode)."""
+
+    name = "loopback"
+    keys = frozenset({"knot_cpus", "udp_workers", "rmem_bytes"})
+    rules = {"knot_cpus": cpus, "udp_workers": number(1, integer=True), "rmem_bytes": number(0, integer=True)}
+
+    def check(self, table: dict[str, Any], where: str) -> None:
+        check_values(table, where, self.rules)
+
+    def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
+        if io == "xdp":
+            raise OptionError(f"{where}: [server] io = \"xdp\" needs a network interface for Knot's XDP "
+                              "mode; a loopback setup has none: use a chain setup (or io = \"socket\")")
+        return setup
+
+    def check_tester(self, setup: SetupSpec, tester: TesterOptions, most: int, cycles: list[Cycle],
+                     where: str) -> None:
+        if tester.io != "socket":
+            raise OptionError(f"{where}: [tester] io = \"xdp\" needs a network interface for AF_XDP; a "
+                              "loopback setup has none: use a chain setup (or io = \"socket\")")
+
+    def tester_is_local(self, setup: SetupSpec) -> bool:
+        return True
+
+    def build(self, setup: SetupSpec, tester: TesterOptions) -> Environment:
+        p = setup.params
+        knot = p.get("knot_cpus")
+        return LoopbackEnvironment(tester, knot_cpus=cpus("knot_cpus", knot) if knot is not None else None,
+                                   udp_workers=int(p.get("udp_workers", 1)),
+                                   rmem_bytes=int(p.get("rmem_bytes", 4 << 20)))
+
+
+KIND = LoopbackKind()

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clock import Clock, RealClock
+from ..clock import Clock, RealClock, SimClock
 from ..fakes import FakeDut
 from ..trial import Measurer
 from ..xlatperf import TesterOptions, flows
-from .base import Environment
+from .base import Environment, EnvironmentKind, SetupSpec
+from .options import OptionError, check_values, number, of_type
 
 
 @dataclass
@@ -77,3 +78,36 @@ class FakeEnvironment(Environment):
 
     def tester_version(self) -> str | None:
         return "fake"
+
+
+class SimulatedKind(EnvironmentKind):
+    """`kind = "fake"`: capacity_qps (required) and the fake's other knobs; no tester runs, no server."""
+
+    name = "fake"
+    runs_tester = False
+    keys = frozenset({"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed",
+                      "realtime", "cores_available", "background_loss", "half_capacity_sessions"})
+    rules = {"capacity_qps": number(0, inclusive=False), "scaling": number(0), "noise": number(0),
+             "buffer_queries": number(0), "tester_limit_qps": number(0, inclusive=False),
+             "seed": number(0, integer=True), "realtime": of_type(bool, "true or false"),
+             "cores_available": number(1, integer=True), "background_loss": number(0),
+             "half_capacity_sessions": number(0, inclusive=False)}
+
+    def check(self, table: dict[str, Any], where: str) -> None:
+        if "capacity_qps" not in table:
+            raise OptionError(f"{where}: a fake setup needs capacity_qps")
+        check_values(table, where, self.rules)
+
+    def build(self, setup: SetupSpec, tester: TesterOptions) -> Environment:
+        p = setup.params
+        realtime = bool(p.get("realtime", False))
+        return FakeEnvironment(
+            capacity_qps=float(p["capacity_qps"]), scaling=float(p.get("scaling", 1.0)),
+            noise=float(p.get("noise", 0.0)), buffer_queries=float(p.get("buffer_queries", 0.0)),
+            background_loss=float(p.get("background_loss", 0.0)),
+            tester_limit_qps=p.get("tester_limit_qps"), seed=int(p.get("seed", 1)), realtime=realtime,
+            cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock(),
+            half_capacity_sessions=p.get("half_capacity_sessions"), sessions=flows(tester))
+
+
+KIND = SimulatedKind()

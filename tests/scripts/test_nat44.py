@@ -39,7 +39,7 @@ DEFAULT = UdpTimeout(120, "net.netfilter.nf_conntrack_udp_timeout_stream = 120 o
 @pytest.fixture(autouse=True)
 def conntrack_default(monkeypatch) -> None:
     """The kernel's default stream timeout, whatever this host was set to (the tests' numbers assume it)."""
-    monkeypatch.setattr("xlatbench.scripts.campaignfile.udp_timeout", lambda: DEFAULT)
+    monkeypatch.setattr("xlatbench.scripts.environments.emulated.udp_timeout", lambda: DEFAULT)
 
 
 def chain_campaign(sessions: int, **tester: object) -> dict:
