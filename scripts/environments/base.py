@@ -6,6 +6,7 @@ Each kind is one module of this folder, registered in registry.py."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,13 +95,21 @@ class EnvironmentKind:
     (raising options.OptionError, one line naming the table and the key) and builds its environment; the
     campaign-file parser asks it through these methods and knows no kind by name.
 
-    name: the `kind` value. keys: the table's keys besides name and kind. runs_tester: xlatperf runs
-    (False: a simulated DUT, whose searches are not checked against the tester's limits).
+    name: the `kind` value. summary: what it is, for --dut's help. keys: the table's keys besides name and
+    kind. runs_tester: xlatperf runs (False: a simulated DUT, whose searches are not checked against the
+    tester's limits).
     """
 
     name: str = ""
+    summary: str = ""
     keys: frozenset[str] = frozenset()
     runs_tester: bool = True
+
+    def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The [[setup]] table of `--dut NAME` and its options on the command line (`search`, `trial`,
+        `search-bench`: scripts/cli.py), checked like a campaign file's (ValueError for what the table
+        cannot even say)."""
+        return {"name": self.name, "kind": self.name}
 
     def check(self, table: dict[str, Any], where: str) -> None:
         """Its table's required keys present and every value valid (where: "[[setup]] #N")."""

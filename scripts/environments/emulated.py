@@ -4,11 +4,14 @@ measured with xlatperf in its client namespace."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import dataclasses
 import importlib
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,9 +205,23 @@ class EmulatedKind(EnvironmentKind):
     tester runs here, and [server] io reaches the chain as its knot_io option."""
 
     name = "chain"
+    summary = "emulated"
     keys = frozenset({"topology", "options", "factory", "cpu_map"})
     rules = {"topology": known_topology, "factory": of_type(str, "a string 'package.module:function'"),
              "options": of_type(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": cpu_map}
+
+    def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
+        """--topology, --chain-option KEY=VALUE (each value read by option_value) and --chain-factory."""
+        options = {}
+        for item in args.chain_option:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ValueError(f"--chain-option expects KEY=VALUE, got {item!r}")
+            options[key] = option_value(value)
+        table = {"name": args.topology, "kind": "chain", "topology": args.topology, "options": options}
+        if args.chain_factory:
+            table["factory"] = args.chain_factory
+        return table
 
     def check(self, table: dict[str, Any], where: str) -> None:
         if "topology" not in table:
@@ -243,6 +260,23 @@ class EmulatedKind(EnvironmentKind):
         dut_cpus = {int(k): [int(c) for c in v] for k, v in p.get("cpu_map", {}).items()}
         return ChainEnvironment(str(p["topology"]), tester, options=dict(p.get("options", {})),
                                 factory=str(p.get("factory", DEFAULT_CHAIN_FACTORY)), cpu_map=dut_cpus)
+
+
+def option_value(text: str) -> Any:
+    """KEY=VALUE from the command line: a TOML value as in a campaign file ([0, 1], 2, true, "x"), or
+    else numbers, true/false and comma lists as TOML would give them, or the bare text."""
+    with contextlib.suppress(tomllib.TOMLDecodeError):
+        return tomllib.loads(f"value = {text}")["value"]
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if "," in text:
+        return [option_value(part) for part in text.split(",")]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _default_factory(setup: SetupSpec) -> bool:

@@ -3,6 +3,7 @@ self-test with no DUT."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -93,8 +94,15 @@ class LoopbackKind(EnvironmentKind):
     neither AF_XDP nor Knot's XDP mode)."""
 
     name = "loopback"
+    summary = "tester vs Knot on 127.0.0.1"
     keys = frozenset({"knot_cpus", "udp_workers", "rmem_bytes"})
     rules = {"knot_cpus": cpus, "udp_workers": number(1, integer=True), "rmem_bytes": number(0, integer=True)}
+
+    def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
+        table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
+        if args.knot_cpus:
+            table["knot_cpus"] = args.knot_cpus  # checked with the campaign file's rule
+        return table
 
     def check(self, table: dict[str, Any], where: str) -> None:
         check_values(table, where, self.rules)

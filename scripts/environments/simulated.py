@@ -4,6 +4,7 @@ run on it."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,7 @@ class SimulatedKind(EnvironmentKind):
     """`kind = "fake"`: capacity_qps (required) and the fake's other knobs; no tester runs, no server."""
 
     name = "fake"
+    summary = "simulated DUT"
     runs_tester = False
     keys = frozenset({"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed",
                       "realtime", "cores_available", "background_loss", "half_capacity_sessions"})
@@ -92,6 +94,11 @@ class SimulatedKind(EnvironmentKind):
              "seed": number(0, integer=True), "realtime": of_type(bool, "true or false"),
              "cores_available": number(1, integer=True), "background_loss": number(0),
              "half_capacity_sessions": number(0, inclusive=False)}
+
+    def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
+        return {"name": "fake", "kind": "fake", "capacity_qps": args.capacity, "noise": args.noise,
+                "buffer_queries": args.buffer, "background_loss": args.background_loss,
+                "realtime": args.realtime}
 
     def check(self, table: dict[str, Any], where: str) -> None:
         if "capacity_qps" not in table:

@@ -9,6 +9,7 @@ with every result (the record's `dut.preflight`). The idle capture samples /proc
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -196,8 +197,14 @@ class TestbedKind(EnvironmentKind):
 
     __test__ = False
     name = "testbed"
+    summary = "real hosts over SSH: --inventory"
     keys = frozenset({"inventory", "topology"})
     rules = {"topology": known_topology}
+
+    def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
+        if not args.inventory:
+            raise ValueError("--dut testbed needs --inventory PATH (the testbed's TOML inventory)")
+        return {"name": "testbed", "kind": "testbed", "inventory": args.inventory}
 
     def check(self, table: dict[str, Any], where: str) -> None:
         """A valid inventory file; a topology, if given, is the inventory's."""

@@ -30,7 +30,7 @@ def test_the_registry_lists_the_four_kinds_each_under_its_own_name() -> None:
     assert registry.names() == ("fake", "loopback", "chain", "testbed")
     for name in registry.names():
         kind = registry.kind(name)
-        assert isinstance(kind, EnvironmentKind) and kind.name == name
+        assert isinstance(kind, EnvironmentKind) and kind.name == name and kind.summary
 
 
 @pytest.mark.parametrize("given", ["vm", "", 3, None, ["chain"]])
