@@ -49,9 +49,10 @@ from ..data.records import (
     utc_now,
 )
 from ..data.store import ResultStore
-from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
+from .campaignfile import Campaign, trial_cycles
 from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
-from .envs import Environment
+from .environments.base import Environment, SetupSpec
+from .environments.registry import make_environment
 from .hostinfo import host_info, suite_build
 from .measurers import ComponentFailure
 from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s

@@ -1,34 +1,27 @@
 """Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture,
-validated up front.
+validated up front and turned into a `Campaign`.
 
 Every table rejects keys it does not know, so a typo fails at once with the key's name instead of running a
-38-hour campaign with a default. See README (section "Measurement") and campaigns/*.toml for examples.
+38-hour campaign with a default. A [[setup]] table is its environment kind's to check (scripts/environments/:
+the registry names the kinds, each kind its keys and rules); this module names no kind. See README (section
+"Measurement") and campaigns/*.toml for examples.
 """
 
 from __future__ import annotations
 
-import resource
 import tomllib
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ..data.records import campaign_sha256
-from ..setups.cpulist import format_cpu_list, parse_user_cpu_list
-from ..setups.paper import TOPOLOGIES
+from ..setups.cpulist import format_cpu_list
 from ..zones import check_io
-from .clock import RealClock, SimClock
-from .envs import (
-    DEFAULT_CHAIN_FACTORY,
-    SETUP_KINDS,
-    ChainEnvironment,
-    Environment,
-    FakeEnvironment,
-    LoopbackEnvironment,
-    emulation_config,
-    emulation_options,
-)
-from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
+from .environments import registry
+from .environments.base import SetupSpec
+from .environments.options import OptionError, cpus, only
+from .environments.testerfit import check_local_sockets
+from .nat44 import Cycle
 from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
@@ -37,7 +30,6 @@ from .xlatperf import (
     options_for_sessions,
     outstanding_per_socket,
     sockets_needed,
-    source_first_port,
 )
 
 DEFAULT_CORES = (1, 2, 4, 8, 16)
@@ -64,21 +56,6 @@ class IdleSpec:
     interval_s: float = 1.0
     method: str = RFC8219
     search: str | None = None
-
-
-@dataclass(frozen=True)
-class SetupSpec:
-    """One thing to measure.
-
-    name: unique label; kind: fake | loopback | chain; params: the rest of its table.
-    """
-
-    name: str
-    kind: str
-    params: dict[str, Any]
-
-    def record(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, **self.params}
 
 
 @dataclass(frozen=True)
@@ -142,9 +119,18 @@ def load_campaign(path: Path, store: Path | None = None) -> Campaign:
 
 
 def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -> Campaign:
-    _only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server"})
+    """The campaign of a campaign file's TOML (CampaignFileError, one line naming the table and the key,
+    for anything wrong in it: the environment kinds' own rules included)."""
+    try:
+        return _parse_campaign(data, file, store)
+    except OptionError as err:
+        raise CampaignFileError(str(err)) from None
+
+
+def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Campaign:
+    only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server"})
     head = _table(data, "campaign")
-    _only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
+    only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
     name = _str(head, "name", "[campaign]")
     methods = tuple(_list(head, "methods", "[campaign]", [RFC8219]))
     for method in methods:
@@ -160,7 +146,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
                         convert={"extra_args": tuple})
     for key in ("sender_cpus", "receiver_cpus"):
         if getattr(tester, key) is not None:  # passed to xlatperf in its grammar, however it was written
-            spelled = format_cpu_list(_cpus(f"[tester] {key}", getattr(tester, key)))
+            spelled = format_cpu_list(cpus(f"[tester] {key}", getattr(tester, key)))
             tester = replace(tester, **{key: spelled})
     idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
     _method(idle.method, "[idle] method")
@@ -172,26 +158,31 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
     server_io = _server_io(_table(data, "server", required=False))
-    setups = tuple(_with_server_io(setup, server_io, i) for i, setup in enumerate(_setups(data.get("setup"))))
+    setups = tuple(registry.kind(setup.kind).with_server_io(setup, server_io, _where(setup, i))
+                   for i, setup in enumerate(_setups(data.get("setup"))))
     sessions = _sessions(head, _table(data, "tester", required=False))
     try:
         testers = [tester if s is None else options_for_sessions(tester, s) for s in sessions or (None,)]
     except ValueError as err:
         raise CampaignFileError(f"[campaign] {err}") from None
-    if any(setup.kind != "fake" for setup in setups):
+    if any(registry.kind(setup.kind).runs_tester for setup in setups):
         for search_name, settings in searches:
             for options in testers:
                 check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
     campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
                         campaign_sha256(data), sessions, server_io)
+    cycles = trial_cycles(campaign)
     for i, setup in enumerate(setups):
-        _check_tester_io(setup, tester, most, i)
-        _check_flows(setup, most, tester, trial_cycles(campaign))
-    if tester.io == "socket" and any(setup.kind == "loopback" or (setup.kind == "chain" and setup.params.get(
-            "factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY) for setup in setups):
-        _check_local_sockets(most, bool(sessions))  # AF_XDP flows (io = "xdp") need no socket each
+        registry.kind(setup.kind).check_tester(setup, tester, most, cycles, _where(setup, i))
+    if tester.io == "socket" and any(registry.kind(setup.kind).tester_is_local(setup) for setup in setups):
+        check_local_sockets(most, bool(sessions))  # AF_XDP flows (io = "xdp") need no socket each
     return campaign
+
+
+def _where(setup: SetupSpec, index: int) -> str:
+    """How a message names a parsed setup's table."""
+    return f"[[setup]] #{index + 1} ({setup.name})"
 
 
 def trial_cycles(campaign: Campaign) -> list[Cycle]:
@@ -246,63 +237,11 @@ def _sessions(head: dict[str, Any], tester: dict[str, Any]) -> tuple[int, ...]:
 
 def _server_io(server: dict[str, Any]) -> str:
     """[server] io: "socket" (default) or "xdp" (Knot answers in XDP mode on the server's interface)."""
-    _only(server, "[server]", {"io"})
+    only(server, "[server]", {"io"})
     try:
         return check_io(server.get("io", "socket"), "[server] io")
     except ValueError as err:
         raise CampaignFileError(str(err)) from None
-
-
-def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
-    """The setup with [server] io applied: an emulated chain gets it as its `knot_io` option (a setup that
-    sets knot_io itself must agree), a testbed its `server_io` (refused where a translator would drop Knot
-    XDP's replies: setups.testbed.chain.knot_xdp_refusal); loopback setups refuse XDP mode; a fake has no
-    server."""
-    where = f"[[setup]] #{index + 1} ({setup.name})"
-    if setup.kind == "chain":
-        options = dict(setup.params.get("options", {}))
-        if options.get("knot_io", io) != io:
-            raise CampaignFileError(f"{where}: options knot_io = {options['knot_io']!r} contradicts "
-                                    f"[server] io = {io!r}: drop one")
-        if io == "socket" and "knot_io" not in options:
-            return setup  # the default: a factory that knows no knot_io still gets the options it knew
-        options["knot_io"] = io
-        if setup.params.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
-            _check_emulation_options(where, str(setup.params["topology"]), options)
-        return replace(setup, params={**setup.params, "options": options})
-    if io == "xdp" and setup.kind == "loopback":
-        raise CampaignFileError(f"{where}: [server] io = \"xdp\" needs a network interface for Knot's XDP "
-                                "mode; a loopback setup has none: use a chain setup (or io = \"socket\")")
-    if io == "xdp" and setup.kind == "testbed":
-        from ..setups.testbed.chain import knot_xdp_refusal
-        from ..setups.testbed.inventory import load_inventory
-
-        refusal = knot_xdp_refusal(load_inventory(str(setup.params["inventory"])))  # _check_testbed loaded it
-        if refusal:
-            raise CampaignFileError(f"{where}: {refusal}")
-        return replace(setup, params={**setup.params, "server_io": io})
-    return setup
-
-
-def _check_tester_io(setup: SetupSpec, tester: TesterOptions, most: int, index: int) -> None:
-    """[tester] io = "xdp" runs xlatperf's AF_XDP flows on the client host's interface: an emulated chain or
-    a testbed's client host places them (its tester_binding; another factory's chain is checked when it is
-    up); loopback setups refuse it; a fake runs no tester."""
-    if tester.io == "socket" or setup.kind == "fake":
-        return
-    where = f"[[setup]] #{index + 1} ({setup.name})"
-    if setup.kind == "loopback":
-        raise CampaignFileError(f"{where}: [tester] io = \"xdp\" needs a network interface for AF_XDP; a "
-                                "loopback setup has none: use a chain setup (or io = \"socket\")")
-    chain = _chain_topology(setup)
-    if chain is None:
-        return
-    from ..setups.chain import xdp_tester_binding
-
-    try:
-        xdp_tester_binding(chain, most, source_first_port(tester))
-    except ValueError as err:
-        raise CampaignFileError(f"{where}: [tester] io = \"xdp\": {err}") from None
 
 
 def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
@@ -322,113 +261,27 @@ def _searches(raw: Any) -> tuple[tuple[str, SearchSettings], ...]:
     return tuple(result)
 
 
-SETUP_KEYS = {
-    "fake": {"capacity_qps", "scaling", "noise", "buffer_queries", "tester_limit_qps", "seed", "realtime",
-             "cores_available", "background_loss", "half_capacity_sessions", "trial_start_loss",
-             "capacity_drop", "drop_after_s"},
-    "loopback": {"knot_cpus", "udp_workers", "rmem_bytes"},
-    "chain": {"topology", "options", "factory", "cpu_map"},
-    "testbed": {"inventory", "topology"},
-}
-
-
 def _setups(raw: Any) -> tuple[SetupSpec, ...]:
+    """The [[setup]] tables: each a registered kind (registry.py) with its name, its keys and its values
+    checked by that kind."""
     if not raw or not isinstance(raw, list):
-        raise CampaignFileError("no [[setup]] tables: say what to measure (kind = fake | loopback | chain | "
-                                "testbed)")
+        raise CampaignFileError("no [[setup]] tables: say what to measure "
+                                f"(kind = {' | '.join(registry.names())})")
     setups = []
     for i, table in enumerate(raw):
         where = f"[[setup]] #{i + 1}"
-        kind = table.get("kind")
-        if kind not in SETUP_KINDS:
-            raise CampaignFileError(f"{where}: kind must be one of {list(SETUP_KINDS)}, got {kind!r}")
-        _only(table, where, {"name", "kind"} | SETUP_KEYS[kind])
-        name = str(table.get("name", table.get("topology", kind)))
+        kind = registry.kind(table.get("kind"), where)
+        only(table, where, {"name", "kind"} | kind.keys)
+        name = str(table.get("name", table.get("topology", kind.name)))
         if "/" in name or not name:
             raise CampaignFileError(f"{where}: name {name!r} must be non-empty and contain no '/'")
-        if kind == "fake" and "capacity_qps" not in table:
-            raise CampaignFileError(f"{where}: a fake setup needs capacity_qps")
-        if kind == "chain" and "topology" not in table:
-            raise CampaignFileError(f"{where}: a chain setup needs topology ({' | '.join(TOPOLOGIES)})")
-        if kind == "chain":
-            _topology(f"{where} topology", table["topology"])
-        if kind == "testbed":
-            _check_testbed(where, table)
-        if kind == "chain" and table.get("factory", DEFAULT_CHAIN_FACTORY) == DEFAULT_CHAIN_FACTORY:
-            _check_emulation_options(where, str(table["topology"]), table.get("options", {}))
-        for key, value in table.items():
-            if key in SETUP_VALUES:
-                SETUP_VALUES[key](f"{where} {key}", value)
-        setups.append(SetupSpec(name, kind, {k: v for k, v in table.items() if k not in ("name", "kind")}))
+        kind.check(table, where)
+        params = {k: v for k, v in table.items() if k not in ("name", "kind")}
+        setups.append(SetupSpec(name, kind.name, params))
     names = [s.name for s in setups]
     if len(set(names)) != len(names):
         raise CampaignFileError(f"[[setup]] names must be unique, got {names}")
     return tuple(setups)
-
-
-def _number(low: float, inclusive: bool = True, integer: bool = False) -> Any:
-    """A check that a value is a number (an integer if `integer`) >= low (> low unless inclusive)."""
-    def check(where: str, value: Any) -> None:
-        kinds = (int,) if integer else (int, float)
-        noun = "an integer" if integer else "a number"
-        bound = f"{'>=' if inclusive else '>'} {low:g}"
-        if isinstance(value, bool) or not isinstance(value, kinds) or not (
-                value >= low if inclusive else value > low):
-            raise CampaignFileError(f"{where} must be {noun} {bound}, got {value!r}")
-    return check
-
-
-def _cpus(where: str, value: Any) -> tuple[int, ...]:
-    """A CPU list (a TOML list of integers, or text such as "0,1") of CPUs this process may run on."""
-    from .hostinfo import usable_cpus
-
-    if isinstance(value, str):
-        try:
-            value = list(parse_user_cpu_list(value))
-        except ValueError as err:
-            raise CampaignFileError(f"{where}: {err}; write CPU numbers such as [0, 1] or \"0,1\"") from None
-    usable = usable_cpus()
-    if (not isinstance(value, list) or not value or any(isinstance(c, bool) or not isinstance(c, int)
-                                                         or c not in usable for c in value)):
-        raise CampaignFileError(f"{where} must be a non-empty list of this machine's CPUs {usable}, "
-                                f"got {value!r}")
-    return tuple(value)
-
-
-def _topology(where: str, value: Any) -> None:
-    topologies = tuple(TOPOLOGIES)
-    if value not in topologies:
-        raise CampaignFileError(f"{where} must be one of {list(topologies)}, got {value!r}")
-
-
-def _kind(kind: type, noun: str) -> Any:
-    def check(where: str, value: Any) -> None:
-        if not isinstance(value, kind):
-            raise CampaignFileError(f"{where} must be {noun}, got {value!r}")
-    return check
-
-
-def _cpu_map(where: str, value: Any) -> None:
-    if not isinstance(value, dict):
-        raise CampaignFileError(f"{where} must be a table such as {{ 1 = [1], 2 = [0, 1] }}, got {value!r}")
-    for cores, cpus in value.items():
-        if not str(cores).isdigit() or int(cores) < 1:
-            raise CampaignFileError(f"{where}: key {cores!r} must be a core count >= 1")
-        if len(_cpus(f"{where} {cores}", cpus)) != int(cores):
-            raise CampaignFileError(f"{where} {cores}: list exactly {cores} CPU(s), got {cpus!r}")
-
-
-SETUP_VALUES = {
-    "capacity_qps": _number(0, inclusive=False), "scaling": _number(0),
-    "noise": _number(0), "buffer_queries": _number(0), "tester_limit_qps": _number(0, inclusive=False),
-    "seed": _number(0, integer=True), "realtime": _kind(bool, "true or false"),
-    "cores_available": _number(1, integer=True), "background_loss": _number(0),
-    "udp_workers": _number(1, integer=True), "rmem_bytes": _number(0, integer=True),
-    "knot_cpus": _cpus, "topology": _topology, "factory": _kind(str, "a string 'package.module:function'"),
-    "options": _kind(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": _cpu_map,
-    "half_capacity_sessions": _number(0, inclusive=False), "trial_start_loss": _number(0, integer=True),
-    "capacity_drop": _number(0), "drop_after_s": _number(0, inclusive=False),
-}
 
 
 def _list(table: dict[str, Any], key: str, where: str, default: list[Any]) -> list[Any]:
@@ -457,155 +310,6 @@ def check_outstanding(name: str, settings: SearchSettings, tester: TesterOptions
                 else f"set {sockets_option} >= {needed}"))
 
 
-def _check_flows(setup: SetupSpec, most: int, tester: TesterOptions, cycles: list[Cycle]) -> None:
-    """Fail now when the tester would use more flows than a chain carries (a MAP-T port set, a PLAT's
-    shared address), or so many on
-    ephemeral ports that a MAP-T CE's NAT44 runs out of ports while conntrack keeps earlier trials'
-    mappings (scripts.nat44): emulated chains and testbed inventories alike."""
-    first_port = tester.first_port
-    chain = _chain_topology(setup)
-    if chain is None:
-        return  # another factory's chain says its max_flows when it is up (ChainMeasurer checks it)
-    name = chain.name
-    limit = chain.max_flows()
-    where = f"setup {setup.name!r}"
-    if chain.tester_ces and first_port is not None:
-        raise CampaignFileError(f"{where}: [tester] first_port cannot be used with br, which binds the "
-                                "tester to its CE's port set itself; remove first_port")
-    if limit is not None and most > limit:
-        raise CampaignFileError(f"{where}: {most} tester sessions (threads x ports_per_thread) do not fit "
-                                f"the {name} chain's {limit} flows ({_port_set_text(chain)}): "
-                                f"use sessions <= {limit}")
-    if limit is not None and not chain.tester_ces and source_first_port(tester) is None:
-        timeout = udp_timeout() if setup.kind == "chain" else UdpTimeout(
-            DEFAULT_STREAM_TIMEOUT_S, "net.netfilter.nf_conntrack_udp_timeout_stream's kernel default: the "
-            "testbed CE host's own value is not read when the campaign is loaded")
-        refusal = ephemeral_refusal(most, limit, cycles, timeout)
-        if refusal:
-            raise CampaignFileError(f"{where}: {refusal}")
-
-
-def _chain_topology(setup: SetupSpec) -> Any:
-    """The topology of an emulated chain of the default factory or of a testbed inventory, else None."""
-    if setup.kind == "testbed":
-        from ..setups.testbed.inventory import load_inventory
-
-        return load_inventory(str(setup.params["inventory"])).topology()
-    if setup.kind != "chain" or setup.params.get("factory", DEFAULT_CHAIN_FACTORY) != DEFAULT_CHAIN_FACTORY:
-        return None
-    config = emulation_config(str(setup.params["topology"]), **setup.params.get("options", {}))
-    return config.chain_topology()
-
-
-def _port_set_text(chain: Any) -> str:
-    """What bounds the chain's flows with the arithmetic: the MAP-T CE's port set, or a PLAT's one public
-    address."""
-    from ..setups.mapt import MapCe
-    from ..setups.topology import NAT44_PORTS, Plat
-
-    ces = [ce for t in chain.translators().values() if isinstance(ce := getattr(t, "ce", None), MapCe)]
-    if not ces and not chain.tester_ces:
-        plat = next(t for t in chain.translators().values() if isinstance(t, Plat))
-        return (f"the PLAT's NAT44 shares one address {plat.pool4}: its {NAT44_PORTS} ports 1024-65535 "
-                "toward the one server address and port; the plat topology's option plat_netmap = true gives "
-                "each IPv6 client an address of its own")
-    ce = (ces or list(chain.tester_ces))[0]
-    ranges = ", ".join(f"{first}-{last}" for first, last in ce.port_ranges)
-    return (f"MAP-T CE {ce.ipv4_address} PSID {ce.psid}: PSID length {ce.psid_len} leaves "
-            f"2^(16 - {ce.psid_len}) = {ce.port_count} ports, {ranges}")
-
-
-# Files xlatperf holds open besides its sockets (stdio, its JSON, /proc and /sys reads), with room to spare.
-TESTER_OTHER_FILES = 16
-
-
-def _check_local_sockets(most: int, swept: bool) -> None:
-    """Fail now when the tester, run on this machine, cannot open one socket per flow: its open-file limit
-    (RLIMIT_NOFILE, inherited) and, with ephemeral source ports, the host's ephemeral port range."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    what = "[campaign] sessions" if swept else "[tester] threads x ports_per_thread"
-    if most + TESTER_OTHER_FILES > soft:
-        raise CampaignFileError(
-            f"{what} asks for {most} tester sockets, but this process may open only {soft} files "
-            f"(ulimit -n; hard limit {hard}) and xlatperf needs about {TESTER_OTHER_FILES} more: use at most "
-            f"{soft - TESTER_OTHER_FILES}, raise the limit (ulimit -n; above the hard limit needs root with "
-            "CAP_SYS_RESOURCE), or set [tester] io = \"xdp\" (AF_XDP flows need no socket each)")
-    try:
-        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    except (OSError, ValueError):
-        return
-    if most > high - low + 1:
-        raise CampaignFileError(
-            f"{what} asks for {most} tester sockets on ephemeral source ports, more than this host's range "
-            f"{low}-{high} ({high - low + 1} ports, net.ipv4.ip_local_port_range): use fewer")
-
-
-def _check_emulation_options(where: str, topology: str, options: Any) -> None:
-    """Catch a typo in a chain's options now rather than hours into a campaign."""
-    if not isinstance(options, dict):
-        raise CampaignFileError(f"{where}: options must be a table")
-    from ..setups.emulation.names import check_prefix
-
-    _only(options, f"{where} options", emulation_options())
-    try:
-        config = emulation_config(topology, **options)
-        check_prefix(config.prefix)
-    except (TypeError, ValueError) as err:
-        raise CampaignFileError(f"{where} options: {err}") from None
-    for key in ("knot_cpus", "dut_cpus"):
-        if getattr(config, key) is not None:
-            _cpus(f"{where} options {key}", list(getattr(config, key)))
-
-
-def _check_testbed(where: str, table: dict[str, Any]) -> None:
-    """A testbed setup names a valid inventory file; a topology, if given, is the inventory's."""
-    from ..setups.testbed.inventory import InventoryError, load_inventory
-
-    path = table.get("inventory")
-    if not isinstance(path, str) or not path:
-        raise CampaignFileError(f"{where}: a testbed setup needs inventory = \"PATH\" (its inventory file, "
-                                "see docs/testbed.md)")
-    try:
-        inventory = load_inventory(path)
-    except InventoryError as err:
-        raise CampaignFileError(f"{where} inventory: {err}") from None
-    if "topology" in table:
-        _topology(f"{where} topology", table["topology"])
-    topology = table.get("topology", inventory.topology_name)
-    if topology != inventory.topology_name:
-        raise CampaignFileError(f"{where} topology: {topology!r}, but inventory {path} describes "
-                                f"{inventory.topology_name!r}: drop topology or make them agree")
-
-
-def make_environment(setup: SetupSpec, tester: TesterOptions) -> Environment:
-    p = setup.params
-    if setup.kind == "testbed":
-        from .testbed_env import TestbedEnvironment
-
-        return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"),
-                                  server_io=str(p.get("server_io", "socket")))
-    if setup.kind == "fake":
-        realtime = bool(p.get("realtime", False))
-        return FakeEnvironment(
-            capacity_qps=float(p["capacity_qps"]), scaling=float(p.get("scaling", 1.0)),
-            noise=float(p.get("noise", 0.0)), buffer_queries=float(p.get("buffer_queries", 0.0)),
-            background_loss=float(p.get("background_loss", 0.0)),
-            trial_start_loss=int(p.get("trial_start_loss", 0)),
-            capacity_drop=float(p.get("capacity_drop", 0.0)),
-            drop_after_s=float(p.get("drop_after_s", 30.0)),
-            tester_limit_qps=p.get("tester_limit_qps"), seed=int(p.get("seed", 1)), realtime=realtime,
-            cores_available=int(p.get("cores_available", 16)), clock=RealClock() if realtime else SimClock(),
-            half_capacity_sessions=p.get("half_capacity_sessions"), sessions=flows(tester))
-    if setup.kind == "loopback":
-        cpus = p.get("knot_cpus")
-        return LoopbackEnvironment(tester, knot_cpus=_cpus("knot_cpus", cpus) if cpus is not None else None,
-                                   udp_workers=int(p.get("udp_workers", 1)),
-                                   rmem_bytes=int(p.get("rmem_bytes", 4 << 20)))
-    cpu_map = {int(k): [int(c) for c in v] for k, v in p.get("cpu_map", {}).items()}
-    return ChainEnvironment(str(p["topology"]), tester, options=dict(p.get("options", {})),
-                            factory=str(p.get("factory", DEFAULT_CHAIN_FACTORY)), cpu_map=cpu_map)
-
-
 def _table(data: dict[str, Any], key: str, required: bool = True) -> dict[str, Any]:
     value = data.get(key)
     if value is None:
@@ -615,12 +319,6 @@ def _table(data: dict[str, Any], key: str, required: bool = True) -> dict[str, A
     if not isinstance(value, dict):
         raise CampaignFileError(f"[{key}] must be a table")
     return value
-
-
-def _only(table: dict[str, Any], where: str, allowed: set[str]) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise CampaignFileError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
 
 
 def _str(table: dict[str, Any], key: str, where: str) -> str:
@@ -656,7 +354,7 @@ def _check_fields(cls: type, table: dict[str, Any], where: str) -> None:
 
 def _dataclass(cls: type, table: dict[str, Any], where: str, convert: dict[str, Any] | None = None) -> Any:
     allowed = {f.name for f in fields(cls)}
-    _only(table, where, allowed)
+    only(table, where, allowed)
     _check_fields(cls, table, where)
     values = {k: (convert[k](v) if convert and k in convert else v) for k, v in table.items()}
     try:

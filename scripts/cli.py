@@ -8,7 +8,6 @@ import datetime as dt
 import json
 import signal
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,9 @@ from .campaign import (
     planned_searches,
     sessions_text,
 )
-from .campaignfile import check_outstanding, load_campaign, make_environment, parse_campaign
-from .envs import KINDS
+from .campaignfile import check_outstanding, load_campaign, parse_campaign
+from .environments import registry
+from .environments.registry import make_environment
 from .methodbench import PLAN_TESTER_FRACTION, opening_trials, print_seed_sets, print_suite, seed_sets
 from .overhead import default_overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
@@ -133,9 +133,8 @@ def _cpu_text(text: str) -> str:
 
 def _dut_args(parser: argparse.ArgumentParser, default_kind: str | None = None) -> None:
     g = parser.add_argument_group("what to measure")
-    g.add_argument("--dut", choices=KINDS, default=default_kind, required=default_kind is None,
-                   help="fake (simulated DUT), loopback (tester vs Knot on 127.0.0.1), chain (emulated) or "
-                        "testbed (real hosts over SSH: --inventory)")
+    g.add_argument("--dut", choices=registry.names(), default=default_kind, required=default_kind is None,
+                   help=_dut_help())
     g.add_argument("--inventory", help="testbed: the TOML inventory of its four hosts (docs/testbed.md)")
     g.add_argument("--topology", default="baseline", help="chain: baseline | 464xlat | mapt")
     g.add_argument("--chain-option", action="append", default=[], metavar="KEY=VALUE",
@@ -199,48 +198,14 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_table(args: argparse.Namespace) -> dict[str, Any]:
-    if args.dut == "fake":
-        return {"name": "fake", "kind": "fake", "capacity_qps": args.capacity, "noise": args.noise,
-                "buffer_queries": args.buffer, "background_loss": args.background_loss,
-                "trial_start_loss": args.trial_start_loss, "capacity_drop": args.capacity_drop,
-                "drop_after_s": args.drop_after, "realtime": args.realtime,
-                **({"tester_limit_qps": args.tester_limit} if args.tester_limit else {})}
-    if args.dut == "loopback":
-        table: dict[str, Any] = {"name": "loopback", "kind": "loopback"}
-        if args.knot_cpus:
-            table["knot_cpus"] = args.knot_cpus  # checked with the campaign file's rule
-        return table
-    if args.dut == "testbed":
-        if not args.inventory:
-            raise ValueError("--dut testbed needs --inventory PATH (the testbed's TOML inventory)")
-        return {"name": "testbed", "kind": "testbed", "inventory": args.inventory}
-    options = {}
-    for item in args.chain_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--chain-option expects KEY=VALUE, got {item!r}")
-        options[key] = option_value(value)
-    table = {"name": args.topology, "kind": "chain", "topology": args.topology, "options": options}
-    if args.chain_factory:
-        table["factory"] = args.chain_factory
-    return table
+    """The [[setup]] table --dut and its kind's options describe (the kind writes it)."""
+    return registry.kind(args.dut, "--dut").command_line_table(args)
 
 
-def option_value(text: str) -> Any:
-    """KEY=VALUE from the command line: a TOML value as in a campaign file ([0, 1], 2, true, "x"), or
-    else numbers, true/false and comma lists as TOML would give them, or the bare text."""
-    with contextlib.suppress(tomllib.TOMLDecodeError):
-        return tomllib.loads(f"value = {text}")["value"]
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if "," in text:
-        return [option_value(part) for part in text.split(",")]
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+def _dut_help() -> str:
+    """--dut's help: every registered kind with what it is."""
+    said = [f"{name} ({registry.kind(name).summary})" for name in registry.names()]
+    return f"{', '.join(said[:-1])} or {said[-1]}"
 
 
 def _tester_table(args: argparse.Namespace) -> dict[str, Any]:

@@ -9,10 +9,10 @@ that ended less than that timeout before it began all hold ports:
 
 and sets x sessions must fit the CE's port set (2^(16 - PSID length) ports), unless [tester] first_port makes
 every trial reuse the same flows. The shortest trial-plus-rest of the campaign (MLRsearch's shorter
-trials, the idle runs) decides. campaignfile checks it when a campaign is loaded (emulated chains and testbed
-inventories alike) with this host's /proc/sys value (the kernel default for a testbed); once a chain is up,
-the campaign checks it again with the timeout read in the CE's NAT44 namespace itself (chain_refusal), before
-the first trial. The refusal says where the timeout came from.
+trials, the idle runs) decides. scripts/environments/testerfit checks it when a campaign is loaded (emulated
+chains and testbed inventories alike) with this host's /proc/sys value (the kernel default for a testbed);
+once a chain is up, the campaign checks it again with the timeout read in the CE's NAT44 namespace itself
+(chain_refusal), before the first trial. The refusal says where the timeout came from.
 """
 
 from __future__ import annotations

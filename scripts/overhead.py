@@ -37,7 +37,7 @@ class Overhead:
 
 
 class Probe(Protocol):
-    """What can time a trial's overhead before running one (scripts.envs.Environment)."""
+    """What can time a trial's overhead before running one (scripts.environments.base.Environment)."""
 
     def probe_trial_overhead(self) -> Overhead | None: ...
 

@@ -27,8 +27,9 @@ from pathlib import Path
 from .analysis.report import write_report
 from .paths import REPO_ROOT, tester_binary
 from .scripts.campaign import CampaignRun
-from .scripts.campaignfile import Campaign, load_campaign, make_environment
+from .scripts.campaignfile import Campaign, load_campaign
 from .scripts.cli import run_campaign
+from .scripts.environments.registry import make_environment
 from .scripts.search.runner import PASS, TESTER_LIMITED, verdict
 from .scripts.trial import TrialResult
 

@@ -18,7 +18,7 @@ from xlatbench.analysis.evidence import evidence_from
 from xlatbench.analysis.report import write_report
 from xlatbench.analysis.series import load_records
 from xlatbench.data.records import IdleMean, record_from_json
-from xlatbench.scripts.testbed_env import TestbedEnvironment, TestbedSetupError, usable_cpus
+from xlatbench.scripts.environments.testbed import TestbedEnvironment, TestbedSetupError, usable_cpus
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.testbed.inventory import parse_inventory
 
@@ -122,7 +122,7 @@ def test_core_counts_take_cpu0_and_the_present_offline_cpus() -> None:
 
 def test_host_samples_are_cut_to_the_trial_on_the_controllers_clock() -> None:
     from xlatbench.scripts.cpuload import samples_within, trial_window
-    from xlatbench.scripts.testbed_env import SAMPLE_INTERVAL_S
+    from xlatbench.scripts.environments.testbed import SAMPLE_INTERVAL_S
     from xlatbench.scripts.trial import TrialResult
 
     # The tester started at 100.0 s on the client's clock, which runs 0.5 s ahead of the controller's.

@@ -14,10 +14,10 @@ import fakechain
 import pytest
 
 from xlatbench.data.store import ResultStore
-from xlatbench.scripts import envs
 from xlatbench.scripts.campaign import CampaignMismatch, CampaignRun
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
-from xlatbench.scripts.envs import ChainEnvironment
+from xlatbench.scripts.environments import emulated, simulated
+from xlatbench.scripts.environments.emulated import ChainEnvironment
 from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.xlatperf import TesterOptions
 
@@ -77,7 +77,7 @@ def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> N
 def test_chain_environment_places_duts_by_the_rule_and_records_it(monkeypatch, cpus, cores, placement,
                                                                    applied) -> None:
     """A faked machine of `cpus` CPUs, tester on CPU 0 and Knot on CPU 1 (2 CPUs: both on 0, as the demo)."""
-    monkeypatch.setattr(envs, "usable_cpus", lambda: list(range(cpus)))
+    monkeypatch.setattr(emulated, "usable_cpus", lambda: list(range(cpus)))
     fakechain.LOG.clear()
     env = ChainEnvironment("464xlat", TesterOptions(sender_cpus="0", receiver_cpus="0"),
                            options={"knot_cpus": [0] if cpus == 2 else [1]}, factory="fakechain:fake_chain")
@@ -364,12 +364,12 @@ def test_an_impossible_core_count_is_refused_before_anything_is_up(
 
     ups: list[int] = []
 
-    def refuse(self: envs.FakeEnvironment, counts: list[int]) -> None:
+    def refuse(self: simulated.FakeEnvironment, counts: list[int]) -> None:
         if 1 in counts:
             raise ValueError("dut2 keeps CPUs [0, 1] online, so it cannot run 1 core(s)")
 
-    monkeypatch.setattr(envs.FakeEnvironment, "refuse_cores", refuse)
-    monkeypatch.setattr(envs.FakeEnvironment, "up", lambda self: ups.append(1))
+    monkeypatch.setattr(simulated.FakeEnvironment, "refuse_cores", refuse)
+    monkeypatch.setattr(simulated.FakeEnvironment, "up", lambda self: ups.append(1))
     store = tmp_path / "r.jsonl"
     data = fake_campaign(store, campaign={"name": "t", "methods": ["mlrsearch"], "cores": [1, 2]},
                          idle={"runs": 1, "method": "mlrsearch"})

@@ -18,7 +18,7 @@ from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
 from xlatbench.data.store import ResultStore
 from xlatbench.procs import alive
-from xlatbench.scripts.envs import LoopbackEnvironment
+from xlatbench.scripts.environments.loopback import LoopbackEnvironment
 from xlatbench.scripts.measurers import ComponentFailure
 from xlatbench.scripts.xlatperf import TesterError, TesterOptions
 from xlatbench.zones.knot import loopback_rundir

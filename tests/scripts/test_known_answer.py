@@ -62,7 +62,7 @@ def highest_passing_rate(window_s: float) -> float:
 def test_search_finds_an_nftables_rate_cap(topology: str, backend: str, io: str) -> None:
     """The cap on plain forwarding, and behind the in-kernel translator (tayga's own limit at 8000
     queries/s on a shared 2-CPU box would blur the answer; bpf's is far above it)."""
-    from xlatbench.scripts.envs import emulated_chain
+    from xlatbench.scripts.environments.emulated import emulated_chain
 
     prefix = f"xk{os.getpid() % 100000}"
     settings = SearchSettings(max_rate_qps=8000, error_qps=ERROR_QPS, duration_s=DURATION_S, rest_s=0.5,

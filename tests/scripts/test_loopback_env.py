@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from xlatbench.scripts.envs import LoopbackEnvironment
+from xlatbench.scripts.environments.loopback import LoopbackEnvironment
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.emulation import rootsysctl
 

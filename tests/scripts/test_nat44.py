@@ -39,7 +39,7 @@ DEFAULT = UdpTimeout(120, "net.netfilter.nf_conntrack_udp_timeout_stream = 120 o
 @pytest.fixture(autouse=True)
 def conntrack_default(monkeypatch) -> None:
     """The kernel's default stream timeout, whatever this host was set to (the tests' numbers assume it)."""
-    monkeypatch.setattr("xlatbench.scripts.campaignfile.udp_timeout", lambda: DEFAULT)
+    monkeypatch.setattr("xlatbench.scripts.environments.emulated.udp_timeout", lambda: DEFAULT)
 
 
 def chain_campaign(sessions: int, **tester: object) -> dict:
@@ -126,7 +126,7 @@ def test_a_testbed_reads_the_timeout_in_the_napt_namespace_on_its_host() -> None
 def test_the_campaign_checks_again_once_the_chain_is_up(tmp_path: Path, monkeypatch) -> None:
     # The environment, once up, reports the CE's real timeout refuses the flows: nothing is measured.
     from xlatbench.scripts.campaign import CampaignRun, PortSetTooSmall
-    from xlatbench.scripts.envs import FakeEnvironment
+    from xlatbench.scripts.environments.simulated import FakeEnvironment
 
     seen: list[list[Cycle]] = []
 

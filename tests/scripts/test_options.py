@@ -3,8 +3,7 @@
 import pytest
 
 from xlatbench.scripts.campaignfile import load_campaign
-from xlatbench.scripts.cli import option_value
-from xlatbench.scripts.envs import emulation_config
+from xlatbench.scripts.environments.emulated import emulation_config, option_value
 
 
 @pytest.mark.parametrize(("text", "value"), [

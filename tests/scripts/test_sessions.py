@@ -105,7 +105,7 @@ def test_without_sessions_the_keys_stay_as_they_were(tmp_path: Path) -> None:
 @pytest.fixture
 def conntrack_default(monkeypatch) -> None:
     """The kernel's default UDP stream timeout (120 s), whatever this host was set to."""
-    monkeypatch.setattr("xlatbench.scripts.campaignfile.udp_timeout",
+    monkeypatch.setattr("xlatbench.scripts.environments.emulated.udp_timeout",
                         lambda: UdpTimeout(120, "the kernel default"))
 
 

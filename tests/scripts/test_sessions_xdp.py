@@ -15,8 +15,8 @@ from xlatbench.analysis.series import series_of
 from xlatbench.analysis.sessions import point_trials, sessions_tables
 from xlatbench.data.records import SummaryEntry, TrialEntry
 from xlatbench.data.store import ResultStore
-from xlatbench.scripts import campaignfile
 from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
+from xlatbench.scripts.environments import testerfit
 from xlatbench.setups.chain import xdp_flow_sources, xdp_tester_binding
 from xlatbench.setups.emulation.rootsysctl import conntrack_table
 from xlatbench.setups.paper import topology
@@ -82,7 +82,7 @@ def test_the_papers_plat_shares_one_nat44_address_and_refuses_more_than_its_port
 
 
 def test_sockets_beyond_the_fd_limit_are_refused_naming_io_xdp(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(campaignfile.resource, "getrlimit", lambda which: (
+    monkeypatch.setattr(testerfit.resource, "getrlimit", lambda which: (
         (20000, 20000) if which == resource.RLIMIT_NOFILE else resource.getrlimit(which)))
     data = campaign(chain("baseline"), [1000, 30000], {"io": "socket", "first_port": 20000})
     with pytest.raises(CampaignFileError) as err:

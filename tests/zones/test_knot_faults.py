@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.root]
 
 CHILD = """
 import signal, sys, time
-from xlatbench.scripts.envs import LoopbackEnvironment
+from xlatbench.scripts.environments.loopback import LoopbackEnvironment
 from xlatbench.scripts.xlatperf import TesterOptions
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
 env = LoopbackEnvironment(TesterOptions(port={port}), rmem_bytes=0)
@@ -61,7 +61,7 @@ def _gone(pid: int, within_s: float = 5.0) -> bool:
 
 
 def test_the_next_loopback_run_ends_a_killed_runs_knotd_and_leaves_no_directory(port: int) -> None:
-    from xlatbench.scripts.envs import LoopbackEnvironment
+    from xlatbench.scripts.environments.loopback import LoopbackEnvironment
     from xlatbench.scripts.xlatperf import TesterOptions
 
     orphan = _killed_loopback(port)

@@ -9,21 +9,24 @@ with every result (the record's `dut.preflight`). The idle capture samples /proc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import argparse
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..setups.cpulist import parse_cpu_list
-from ..setups.placement import OWN_HOSTS
-from ..setups.testbed.chain import HostLost
-from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
-from ..setups.testbed.remote_idle import IdleSampler
-from .cpuload import samples_within, trial_window
-from .envs import Environment
-from .measurers import ChainMeasurer
-from .nat44 import Cycle, chain_refusal
-from .overhead import Overhead
-from .trial import Measurer, TrialResult
-from .xlatperf import TesterOptions, flows, source_first_port
+from ...setups.cpulist import parse_cpu_list
+from ...setups.placement import OWN_HOSTS
+from ...setups.testbed.chain import HostLost, knot_xdp_refusal
+from ...setups.testbed.inventory import DUTS, Inventory, InventoryError, load_inventory
+from ...setups.testbed.remote_idle import IdleSampler
+from ..cpuload import samples_within, trial_window
+from ..measurers import ChainMeasurer
+from ..nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, chain_refusal
+from ..overhead import Overhead
+from ..trial import Measurer, TrialResult
+from ..xlatperf import TesterOptions, flows, source_first_port
+from .base import Environment, EnvironmentKind, SetupSpec
+from .options import OptionError, check_values, known_topology
+from .testerfit import check_chain
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
 
@@ -77,8 +80,8 @@ class TestbedEnvironment(Environment):
         if self._chain is not None:
             return self._chain.preflight
         if self._preflight is None:
-            from ..setups.testbed.chain import machine_interfaces, plan, transport_for
-            from ..setups.testbed.preflight import check
+            from ...setups.testbed.chain import machine_interfaces, plan, transport_for
+            from ...setups.testbed.preflight import check
 
             shell = transport_for(self._inv())
             try:
@@ -92,7 +95,7 @@ class TestbedEnvironment(Environment):
         return self._preflight
 
     def up(self) -> None:
-        from ..setups.testbed.chain import TestbedChain
+        from ...setups.testbed.chain import TestbedChain
 
         self._chain = TestbedChain.up(self._inv(), tester_io=self.tester.io, server_io=self.server_io)
         self._measurer = ChainMeasurer(self._chain, self.tester)
@@ -150,7 +153,7 @@ class TestbedEnvironment(Environment):
     def probe_trial_overhead(self) -> Overhead:
         """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which
         changes nothing there), plus the tester's reply timeout after its send window."""
-        from ..setups.testbed.chain import probe_trial_overhead, transport_for
+        from ...setups.testbed.chain import probe_trial_overhead, transport_for
 
         shell = transport_for(self._inv())
         try:
@@ -186,3 +189,66 @@ class TestbedEnvironment(Environment):
                                "trial: the trial is void, not stored; run the same command again to resume")
         return kept
 
+
+
+class TestbedKind(EnvironmentKind):
+    """`kind = "testbed"`: inventory (required, its file loaded and checked now) and topology (if given, the
+    inventory's). The tester runs on the client host; [server] io reaches Knot on the server host."""
+
+    __test__ = False
+    name = "testbed"
+    summary = "real hosts over SSH: --inventory"
+    keys = frozenset({"inventory", "topology"})
+    rules = {"topology": known_topology}
+
+    def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
+        if not args.inventory:
+            raise ValueError("--dut testbed needs --inventory PATH (the testbed's TOML inventory)")
+        return {"name": "testbed", "kind": "testbed", "inventory": args.inventory}
+
+    def check(self, table: dict[str, Any], where: str) -> None:
+        """A valid inventory file; a topology, if given, is the inventory's."""
+        path = table.get("inventory")
+        if not isinstance(path, str) or not path:
+            raise OptionError(f"{where}: a testbed setup needs inventory = \"PATH\" (its inventory file, "
+                              "see docs/testbed.md)")
+        try:
+            inventory = load_inventory(path)
+        except InventoryError as err:
+            raise OptionError(f"{where} inventory: {err}") from None
+        if "topology" in table:
+            known_topology(f"{where} topology", table["topology"])
+        topology = table.get("topology", inventory.topology_name)
+        if topology != inventory.topology_name:
+            raise OptionError(f"{where} topology: {topology!r}, but inventory {path} describes "
+                              f"{inventory.topology_name!r}: drop topology or make them agree")
+        check_values(table, where, self.rules)
+
+    def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
+        """[server] io as the environment's server_io; XDP mode refused where a translator would drop Knot
+        XDP's replies (setups.testbed.chain.knot_xdp_refusal)."""
+        if io != "xdp":
+            return setup
+        refusal = knot_xdp_refusal(load_inventory(str(setup.params["inventory"])))  # check() loaded it
+        if refusal:
+            raise OptionError(f"{where}: {refusal}")
+        return replace(setup, params={**setup.params, "server_io": io})
+
+    def check_tester(self, setup: SetupSpec, tester: TesterOptions, most: int, cycles: list[Cycle],
+                     where: str) -> None:
+        chain = load_inventory(str(setup.params["inventory"])).topology()
+        check_chain(chain, setup.name, where, tester, most, cycles, _stream_timeout)
+
+    def build(self, setup: SetupSpec, tester: TesterOptions) -> Environment:
+        p = setup.params
+        return TestbedEnvironment(str(p["inventory"]), tester, topology=p.get("topology"),
+                                  server_io=str(p.get("server_io", "socket")))
+
+
+def _stream_timeout() -> UdpTimeout:
+    """The CE host's UDP conntrack timeout as the campaign assumes it when it is loaded."""
+    return UdpTimeout(DEFAULT_STREAM_TIMEOUT_S, "net.netfilter.nf_conntrack_udp_timeout_stream's kernel "
+                      "default: the testbed CE host's own value is not read when the campaign is loaded")
+
+
+KIND = TestbedKind()
