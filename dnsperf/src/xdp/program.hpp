@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "address.hpp"
 
 struct bpf_object;
 
