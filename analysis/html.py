@@ -26,6 +26,7 @@ from ..setups.cpulist import format_cpu_list
 from .bottleneck import Verdict
 from .evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
 from .tables import Table, median_text, series_label
+from .tester_warnings import warnings_text
 
 STYLE = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1d2430;
@@ -256,6 +257,7 @@ def conditions_of(records: list[Record]) -> list[tuple[str, str]]:
     steal = steal_text(records)
     if steal:
         out.append(("CPU steal (hypervisor) during trials", steal))
+    out += [("Tester warning", line) for line in warnings_text(records)]
     return out
 
 

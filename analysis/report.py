@@ -21,6 +21,7 @@ from .mlrsearch import MLRSEARCH, mlrsearch_tables
 from .series import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
 from .tables import Table, comparison_tables, throughput_table
+from .tester_warnings import warnings_text
 
 
 def tables_of(campaign: Campaign) -> list[Table]:
@@ -126,6 +127,10 @@ def _markdown(campaign: Campaign, tables: list[Table], verdicts: list[Verdict], 
     steal = steal_text(campaign.records)
     if steal:
         lines[-1:-1] = [f"CPU steal (hypervisor) during trials: {steal}."]
+    warned = warnings_text(campaign.records)
+    if warned:
+        lines[-1:-1] = ["Tester warnings (the loss of these trials means less than it seems):",
+                        *[f"- {line}" for line in warned], ""]
     for table in tables:
         lines += [table.markdown(), ""]
     if verdicts:

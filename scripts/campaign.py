@@ -272,6 +272,12 @@ class Progress:
             print(text, file=self.out)
 
 
+def warning_lines_of(setup: str, cores: int, result: TrialResult) -> list[str]:
+    """The console's lines for xlatperf's warnings of one trial (none when it gave none)."""
+    return [f"{setup}, {cores} core(s), trial at {result.rate_qps:.0f} queries/s: xlatperf warns: {warning}"
+            for warning in result.warnings]
+
+
 class Recorder:
     """Builds the campaign's records and appends each new one to the store once (keys already stored are
     skipped). new_trials: trials measured (not replayed) and stored by this run."""
@@ -324,6 +330,8 @@ class Recorder:
             self.progress.say(f"{config.setup}, {config.cores} core(s), trial at "
                               f"{record.result.rate_qps:.0f} queries/s: {note}; its figure may be low for a "
                               "reason that is neither the DUT nor the tester")
+        for line in warning_lines_of(config.setup, config.cores, record.result):
+            self.progress.say(line)
         self.progress.advance(self.progress.trial_time_s(config.setup, record.result.duration_s,
                                                          record.rest_before_s, record.wall_s))
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..procs import dead_processes
+from ..setups.chain import xdp_queue_problem
 from .cpuload import read_jiffies, steal_between
 from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from .trial import TrialResult, result_from_xlatperf
@@ -51,6 +52,19 @@ def tester_version(doc: dict[str, Any] | None) -> str | None:
     return None if doc is None else doc.get("header", {}).get("version")
 
 
+def check_client_queues(chain: Chain, tester: TesterOptions) -> None:
+    """Before an AF_XDP tester measures: a ValueError, in one line, when the client's interface has more
+    receive queues than the tester binds (one per thread pair), so that part of the replies would never
+    reach it; a chain that cannot read its queue count is not held back (xlatperf counts such replies)."""
+    read = getattr(chain, "client_receive_queues", None)
+    if read is None:
+        return
+    interface, queues = read()
+    problem = xdp_queue_problem(interface, queues, tester.threads)
+    if problem:
+        raise ValueError(problem)
+
+
 @dataclass
 class ChainMeasurer:
     """xlatperf in the client host of an emulated chain, with the DUTs' CPU time and hop counters per trial.
@@ -84,6 +98,7 @@ class ChainMeasurer:
                                  f"place the tester's flows for io = {self.tester.io!r} (it has no "
                                  "tester_binding): use io = 'socket'")
             self.binding = tuple(place(self.tester.io, count, source_first_port(self.tester)))
+            check_client_queues(self.chain, self.tester)
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
         binary = self.binary or find_tester()

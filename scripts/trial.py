@@ -35,6 +35,9 @@ class TrialResult:
         older stores). In emulation that host is the whole testbed; on a real testbed it is the controller.
     tester_shortfall: queries the tester's own shortfall can account for (tester_shortfall()), count; None
         when unknown (then a tester-limited trial is taken as the tester's, as before).
+    warnings: xlatperf's `warnings` (what the server or the path did that makes the loss mean less: a
+        case-rewriting server, replies on unbound AF_XDP queues, most replies failing their checksum), each
+        one line; empty for fake DUTs and older records.
     """
 
     rate_qps: float
@@ -49,6 +52,7 @@ class TrialResult:
     dut_stats: dict[str, Any] | None = field(default=None, compare=False)
     host_steal_pct: dict[str, float] | None = field(default=None, compare=False)
     tester_shortfall: int | None = field(default=None, compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def lost(self) -> int:
@@ -62,6 +66,7 @@ class TrialResult:
     def to_dict(self, with_raw: bool = True) -> dict[str, Any]:
         data = asdict(self)
         data["reasons"] = list(self.reasons)
+        data["warnings"] = list(self.warnings)
         if not with_raw:
             data.pop("raw")
         return data
@@ -82,6 +87,8 @@ class TrialResult:
             host_steal_pct=data.get("host_steal_pct"),
             tester_shortfall=data["tester_shortfall"] if data.get("tester_shortfall") is not None
             else tester_shortfall(data["raw"], float(data["rate_qps"])) if data.get("raw") else None,
+            warnings=tuple(data["warnings"]) if data.get("warnings") is not None
+            else tester_warnings(data["raw"]) if data.get("raw") else (),
         )
 
 
@@ -114,6 +121,7 @@ def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float
     limited, reasons = tester_judgement(doc)
     loss = 1.0 - valid / sent if sent > 0 else 1.0
     shortfall = tester_shortfall(doc, rate_qps)
+    warnings = tester_warnings(doc)
     return TrialResult(
         rate_qps=rate_qps,
         duration_s=duration_s,
@@ -125,21 +133,52 @@ def result_from_xlatperf(doc: dict[str, Any], rate_qps: float, duration_s: float
         achieved_rate_qps=achieved,
         raw=doc,
         tester_shortfall=shortfall,
+        warnings=warnings,
     )
 
 
 def tester_shortfall(doc: dict[str, Any], rate_qps: float) -> int | None:
-    """Queries whose loss the tester's own shortfall can account for, from xlatperf's JSON: those it never
-    sent (totals.unsent), dropped on its way out (tester_egress_drops) or at its own full receive buffers
-    (tester_buffer_drops), and those due during its longest send stall (rate x send.max_lag_s: sent late, in
-    a burst the DUT may rightly drop). None when the document lacks the totals (an older tester)."""
+    """Queries whose loss the tester's own shortfall can account for, from xlatperf's JSON: every loss it
+    attributes to itself. Those it never sent (totals.unsent), dropped on its way out (tester_egress_drops)
+    or on its own receive path (tester_receive_drops), replies it left unread at its end (unread_at_end),
+    replies that reached an AF_XDP queue it had not bound (unbound_queue_replies), queries whose ring slot a
+    later one took while they were in flight (send.ring_overruns), and those due during its longest send
+    stall (rate x send.max_lag_s: sent late, in a burst the DUT may rightly drop).
+
+    Documents of schema version 1 name the receive drops tester_buffer_drops and say only whether replies
+    were left unread (receive.final_drain_cut): when they were, or when an AF_XDP run had receive queues
+    unbound and passed frames to the kernel, the tester's share is unknown (None), as it is when the
+    document lacks the totals (an older tester)."""
     totals = doc.get("totals") if isinstance(doc, dict) else None
     if not isinstance(totals, dict) or "unsent" not in totals:
         return None
     send = doc.get("send") if isinstance(doc.get("send"), dict) else {}
+    if "tester_receive_drops" not in totals and _v1_share_unknown(doc):
+        return None
     late = math.ceil(rate_qps * max(0.0, float(send.get("max_lag_s") or 0.0)))
-    return (int(totals.get("unsent") or 0) + int(totals.get("tester_egress_drops") or 0)
-            + int(totals.get("tester_buffer_drops") or 0) + late)
+    counted = ("unsent", "tester_egress_drops", "unread_at_end", "unbound_queue_replies")
+    own_drops = totals.get("tester_receive_drops", totals.get("tester_buffer_drops"))
+    return (sum(int(totals.get(name) or 0) for name in counted) + int(own_drops or 0)
+            + int(send.get("ring_overruns") or 0) + late)
+
+
+def _v1_share_unknown(doc: dict[str, Any]) -> bool:
+    """A version-1 document whose tester lost replies it did not count: its final read was cut, or its
+    AF_XDP program passed frames while the interface had receive queues without a socket."""
+    receive = doc.get("receive") if isinstance(doc.get("receive"), dict) else {}
+    io = doc.get("io") if isinstance(doc.get("io"), dict) else {}
+    program = io.get("program") if isinstance(io.get("program"), dict) else {}
+    unbound = (io.get("mode") == "xdp" and int(io.get("interface_queues") or 0) > int(io.get("queues") or 1)
+               and int(program.get("passed") or 0) > 0)
+    return bool(receive.get("final_drain_cut")) or unbound
+
+
+def tester_warnings(doc: dict[str, Any]) -> tuple[str, ...]:
+    """xlatperf's `warnings`, each one line (an absent or malformed list: none)."""
+    warnings = doc.get("warnings") if isinstance(doc, dict) else None
+    if not isinstance(warnings, list):
+        return ()
+    return tuple(" ".join(w.split()) for w in warnings if isinstance(w, str) and w.strip())
 
 
 def tester_judgement(doc: dict[str, Any]) -> tuple[bool, tuple[str, ...]]:

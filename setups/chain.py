@@ -29,6 +29,9 @@ class Chain(Protocol):
     # Optional (emulation): tester_binding(io, flows, first_port) -> tuple[str, ...], the tester options that
     # place its flows in the client host for that io ("socket": none; "xdp": xdp_tester_binding).
     # Optional (emulation): conntrack_entries() -> {dut host: count}, each DUT's conntrack entries now.
+    # Optional (both worlds have it): client_receive_queues() -> (interface, queues | None), the client's
+    # interface toward the chain and its receive queues (None: unreadable), checked before an AF_XDP tester
+    # measures (xdp_queue_problem).
 
 
 # Read in the NAT44's namespace: the stream (replied) and the plain UDP conntrack timeouts, s.
@@ -72,6 +75,28 @@ def sole_interface(chain: Topology, role: str, need: str) -> str:
         raise ValueError(f"the {role} host of {chain.name} has {len(interfaces)} interfaces; "
                          f"{need} exactly one")
     return interfaces[0].name
+
+
+# How a host lists an interface's receive queues: one rx-N name per line (sysfs, as xlatperf counts them).
+LIST_RECEIVE_QUEUES = "ls /sys/class/net/{interface}/queues"
+
+
+def receive_queue_count(listing: str) -> int | None:
+    """The rx-N entries of a LIST_RECEIVE_QUEUES listing; None when it lists none (unreadable)."""
+    count = sum(1 for name in listing.split() if name.startswith("rx-"))
+    return count or None
+
+
+def xdp_queue_problem(interface: str, queues: int | None, threads: int) -> str | None:
+    """Why an AF_XDP tester with `threads` thread pairs (one socket each on queues 0..threads-1) would measure
+    only part of the replies on `interface` with `queues` receive queues, in one line; None when it binds
+    every queue (or the count is unknown: xlatperf then counts replies on unbound queues itself)."""
+    if queues is None or queues <= threads:
+        return None
+    return (f"the client's interface {interface} has {queues} receive queues but the tester binds {threads} "
+            f"(one per thread pair, queues 0..{threads - 1}): the replies on the others would never reach it "
+            f"and count as loss: give the interface {threads} (ethtool -L {interface} combined {threads}) "
+            "before the campaign")
 
 
 def client_interface(chain: Topology) -> str:

@@ -367,7 +367,8 @@ def trial_details(result: TrialResult) -> dict[str, Any]:
     totals, send = raw["totals"], raw["send"]
     io = raw.get("io", {})
     return {"max_lag_s": send.get("max_lag_s"), "unsent": totals.get("unsent"),
-            "tester_socket_drops": totals.get("tester_socket_drops"), "late": totals.get("late"),
+            "tester_receive_drops": totals.get("tester_receive_drops", totals.get("tester_socket_drops")),
+            "late": totals.get("late"),
             "unanswered": totals.get("unanswered"), "io": {k: io.get(k) for k in (
                 "mode", "xdp_mode", "zero_copy", "flows", "frames_per_kick", "xdp_statistics", "tester_drops")
                 if k in io}}

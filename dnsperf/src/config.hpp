@@ -1,14 +1,14 @@
 #pragma once
 // What the user asks for (Config, with every default in one place: the parser
 // binds to it and --help prints from it) and what a trial runs (Plan, the
-// validated and derived form of a Config).
+// validated and derived form of a Config). The address value types it is
+// made of (address.hpp) are the I/O layers' too, which never see a Config.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include "address.hpp"
 
 namespace xlatperf {
 
@@ -57,48 +57,10 @@ struct Config {
 // --io xdp: most flows (--ports-per-thread) one thread may have (sockets: 65535).
 constexpr std::uint64_t kMaxFlowsPerThread = std::uint64_t{1} << 24;
 
-// A socket address the hot path can hand to the kernel as is.
-struct SockAddr {
-    sockaddr_storage storage{};
-    socklen_t length = 0;
-    int family() const { return storage.ss_family; }
-    const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
-};
-
-// Source ports FIRST..LAST, inclusive.
-struct PortRange {
-    std::uint16_t first = 0;
-    std::uint16_t last = 0;
-    std::uint64_t size() const { return std::uint64_t{last} - first + 1; }
-};
-
-// One local address the tester sends from, with the ports its sockets take in
-// order (empty: ephemeral ports chosen by the kernel).
-struct Source {
-    SockAddr address;                      // port 0
-    std::string text;                      // canonical address text
-    std::vector<PortRange> ranges;
-    std::uint64_t sockets = 0;             // sockets that send from it
-    std::uint64_t port_count() const {
-        std::uint64_t n = 0;
-        for (const PortRange& r : ranges) n += r.size();
-        return n;
-    }
-};
-
 // Where one socket sends from: an index into Plan::sources and a port (0: ephemeral).
 struct SocketSource {
     std::size_t source = 0;
     std::uint16_t port = 0;
-};
-
-struct Subnet {
-    std::uint32_t base = 0;               // host byte order
-    unsigned prefix_length = 0;
-    std::uint64_t size() const { return std::uint64_t{1} << (32 - prefix_length); }
-    std::uint32_t address(std::uint64_t query_index) const {
-        return base + static_cast<std::uint32_t>(query_index % size());
-    }
 };
 
 struct Plan {

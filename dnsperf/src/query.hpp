@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config.hpp"
+#include "address.hpp"
 
 namespace xlatperf {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <sys/socket.h>
 
-#include "config.hpp"
+#include "address.hpp"
 #include "query.hpp"
 #include "ring.hpp"
 

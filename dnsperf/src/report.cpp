@@ -145,13 +145,13 @@ json config_json(const Plan& plan) {
     };
 }
 
-json sockets_json(const Plan& plan, const TrialResult& trial) {
-    const Config& c = plan.config;
+json sockets_json(const TrialResult& trial) {
+    const io::SocketReport& sockets = trial.io.sockets;
     return json{
-        {"count", plan.xdp ? 0 : std::uint64_t{c.threads} * c.ports_per_thread},
-        {"rcvbuf_granted_bytes", trial.rcvbuf_granted},
-        {"sndbuf_granted_bytes", trial.sndbuf_granted},
-        {"buffers_forced", trial.buffers_forced},
+        {"count", sockets.count},
+        {"rcvbuf_granted_bytes", sockets.rcvbuf_granted},
+        {"sndbuf_granted_bytes", sockets.sndbuf_granted},
+        {"buffers_forced", sockets.buffers_forced},
     };
 }
 
@@ -177,8 +177,9 @@ json totals_json(const Totals& t) {
          {{"wrong_source", t.wrong_source}, {"unknown_id", t.unknown_id}, {"wrong_question", t.wrong_question}}},
         {"duplicate", t.duplicate},
         {"unanswered", t.unanswered()},
-        {"tester_socket_drops", t.socket_drops},
-        {"tester_buffer_drops", t.buffer_drops()},
+        {"tester_receive_drops", t.tester_drops},
+        {"unread_at_end", t.unread_at_end},
+        {"unbound_queue_replies", t.unbound_queue_replies},
         {"checksum_errors", t.checksum_errors},
         {"tester_egress_drops", t.egress_drops},
         {"namespace_sndbuf_errors", t.namespace_sndbuf_errors},
@@ -217,8 +218,8 @@ json gso_json(const Plan& plan, const TrialResult& trial, const Totals& t) {
     }
     return json{{"mode", plan.config.gso},
                 {"used", t.gso_calls > 0},
-                {"device", trial.gso.device.empty() ? json(nullptr) : json(trial.gso.device)},
-                {"reason", trial.gso.reason},
+                {"device", trial.io.gso.device.empty() ? json(nullptr) : json(trial.io.gso.device)},
+                {"reason", trial.io.gso.reason},
                 {"calls", t.gso_calls},
                 {"refused", refused}};
 }
@@ -319,9 +320,8 @@ json threads_json(const TrialResult& trial) {
             {"malformed", r.malformed},
             {"unexpected", r.unexpected},
             {"duplicate", r.duplicate},
-            {"tester_socket_drops", r.socket_drops},
             {"final_drain", r.final_drain},
-            {"final_drain_cut", r.final_drain_cut},
+            {"unread_at_end", r.unread_at_end},
             {"first_send_s", nullable_seconds(s.first_send_ns)},
             {"last_send_s", nullable_seconds(s.last_send_ns)},
             {"max_lag_s", seconds(s.max_lag_ns)},
@@ -372,7 +372,7 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
     doc["schema_version"] = kSchemaVersion;
     doc["header"] = header_json(plan, info);
     doc["config"] = config_json(plan);
-    doc["sockets"] = sockets_json(plan, trial);
+    doc["sockets"] = sockets_json(trial);
     doc["totals"] = totals_json(t);
     doc["loss_ratio"] = t.loss_ratio();
     doc["send"] = send_json(plan, trial, t, send);
@@ -391,7 +391,7 @@ json to_json(const Plan& plan, const TrialResult& trial, const RunInfo& info) {
                      {"counted_from", t.egress_from_devices ? "devices" : "namespace-sndbuf-errors"}};
     doc["receive"] = {{"final_drain", t.final_drain},
                       {"final_drain_s", seconds(t.final_drain_ns)},
-                      {"final_drain_cut", t.final_drain_cut}};
+                      {"unread_at_end", t.unread_at_end}};
     doc["latency"] = latency_json(trial);
     doc["cpu"] = cpu_json(trial, t);
     doc["threads"] = threads_json(trial);
@@ -427,8 +427,8 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
       << " queries\n";
     if (t.checksum_errors > 0) {
         s << "  checksum    " << t.checksum_errors
-          << " UDP datagrams with a bad checksum reached this network namespace (the DUT's fault; "
-             "their queries count as unanswered)\n";
+          << " UDP datagrams with a bad checksum reached the tester (the DUT's fault; their queries count "
+             "as unanswered)\n";
     }
     s << "  unmatched   malformed " << t.malformed << ", unexpected " << t.unexpected << ", duplicate "
       << t.duplicate << " datagrams\n";
@@ -445,8 +445,8 @@ void print_summary(std::ostream& out, const Plan& plan, const TrialResult& trial
       << fixed(trial.cpu_system_s, 3) << " s)";
     if (t.sent > 0) s << " = " << fixed(cpu / static_cast<double>(t.sent) * 1e6, 3) << " CPU-s per million queries";
     s << ", peak RSS " << fixed(static_cast<double>(trial.max_rss_kib) / 1024, 1) << " MiB, socket buffers "
-      << trial.rcvbuf_granted << " B receive / " << trial.sndbuf_granted << " B send\n";
-    s << "  GSO         " << t.gso_calls << " UDP_SEGMENT sends; " << trial.gso.reason << "\n";
+      << trial.io.sockets.rcvbuf_granted << " B receive / " << trial.io.sockets.sndbuf_granted << " B send\n";
+    s << "  GSO         " << t.gso_calls << " UDP_SEGMENT sends; " << trial.io.gso.reason << "\n";
     s << "  verdict     " << verdict.status() << "\n";
     for (const auto& reason : verdict.reasons) s << "              - " << reason << "\n";
     for (const auto& warning : verdict.warnings) s << "  warning     " << warning << "\n";

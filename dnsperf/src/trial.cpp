@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <functional>
-#include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -24,9 +23,8 @@
 #include <unistd.h>
 
 #include "cpulist.hpp"
+#include "io/backend.hpp"
 #include "io/io.hpp"
-#include "io/socket_io.hpp"
-#include "io/xdp_io.hpp"
 #include "net.hpp"
 #include "pacing.hpp"
 #include "query.hpp"
@@ -97,11 +95,10 @@ private:
 // Everything one sender/receiver pair shares.
 struct Pair {
     unsigned index = 0;
-    io::SocketSet sockets;                          // --io socket: the pair's sockets and their rings
     std::unique_ptr<io::SendIo> send_io;            // the I/O backend's two halves
     std::unique_ptr<io::ReceiveIo> receive_io;
-    std::uint64_t channels = 0;                     // sockets, or flows (--io xdp)
-    std::function<io::Flow(std::size_t)> channel;   // a socket's (flow's) source address and port
+    const io::Backend* backend = nullptr;           // names the channels
+    std::uint64_t channels = 0;                     // sockets, or flows
     std::atomic<bool> sender_done{false};
     std::atomic<std::int64_t> last_send_ns{-1};   // monotonic, relative to start
     std::atomic<bool> receiver_done{false};
@@ -131,7 +128,6 @@ struct Shared {
     std::int64_t start_ns = 0;        // monotonic time of query 0
     std::int64_t start_real_ns = 0;   // the same instant on CLOCK_REALTIME
     std::int64_t give_up_ns = 0;      // senders stop here whatever is left (relative to start): the send bound
-    bool gso = false;                 // senders start with UDP_SEGMENT sends
     std::size_t series_rows = 0;
 };
 
@@ -253,19 +249,19 @@ private:
 // reply into its bucket and second; the pair's ReceiveIo reads and classifies.
 class Receiver final : public io::ReplySink {
 public:
-    // `feeders`: the pairs whose senders' queries this receiver may get replies to (its own pair; with
-    // --io xdp every pair, as a reply arrives on the queue the other side's hash picks). It reads until
-    // one timeout after the last of them sent its last query.
-    Receiver(Shared& shared, Pair& pair, std::vector<const Pair*> feeders)
+    // `feeders`: the pairs whose senders' queries this receiver may get replies to (its own pair; every
+    // pair when the backend's channels are shared, as AF_XDP's flows are: a reply arrives on the queue the
+    // other side's hash picks). It reads until one timeout after the last of them sent its last query.
+    Receiver(Shared& shared, Pair& pair, std::vector<const Pair*> feeders, bool channels_shared)
         : shared_(shared),
           pair_(pair),
           feeders_(std::move(feeders)),
           stats_(pair.result.receive),
           recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)) {
         // Only a socket (or flow) whose IDs wrap can see its epoch-0 answers spelled again: those
-        // get a bit per ID (a pair's channels take its queries in turn, so all wrap or none do; the
-        // flows of --io xdp take every pair's queries in turn: the whole schedule's).
-        const std::uint64_t queries = shared.plan.xdp ? shared.plan.total_queries
+        // get a bit per ID (a pair's channels take its queries in turn, so all wrap or none do; shared
+        // channels take every pair's queries in turn: the whole schedule's).
+        const std::uint64_t queries = channels_shared ? shared.plan.total_queries
                                                       : shared.schedule.thread_queries(pair.index);
         const std::uint64_t per_channel = (queries + pair.channels - 1) / pair.channels;
         if (per_channel > kIdsPerEpoch) {
@@ -294,7 +290,6 @@ public:
             ++stats_.wakeups;
         }
         final_drain(end_ns);
-        receive_io.finish(stats_);
     }
 
     // io::ReplySink: one reply into its bucket and its second.
@@ -367,22 +362,43 @@ private:
     // After the end time: reads until nothing is pending, so that a receiver behind at
     // its end (preempted, or a burst of replies) still reads the replies that arrived
     // in time (their stamps judge them). It stops at one timeout past the end time at
-    // the latest; replies still waiting then stay unanswered and the trial is
-    // tester-limited (final_drain_cut).
+    // the latest; what still waits then is read and set aside uncounted (its queries
+    // stay unanswered), and its count (unread_at_end) is the tester's loss: the trial
+    // is tester-limited.
     void final_drain(std::int64_t end_ns) {
         const std::int64_t started = monotonic_ns();
         const std::int64_t deadline = std::max(end_ns, started) + shared_.plan.timeout_ns;
         const std::uint64_t received_before = stats_.received;
+        bool cut = false;
         for (;;) {
             if (drain() == 0) break;
             if (monotonic_ns() >= deadline) {
-                // Something may still wait: one more look says whether anything does.
-                stats_.final_drain_cut = pair_.receive_io->pending();
+                cut = true;
                 break;
             }
         }
         stats_.final_drain = stats_.received - received_before;
         stats_.final_drain_ns = monotonic_ns() - started;
+        if (cut) stats_.unread_at_end = set_aside(deadline + shared_.plan.timeout_ns);
+    }
+
+    // Reads what still waits without counting it, until nothing does or `until` (monotonic); returns
+    // how many messages that was (with something still waiting at `until`, one more: a lower bound).
+    std::uint64_t set_aside(std::int64_t until) {
+        struct Ignore final : io::ReplySink {
+            void reply(const Outcome&, std::int64_t, std::size_t) override {}
+        } ignore;
+        std::uint64_t unread = 0;
+        for (;;) {
+            const std::size_t got = pair_.receive_io->drain(ignore);
+            unread += got;
+            if (got == 0) break;
+            if (monotonic_ns() >= until) {
+                if (pair_.receive_io->pending()) ++unread;
+                break;
+            }
+        }
+        return unread;
     }
 
     static constexpr std::uint64_t kIdsPerEpoch = 65536;
@@ -407,7 +423,7 @@ private:
         ++stats_.case_rewritten;
         if (stats_.case_first.seen) return;
         CaseRewriteSeen& first = stats_.case_first;
-        const io::Flow where = pair_.channel(socket);
+        const io::Flow where = pair_.backend->channel(pair_.index, socket);
         first = {true, socket, where.address, where.port, static_cast<std::uint16_t>(id),
                  outcome.sequence / kIdsPerEpoch, outcome.spelled_epoch, evidence, received_ns - shared_.start_ns};
         if (shared_.case_warned.exchange(true)) return;
@@ -485,46 +501,22 @@ void print_progress(std::ostream& out, const std::vector<std::unique_ptr<Pair>>&
     last_replies = replies;
 }
 
-// Every pair with its I/O backend (sockets and rings, or the AF_XDP link's two
-// halves), sized before the first query.
-std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, boost::asio::io_context& io,
-                                              std::uint64_t max_latency_ns, io::XdpLink* xdp) {
+// Every pair with its I/O backend's two halves, sized before the first query.
+std::vector<std::unique_ptr<Pair>> make_pairs(const Shared& shared, io::Backend& backend,
+                                              std::uint64_t max_latency_ns) {
     const Plan& plan = shared.plan;
-    const Config& config = plan.config;
     std::vector<std::unique_ptr<Pair>> pairs;
-    for (unsigned i = 0; i < config.threads; ++i) {
+    for (unsigned i = 0; i < plan.config.threads; ++i) {
         auto pair = std::make_unique<Pair>(max_latency_ns);
         pair->index = i;
         pair->result.index = i;
         pair->result.sender_cpu = cpu_for(plan.sender_cpus, i);
         pair->result.receiver_cpu = cpu_for(plan.receiver_cpus, i);
-        if (xdp != nullptr) {
-            // One flow per (address, port) a socket would have bound; replies are counted by the
-            // flow's position in a round. No list of them: there may be millions.
-            pair->channels = xdp->flow_count();
-            pair->channel = [xdp](std::size_t position) { return xdp->flow_at(position); };
-            pair->send_io = xdp->sender(i);
-            pair->receive_io = xdp->receiver(i, pair->result.receive);
-        } else {
-            io::SocketSet& set = pair->sockets;
-            set.sockets.reserve(config.ports_per_thread);
-            set.rings.reserve(config.ports_per_thread);
-            for (unsigned s = 0; s < config.ports_per_thread; ++s) {
-                const SocketSource from = socket_source(plan, i, s);
-                set.sockets.emplace_back(io, plan.sources[from.source].address, from.port, config.rcvbuf,
-                                         config.sndbuf);
-                set.rings.emplace_back(plan.ring_slots);
-                pair->result.ports.push_back(set.sockets.back().local_port());
-                pair->result.source_addresses.push_back(plan.sources[from.source].text);
-            }
-            pair->channels = config.ports_per_thread;
-            const PairResult& named = pair->result;
-            pair->channel = [&named](std::size_t socket) {
-                return io::Flow{named.source_addresses[socket], named.ports[socket]};
-            };
-            pair->send_io = io::socket_sender(plan, shared.query, set, shared.gso, pair->result.send);
-            pair->receive_io = io::socket_receiver(plan, shared.query, set, pair->result.receive);
-        }
+        pair->backend = &backend;
+        pair->channels = backend.channels(i);
+        backend.describe(i, pair->result);
+        pair->send_io = backend.sender(i, pair->result.send);
+        pair->receive_io = backend.receiver(i, pair->result.receive);
         pair->sent_per_second.assign(shared.series_rows, 0);
         pair->reply_rows.assign(shared.series_rows, SeriesRow{});
         pairs.push_back(std::move(pair));
@@ -648,45 +640,19 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
 
     const auto max_latency_ns = static_cast<std::uint64_t>(2 * plan.timeout_ns);
     TrialResult result;
-    std::vector<SockAddr> sources;
-    for (const Source& source : plan.sources) sources.push_back(source.address);
-    boost::asio::io_context io;
-    // --io xdp: the program, the AF_XDP socket and the flows, set up before any thread and taken
-    // down after every thread ended (it outlives the pairs).
-    std::unique_ptr<io::XdpLink> xdp;
-    if (plan.xdp) {
-        result.gso.reason = "not used (--io xdp: no UDP sockets)";
-        xdp = std::make_unique<io::XdpLink>(plan, shared.query);
-    } else {
-        result.gso = choose_gso(config.gso, plan.server, sources);
-    }
-    shared.gso = result.gso.use;
-    // Sockets beyond the open-file limit fail at open: raise it first, or say plainly that it is too low.
-    const std::uint64_t socket_count = plan.xdp ? 0 : std::uint64_t{config.threads} * config.ports_per_thread;
-    if (!make_room_for_sockets(socket_count)) {
-        rlimit limit{};
-        getrlimit(RLIMIT_NOFILE, &limit);
-        throw StartError("too many open files: the tester needs " + std::to_string(socket_count) +
-                         " sockets (--threads x --ports-per-thread) plus a few more descriptors, but the open-file "
-                         "limit is " + std::to_string(limit.rlim_max) + " (ulimit -n); raise it or use fewer");
-    }
-    std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, io, max_latency_ns, xdp.get());
-    if (!plan.xdp) {
-        const UdpSocket& first = pairs.front()->sockets.sockets.front();
-        result.rcvbuf_granted = first.rcvbuf_granted();
-        result.sndbuf_granted = first.sndbuf_granted();
-        result.buffers_forced = first.buffers_forced();
-    } else {
-        result.buffers_forced = false;
-    }
+    // The I/O backend is set up before any thread and taken down after every thread ended (it outlives
+    // the pairs).
+    const std::unique_ptr<io::Backend> backend = io::open_backend(plan, shared.query);
+    std::vector<std::unique_ptr<Pair>> pairs = make_pairs(shared, *backend, max_latency_ns);
     std::vector<std::unique_ptr<Sender>> senders;
     std::vector<std::unique_ptr<Receiver>> receivers;
     std::vector<const Pair*> every_pair;
     for (const auto& pair : pairs) every_pair.push_back(pair.get());
+    const bool shared_channels = backend->channels_shared();
     for (auto& pair : pairs) {
         senders.push_back(std::make_unique<Sender>(shared, *pair));
         receivers.push_back(std::make_unique<Receiver>(
-            shared, *pair, plan.xdp ? every_pair : std::vector<const Pair*>{pair.get()}));
+            shared, *pair, shared_channels ? every_pair : std::vector<const Pair*>{pair.get()}, shared_channels));
     }
 
     std::vector<std::thread> threads;
@@ -708,8 +674,7 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     rusage usage_before{};
     getrusage(RUSAGE_SELF, &usage_before);
     const UdpErrorCounters udp_before = read_udp_error_counters();
-    // With --io xdp the frames leave by the AF_XDP socket's interface (the sources need not be the host's).
-    const std::vector<int> egress = xdp ? std::vector<int>{xdp->ifindex()} : egress_devices(plan.server, sources);
+    const std::vector<int> egress = backend->egress_devices();
     std::vector<DeviceDrops> egress_before;
     for (const int device : egress) egress_before.push_back(read_device_drops(device));
     release_threads(shared, threads.size());
@@ -721,12 +686,16 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     for (std::size_t d = 0; d < egress.size(); ++d) {
         result.egress.push_back(egress_delta(egress_before[d], read_device_drops(egress[d])));
     }
-    result.udp_counters_read = udp_before.read && udp_after.read;
-    if (result.udp_counters_read) {
-        result.udp_checksum_errors = udp_after.checksum_errors - std::min(udp_after.checksum_errors, udp_before.checksum_errors);
-        result.udp_rcvbuf_errors = udp_after.rcvbuf_errors - std::min(udp_after.rcvbuf_errors, udp_before.rcvbuf_errors);
-        result.udp_sndbuf_errors = udp_after.sndbuf_errors - std::min(udp_after.sndbuf_errors, udp_before.sndbuf_errors);
+    UdpErrorCounters udp;  // the namespace's increase over the trial
+    udp.read = udp_before.read && udp_after.read;
+    if (udp.read) {
+        const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
+        udp.checksum_errors = delta(udp_after.checksum_errors, udp_before.checksum_errors);
+        udp.rcvbuf_errors = delta(udp_after.rcvbuf_errors, udp_before.rcvbuf_errors);
+        udp.sndbuf_errors = delta(udp_after.sndbuf_errors, udp_before.sndbuf_errors);
     }
+    result.udp_counters_read = udp.read;
+    result.udp_sndbuf_errors = udp.sndbuf_errors;
 
     rusage usage_after{};
     getrusage(RUSAGE_SELF, &usage_after);
@@ -735,16 +704,10 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     result.max_rss_kib = usage_after.ru_maxrss;
     result.wall_s = static_cast<double>(end_ns - shared.start_ns) / 1e9;
     result.interrupted = stop.load();
-    if (xdp) {
-        result.io.mode = "xdp";
-        result.io.xdp = xdp->report();
-        // A frame with a bad UDP checksum is the DUT's, as the kernel's InCsumErrors are on sockets.
-        result.udp_checksum_errors += result.io.xdp.frame_bad_checksum;
-    }
+    result.io = backend->finish(udp);
     result.latency = LatencyHistogram(max_latency_ns);
     result.send_lag = LatencyHistogram(kMaxLagRecordedNs);
     merge_pairs(shared, pairs, result);
-    for (const PairResult& pair : result.pairs) result.io.xdp.case_bitmap_bytes += pair.receive.case_bitmap_bytes;
     return result;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // One trial: N sender/receiver thread pairs. The schedule, pacing, lag, the
-// per-second series and the accounting are trial.cpp's, written once; each pair's
-// I/O backend (io/io.hpp: K UDP sockets with their rings, or one AF_XDP socket
-// over flows without sockets) only moves batches. Everything a trial allocates is
+// per-second series and the accounting are trial.cpp's, written once; the I/O
+// backend (io/backend.hpp, opened for the plan: K UDP sockets per pair with their
+// rings, or one AF_XDP socket per pair over flows without sockets) only moves
+// batches and reports its own counters; the trial never names its mode. Everything a trial allocates is
 // sized before the first query (by rate x timeout, or per second of schedule);
 // the send and receive loops allocate nothing.
 
@@ -15,7 +16,6 @@
 
 #include "config.hpp"
 #include "egress.hpp"
-#include "gso.hpp"
 #include "histogram.hpp"
 #include "io/io_report.hpp"
 #include "reply.hpp"
@@ -82,10 +82,11 @@ struct ReceiverStats {
     std::uint64_t case_rewritten = 0;    // of unknown_id: replies whose letter case proves a case-rewriting server
     CaseRewriteSeen case_first;          // the first of them
     std::uint64_t case_bitmap_bytes = 0; // the bits kept per ID of wrapping sockets (flows)
-    std::uint64_t socket_drops = 0;      // datagrams the kernel dropped at our sockets
     std::uint64_t final_drain = 0;       // datagrams read after the end time (until nothing was pending)
     std::int64_t final_drain_ns = 0;     // how long that took
-    bool final_drain_cut = false;        // datagrams still waited when the final read reached its deadline
+    // Datagrams still waiting when the final read reached its deadline, then read and set aside
+    // uncounted (their queries stay unanswered): the tester's loss.
+    std::uint64_t unread_at_end = 0;
     std::uint64_t syscalls = 0;          // recvmmsg calls
     std::uint64_t wakeups = 0;           // epoll_wait returns
     double cpu_s = 0;
@@ -106,7 +107,7 @@ struct PairResult {
     unsigned index = 0;
     SenderStats send;
     ReceiverStats receive;
-    std::vector<std::uint16_t> ports;    // per socket (--io xdp: empty, io.flows counts the flows)
+    std::vector<std::uint16_t> ports;    // per socket (flows: empty, io.flows counts them)
     std::vector<std::string> source_addresses;  // per socket, beside ports
     int sender_cpu = -1;                 // asked pinning, -1: none
     int receiver_cpu = -1;
@@ -124,21 +125,15 @@ struct TrialResult {
     double cpu_user_s = 0;               // whole process, during the trial
     double cpu_system_s = 0;
     long max_rss_kib = 0;                // peak resident set of the process
-    int rcvbuf_granted = 0;              // as getsockopt reports, per socket
-    int sndbuf_granted = 0;
-    bool buffers_forced = false;
     bool interrupted = false;
-    // The namespace's UDP error counters over the trial (other sockets of the
-    // namespace count too): checksum errors are the DUT's, not the tester's.
-    std::uint64_t udp_checksum_errors = 0;
-    std::uint64_t udp_rcvbuf_errors = 0;
+    // The namespace's UDP error counters over the trial (other sockets of the namespace count too);
+    // its checksum errors are in io.counters, as the backend attributes them.
     std::uint64_t udp_sndbuf_errors = 0;  // any socket's datagrams dropped on the way out (not attributed)
     bool udp_counters_read = false;
     // The devices the tester's sources route to the server by, and what each one's
     // root qdisc and driver dropped during the trial: the tester's own egress drops.
     std::vector<EgressDevice> egress;
-    GsoChoice gso;                        // whether the senders start with UDP_SEGMENT, and why
-    io::IoReport io;                      // the I/O backend (--io) and its own counters
+    io::IoReport io;                      // the I/O backend (--io): its setup, GSO choice and own counters
 };
 
 // Runs the trial. Progress lines go to `progress` unless it is null. Setting

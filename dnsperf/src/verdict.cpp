@@ -17,12 +17,12 @@ double Totals::loss_ratio() const {
     return sent == 0 ? 1.0 : 1.0 - static_cast<double>(valid) / static_cast<double>(sent);
 }
 
-std::uint64_t Totals::buffer_drops() const { return socket_drops - std::min(socket_drops, checksum_errors); }
-
 Totals sum(const Plan& plan, const TrialResult& trial) {
     Totals t;
     t.scheduled = plan.total_queries;
-    t.checksum_errors = trial.udp_checksum_errors;
+    t.checksum_errors = trial.io.counters.checksum_errors;
+    t.tester_drops = trial.io.counters.tester_drops;
+    t.unbound_queue_replies = trial.io.counters.unbound_queue_replies;
     t.namespace_sndbuf_errors = trial.udp_sndbuf_errors;
     // The tester's own egress drops are its devices' (a qdisc or driver drop that the
     // socket never hears of counts too; another process's drops on other devices do
@@ -77,10 +77,9 @@ Totals sum(const Plan& plan, const TrialResult& trial) {
         t.wrong_question += r.wrong_question;
         t.duplicate += r.duplicate;
         t.case_rewritten += r.case_rewritten;
-        t.socket_drops += r.socket_drops;
         t.final_drain += r.final_drain;
         t.final_drain_ns = std::max(t.final_drain_ns, r.final_drain_ns);
-        t.final_drain_cut = t.final_drain_cut || r.final_drain_cut;
+        t.unread_at_end += r.unread_at_end;
     }
     return t;
 }
@@ -94,6 +93,13 @@ SendFigures send_figures(const Plan& plan, const Totals& totals) {
     }
     f.excess_s = f.window_s - f.scheduled_window_s;
     return f;
+}
+
+std::string checksum_offload_hint(std::uint64_t bad, std::uint64_t replies) {
+    return "most replies failed their UDP checksum (" + std::to_string(bad) + " of " + std::to_string(replies) +
+           " datagrams): the likely cause is a peer across a veth with tx checksum offload on, which sends "
+           "partial checksums that a reader of raw frames (--io xdp) sees as bad; turn it off on the peer's "
+           "interface (ethtool -K IF tx off) and measure again";
 }
 
 Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const SendFigures& send) {
@@ -161,15 +167,24 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
               " queries reused the slot of a query still inside its timeout (a send burst beyond rate x timeout "
               "per socket)");
     }
-    if (t.final_drain_cut) {
-        limit("a receiver still had replies waiting one timeout (" + duration_text(plan.config.timeout_s) +
-              ") after its end time, when its final read stopped; they count as unanswered: give the receivers "
-              "more CPU");
-    }
-    if (t.buffer_drops() > 0) {
-        limit(std::to_string(t.buffer_drops()) +
-              " datagrams were dropped at the tester's own receive sockets (buffer full): raise --rcvbuf or "
+    if (t.unread_at_end > 0) {
+        limit(std::to_string(t.unread_at_end) + " datagrams still waited one timeout (" +
+              duration_text(plan.config.timeout_s) + ") after the receivers' end time, when their final read "
+              "stopped; they were set aside unread and their queries count as unanswered, the tester's loss: "
               "give the receivers more CPU");
+    }
+    if (t.tester_drops > 0) {
+        limit(std::to_string(t.tester_drops) +
+              " replies were dropped by the tester's own receive path (a full socket receive buffer, or a full "
+              "AF_XDP ring): raise --rcvbuf (--xdp-frames) or give the receivers more CPU");
+    }
+    const io::XdpReport& x = trial.io.xdp;
+    if (t.unbound_queue_replies > 0) {
+        limit(std::to_string(t.unbound_queue_replies) + " replies arrived on receive queues of " + x.interface +
+              " without a tester socket (it has " + std::to_string(x.interface_queues) + ", the tester bound " +
+              std::to_string(x.queues) + ") and went to the kernel; their queries count as unanswered, the "
+              "tester's loss: bind every queue (--threads, --xdp-queue) or steer the replies to the bound ones "
+              "(docs/tester.md, What a real NIC needs)");
     }
     if (t.case_rewritten > 0) {
         v.warnings.push_back(
@@ -178,14 +193,18 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
             "query (counted unexpected, their queries unanswered), so the loss is the case rewrite's, not the "
             "server's capacity: measure with a server that echoes the case it received (RFC 4343)");
     }
-    const io::XdpReport& x = trial.io.xdp;
-    if (trial.io.mode == "xdp" && x.interface_queues > x.queues && x.passed > 0) {
+    if (t.unbound_queue_replies > 0) {
         v.warnings.push_back(
             x.interface + " has " + std::to_string(x.interface_queues) + " receive queues and the tester bound " +
-            std::to_string(x.queues) + ": a reply that lands on another queue is passed to the kernel and its query "
-            "counts as unanswered (the program passed " + std::to_string(x.passed) +
-            " frames, replies or other traffic), so part of the loss may be the tester's: bind every queue "
-            "(--threads, --xdp-queue) or steer the replies to the bound ones (docs/tester.md, What a real NIC needs)");
+            std::to_string(x.queues) + ": " + std::to_string(t.unbound_queue_replies) +
+            " replies landed on another queue and went to the kernel, so part of the loss is the tester's: bind "
+            "every queue (--threads, --xdp-queue) or steer the replies to the bound ones");
+    }
+    // Most replies failing their checksum is rarely a DUT that computes checksums wrong: a peer across a
+    // veth with tx checksum offload on sends partial checksums, which a reader of raw frames sees as bad.
+    if (t.checksum_errors > 0 && t.checksum_errors > t.received) {
+        v.warnings.push_back(
+            checksum_offload_hint(t.checksum_errors, t.checksum_errors + t.received));
     }
     return v;
 }

@@ -34,13 +34,13 @@ struct Totals {
     std::uint64_t case_rewritten = 0;  // of unknown_id: replies whose letter case proves a case-rewriting server
     std::uint64_t final_drain = 0;     // datagrams the receivers read after their end time
     std::int64_t final_drain_ns = 0;   // the longest final read of a receiver
-    bool final_drain_cut = false;      // a receiver still had datagrams waiting at its final read's deadline
-    std::uint64_t socket_drops = 0;    // SO_MEMINFO drops at our sockets: full buffer or bad checksum
-    std::uint64_t checksum_errors = 0; // the namespace's UDP checksum errors during the trial (the DUT's fault)
+    std::uint64_t unread_at_end = 0;   // datagrams still waiting at the receivers' final read's deadline (the tester's)
+    std::uint64_t tester_drops = 0;    // replies the tester's own receive path dropped (io.counters: the tester's)
+    std::uint64_t unbound_queue_replies = 0;  // replies where the tester had no reader (io.counters: the tester's)
+    std::uint64_t checksum_errors = 0; // replies with a bad UDP checksum during the trial (io.counters: the DUT's fault)
     std::uint64_t egress_drops = 0;    // drops at the tester's egress devices (root qdisc + tx_dropped), else SndbufErrors
     bool egress_from_devices = false;  // egress_drops came from the devices (false: namespace-wide SndbufErrors)
     std::uint64_t namespace_sndbuf_errors = 0;  // the namespace's UDP SndbufErrors: any socket, not attributed
-    std::uint64_t buffer_drops() const; // socket drops not explained by checksum errors: the tester's fault
     std::uint64_t answered() const;    // matched replies: valid, late, rcode, nodata, truncated
     std::uint64_t unanswered() const;  // sent - answered
     std::uint64_t rcode_errors() const;
@@ -71,9 +71,13 @@ SendFigures send_figures(const Plan& plan, const Totals& totals);
 struct Verdict {
     bool tester_limited = false;
     std::vector<std::string> reasons;  // each one sentence with numbers and units
-    std::vector<std::string> warnings; // what the server (or an unbound AF_XDP queue) did that makes its loss mean less (JSON `warnings`; the status stays)
+    std::vector<std::string> warnings; // what the server (or the path to it) did that makes its loss mean less (JSON `warnings`; the status stays)
     const char* status() const { return tester_limited ? "tester-limited" : "ok"; }
 };
+
+// The warning when most replies fail their checksum (`bad` of `replies` datagrams): its likely cause, a
+// veth peer with tx checksum offload on, and the fix.
+std::string checksum_offload_hint(std::uint64_t bad, std::uint64_t replies);
 
 Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& totals, const SendFigures& send);
 

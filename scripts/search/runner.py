@@ -28,8 +28,10 @@ def verdict(result: TrialResult, loss_ratio: float) -> str:
 
 
 def dut_loss_beyond_tester(result: TrialResult, loss_ratio: float) -> bool:
-    """True when the queries lost exceed what the tester's shortfall (unsent, egress and buffer drops, late
-    sends: TrialResult.tester_shortfall) accounts for by more than loss_ratio of those sent: that loss is
+    """True when the queries lost exceed what the tester's shortfall (every loss xlatperf attributes to
+    itself: unsent, egress and receive drops, replies left unread at its end or on unbound AF_XDP queues,
+    ring overruns, late sends: TrialResult.tester_shortfall) accounts for by more than loss_ratio of those
+    sent: that loss is
     the DUT's, whatever else held the tester back (in emulation an overloaded DUT is what starves it).
     False when the shortfall is unknown."""
     if result.tester_shortfall is None or result.sent <= 0:

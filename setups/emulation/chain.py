@@ -9,10 +9,12 @@ from pathlib import Path
 from ...procs import dead_processes
 from .. import counters as counters_mod
 from ..chain import (
+    LIST_RECEIVE_QUEUES,
     READ_UDP_TIMEOUTS,
     ce_tester_args,
     client_interface,
     longest_udp_timeout,
+    receive_queue_count,
     xdp_flow_sources,
     xdp_tester_binding,
 )
@@ -124,6 +126,15 @@ class EmulatedChain:
         if done.returncode != 0:
             raise RuntimeError(f"cannot add the tester's source addresses to {interface}: "
                                f"{done.stderr.strip().splitlines()[-1:]}")
+
+    def client_receive_queues(self) -> tuple[str, int | None]:
+        """The client's veth toward the chain and its receive queues (sysfs in its namespace; None when
+        unreadable)."""
+        interface = client_interface(self.emulation.topology)
+        done = subprocess.run(["ip", "netns", "exec", self.emulation.netns_of["client"], "sh", "-c",
+                               LIST_RECEIVE_QUEUES.format(interface=interface)],
+                              capture_output=True, text=True, check=False, timeout=30)
+        return interface, receive_queue_count(done.stdout) if done.returncode == 0 else None
 
     def conntrack_entries(self) -> dict[str, int]:
         """Each DUT host's conntrack entries now (nf_conntrack_count read in its own namespace; 0 where

@@ -33,9 +33,11 @@ from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_
 from .. import counters as counters_mod
 from ..backends import Counters, Deployment, RenderContext
 from ..chain import (
+    LIST_RECEIVE_QUEUES,
     READ_UDP_TIMEOUTS,
     client_interface,
     longest_udp_timeout,
+    receive_queue_count,
     server_interface,
     xdp_tester_binding,
 )
@@ -487,6 +489,13 @@ class TestbedChain:
                                "which [tester] io = \"xdp\" needs to address its frames: check the cable of "
                                f"link client-dut1 and that {hop} answers on it")
         return {"interface": iface, "gateway": hop, "mac": mac}
+
+    def client_receive_queues(self) -> tuple[str, int | None]:
+        """The client host's test interface and its receive queues (sysfs; None when unreadable)."""
+        interface = client_interface(self.machine)
+        listing = LIST_RECEIVE_QUEUES.format(interface=shlex.quote(interface))
+        done = self.shell.capture("client", listing, check=False)
+        return interface, receive_queue_count(done.stdout) if done.returncode == 0 else None
 
     def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
         """The tester options that place its flows on the client host for `io`: none for sockets; for

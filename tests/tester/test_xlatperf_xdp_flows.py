@@ -151,7 +151,7 @@ def check_run(run: Run, validator, sent: int, valid: int, flows: int, server_dro
     assert totals["valid"] == valid, shown
     assert totals["unanswered"] == sent - valid, shown
     for bucket in ("late", "malformed", "unexpected", "duplicate", "nodata", "truncated",
-                   "tester_socket_drops"):
+                   "tester_receive_drops", "unbound_queue_replies"):
         assert totals[bucket] == 0, f"{bucket}: {shown}"
     io = result["io"]
     assert io["flows"] == flows

@@ -91,7 +91,7 @@ def test_two_queues_count_exactly_and_match_replies_on_either_queue(link2, knot,
     assert totals["sent"] == QUERIES, shown
     assert totals["valid"] == QUERIES - dropped, shown
     for bucket in ("late", "malformed", "unexpected", "duplicate", "nodata", "truncated",
-                   "tester_socket_drops"):
+                   "tester_receive_drops", "unbound_queue_replies"):
         assert totals[bucket] == 0, f"{bucket}: {shown}"
     assert result["verdict"]["status"] == "ok", result["verdict"]
 
@@ -151,3 +151,9 @@ def test_one_queue_of_two_bound_loses_the_replies_on_the_other_and_says_so(link2
     assert result["io"]["program"]["passed"] >= 2000 - result["totals"]["valid"]
     warnings = result["warnings"]
     assert any("has 2 receive queues and the tester bound 1" in w for w in warnings), warnings
+    # The program counts exactly the replies that landed on the unbound queue: the tester's loss, so the
+    # trial is tester-limited, not the DUT's failure.
+    unbound = result["totals"]["unbound_queue_replies"]
+    assert unbound == result["io"]["program"]["unbound"] == 2000 - (after[0] - before[0])
+    assert result["verdict"]["status"] == "tester-limited"
+    assert any("without a tester socket" in reason for reason in result["verdict"]["reasons"])

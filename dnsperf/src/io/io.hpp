@@ -6,9 +6,11 @@
 // out for how it addresses flows: a ring per socket, or one flow table), and it
 // reads replies, stamps each on CLOCK_MONOTONIC, has the shared ReplyClassifier
 // sort it against that state and hands the outcome back. Its own drops (a
-// socket's receive-buffer drops, AF_XDP's XDP_STATISTICS) it adds when done.
+// socket's receive-buffer drops, AF_XDP's XDP_STATISTICS) the backend reports
+// when the trial is over (io/backend.hpp, IoCounters), not in these statistics.
 //
-// Backends: io/socket_io (UDP sockets, the default) and io/xdp_io (AF_XDP).
+// Backends: io/socket_io (UDP sockets, the default) and io/xdp_io (AF_XDP),
+// opened by io/backend.hpp's open_backend.
 
 #include <cstddef>
 #include <cstdint>
@@ -67,8 +69,6 @@ public:
     virtual void wait(std::int64_t timeout_ns) = 0;
     // Something is waiting now.
     virtual bool pending() = 0;
-    // Adds the backend's own drop counters to `stats` (once, at the end).
-    virtual void finish(ReceiverStats& stats) = 0;
 };
 
 }  // namespace xlatperf::io

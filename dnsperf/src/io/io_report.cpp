@@ -70,11 +70,22 @@ nlohmann::json queues_json(const XdpReport& x) {
     return out;
 }
 
+// The counters every backend reports in one shape.
+nlohmann::json io_counters_json(const IoCounters& c) {
+    return {{"tester_drops", c.tester_drops},
+            {"checksum_errors", c.checksum_errors},
+            {"unbound_queue_replies", c.unbound_queue_replies}};
+}
+
 }  // namespace
 
 nlohmann::json to_json(const IoReport& report) {
     using nlohmann::json;
-    if (report.mode != "xdp") return json{{"mode", report.mode}};
+    if (report.mode != "xdp") {
+        json out{{"mode", report.mode}};
+        out.update(io_counters_json(report.counters));
+        return out;
+    }
     const XdpReport& x = report.xdp;
     const XdpSocketCounters& sums = x.totals;
     json out{
@@ -97,7 +108,8 @@ nlohmann::json to_json(const IoReport& report) {
         {"flow_order", {{"order", x.flow_order}, {"seed", x.flow_seed}}},
         {"matching", matching_json(x)},
         {"frames_per_kick", sums.kicks ? static_cast<double>(sums.frames_sent) / static_cast<double>(sums.kicks) : 0.0},
-        {"program", {{"redirected", x.redirected}, {"passed", x.passed}, {"filter_keys", x.filter_keys}}},
+        {"program", {{"redirected", x.redirected}, {"passed", x.passed}, {"unbound", x.unbound},
+                     {"filter_keys", x.filter_keys}}},
         {"frame_errors", {{"truncated", x.frame_truncated},
                           {"not_udp", x.frame_not_udp},
                           {"fragment", x.frame_fragment},
@@ -106,6 +118,7 @@ nlohmann::json to_json(const IoReport& report) {
                           {"not_our_flow", x.frame_not_our_flow}}},
     };
     out.update(counters_json(sums));
+    out.update(io_counters_json(report.counters));  // the tester's drops: the sockets' own, as summed above
     return out;
 }
 

@@ -1,11 +1,15 @@
 #pragma once
 // What the I/O backend of a trial was and what it counted: the JSON's `io`
-// block. Plain numbers only, so the report needs no AF_XDP headers.
+// block. Every backend reports its own counters in one shape (IoCounters);
+// each adds its own setup block. Plain numbers only, so the report needs no
+// AF_XDP headers.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "gso.hpp"
 
 namespace xlatperf::io {
 
@@ -65,7 +69,8 @@ struct XdpReport {
     XdpSocketCounters totals;            // the sums over the queues
     // The kernel program's counters.
     std::uint64_t redirected = 0;        // frames it handed to the socket
-    std::uint64_t passed = 0;            // frames it passed to the kernel (not replies to the tester)
+    std::uint64_t passed = 0;            // frames it passed to the kernel (not replies to the tester's bound queues)
+    std::uint64_t unbound = 0;           // of them, replies to the tester's flows on a queue without a socket
     std::uint64_t filter_keys = 0;       // (address, port prefix) keys of its prefix trie
     // Frames the parser refused (the kernel would have dropped them before a socket saw them).
     std::uint64_t frame_truncated = 0;
@@ -76,13 +81,39 @@ struct XdpReport {
     std::uint64_t frame_not_our_flow = 0;
 };
 
+// What every backend counts of its own over the trial, in one shape.
+struct IoCounters {
+    // Replies the tester's own receive path dropped: full socket receive buffers (the sockets' SO_MEMINFO
+    // drops not explained by the namespace's checksum errors), or the AF_XDP sockets' rx_dropped +
+    // rx_ring_full + rx_invalid_descs. The tester's loss, never the DUT's.
+    std::uint64_t tester_drops = 0;
+    // Replies with a bad UDP checksum (the namespace's InCsumErrors; with AF_XDP also the frames the
+    // parser refused for it): the DUT's fault, their queries unanswered.
+    std::uint64_t checksum_errors = 0;
+    // Replies to the tester's flows that arrived where it had no reader (AF_XDP: an interface queue
+    // without a socket, so the kernel got them): the tester's loss.
+    std::uint64_t unbound_queue_replies = 0;
+};
+
+// The socket backend's setup: its sockets and the buffers the kernel granted each.
+struct SocketReport {
+    std::uint64_t count = 0;
+    int rcvbuf_granted = 0;              // as getsockopt reports, per socket
+    int sndbuf_granted = 0;
+    bool buffers_forced = false;
+};
+
 struct IoReport {
     std::string mode = "socket";         // "socket" or "xdp"
+    IoCounters counters;                 // every mode
+    SocketReport sockets;                // mode "socket" (count 0 otherwise)
+    GsoChoice gso;                       // whether the senders start with UDP_SEGMENT, and why
     XdpReport xdp;                       // mode "xdp" only
 };
 
-// The JSON `io` block: {"mode": "socket"}, or with mode "xdp" the setup, the ring sizes, XDP_STATISTICS,
-// the program's counters, the frame parser's refusals and the frames per kick.
+// The JSON `io` block: the mode and its counters (`tester_drops`, `checksum_errors`,
+// `unbound_queue_replies`), and with mode "xdp" the setup, the ring sizes, XDP_STATISTICS, the program's
+// counters, the frame parser's refusals and the frames per kick.
 nlohmann::json to_json(const IoReport& report);
 
 }  // namespace xlatperf::io

@@ -5,9 +5,14 @@
 #include <cstring>
 #include <ctime>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <boost/asio/io_context.hpp>
+
+#include "egress.hpp"
 #include "gso.hpp"
+#include "sources.hpp"
 #include "pacing.hpp"
 #include "reply.hpp"
 
@@ -236,10 +241,6 @@ public:
 
     bool pending() override { return poll(pollfds_.data(), pollfds_.size(), 0) > 0; }
 
-    void finish(ReceiverStats& stats) override {
-        for (auto& socket : set_.sockets) stats.socket_drops += socket.drops();
-    }
-
 private:
     static constexpr std::size_t kControlSize = CMSG_SPACE(sizeof(timespec));
 
@@ -306,16 +307,89 @@ private:
     std::vector<pollfd> pollfds_;
 };
 
+// The socket backend: each pair's K UDP sockets with their rings, bound before the first query.
+class SocketBackend final : public Backend {
+public:
+    SocketBackend(const Plan& plan, const QueryTemplate& query) : plan_(plan), query_(query) {
+        const Config& config = plan.config;
+        std::vector<SockAddr> sources;
+        for (const Source& source : plan.sources) sources.push_back(source.address);
+        gso_ = choose_gso(config.gso, plan.server, sources);
+        egress_ = xlatperf::egress_devices(plan.server, sources);
+        // Sockets beyond the open-file limit fail at open: raise it first, or say plainly that it is too low.
+        const std::uint64_t socket_count = std::uint64_t{config.threads} * config.ports_per_thread;
+        if (!make_room_for_sockets(socket_count)) {
+            rlimit limit{};
+            getrlimit(RLIMIT_NOFILE, &limit);
+            throw StartError("too many open files: the tester needs " + std::to_string(socket_count) +
+                             " sockets (--threads x --ports-per-thread) plus a few more descriptors, but the "
+                             "open-file limit is " + std::to_string(limit.rlim_max) + " (ulimit -n); raise it or use fewer");
+        }
+        sets_.resize(config.threads);
+        for (unsigned i = 0; i < config.threads; ++i) {
+            SocketSet& set = sets_[i];
+            set.sockets.reserve(config.ports_per_thread);
+            set.rings.reserve(config.ports_per_thread);
+            for (unsigned s = 0; s < config.ports_per_thread; ++s) {
+                const SocketSource from = socket_source(plan, i, s);
+                set.sockets.emplace_back(io_, plan.sources[from.source].address, from.port, config.rcvbuf,
+                                         config.sndbuf);
+                set.rings.emplace_back(plan.ring_slots);
+                set.ports.push_back(set.sockets.back().local_port());
+                set.addresses.push_back(plan.sources[from.source].text);
+            }
+        }
+    }
+
+    std::uint64_t channels(unsigned pair) const override { return sets_.at(pair).sockets.size(); }
+    Flow channel(unsigned pair, std::uint64_t socket) const override {
+        const SocketSet& set = sets_.at(pair);
+        return Flow{set.addresses.at(socket), set.ports.at(socket)};
+    }
+    bool channels_shared() const override { return false; }
+    std::unique_ptr<SendIo> sender(unsigned pair, SenderStats& stats) override {
+        return std::make_unique<SocketSend>(plan_, query_, sets_.at(pair), gso_.use, stats);
+    }
+    std::unique_ptr<ReceiveIo> receiver(unsigned pair, ReceiverStats& stats) override {
+        return std::make_unique<SocketReceive>(plan_, query_, sets_.at(pair), stats);
+    }
+    void describe(unsigned pair, PairResult& result) const override {
+        result.ports = sets_.at(pair).ports;
+        result.source_addresses = sets_.at(pair).addresses;
+    }
+    std::vector<int> egress_devices() const override { return egress_; }
+
+    // SO_MEMINFO drops count a full receive buffer and a bad checksum alike: the namespace's checksum
+    // errors over the trial are the DUT's, the rest are the tester's own drops.
+    IoReport finish(const UdpErrorCounters& namespace_udp) override {
+        IoReport report;
+        report.mode = "socket";
+        report.gso = gso_;
+        std::uint64_t drops = 0;
+        for (SocketSet& set : sets_) {
+            for (UdpSocket& socket : set.sockets) drops += socket.drops();
+        }
+        report.counters.checksum_errors = namespace_udp.checksum_errors;
+        report.counters.tester_drops = drops - std::min(drops, namespace_udp.checksum_errors);
+        const UdpSocket& first = sets_.front().sockets.front();
+        report.sockets = SocketReport{std::uint64_t{plan_.config.threads} * plan_.config.ports_per_thread,
+                                      first.rcvbuf_granted(), first.sndbuf_granted(), first.buffers_forced()};
+        return report;
+    }
+
+private:
+    const Plan& plan_;
+    const QueryTemplate& query_;
+    boost::asio::io_context io_;
+    std::vector<SocketSet> sets_;       // pair i's is sets_[i]
+    GsoChoice gso_;
+    std::vector<int> egress_;
+};
+
 }  // namespace
 
-std::unique_ptr<SendIo> socket_sender(const Plan& plan, const QueryTemplate& query, SocketSet& set, bool gso,
-                                      SenderStats& stats) {
-    return std::make_unique<SocketSend>(plan, query, set, gso, stats);
-}
-
-std::unique_ptr<ReceiveIo> socket_receiver(const Plan& plan, const QueryTemplate& query, SocketSet& set,
-                                           ReceiverStats& stats) {
-    return std::make_unique<SocketReceive>(plan, query, set, stats);
+std::unique_ptr<Backend> open_socket_backend(const Plan& plan, const QueryTemplate& query) {
+    return std::make_unique<SocketBackend>(plan, query);
 }
 
 }  // namespace xlatperf::io

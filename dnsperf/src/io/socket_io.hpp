@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config.hpp"
+#include "io/backend.hpp"
 #include "io/io.hpp"
 #include "net.hpp"
 #include "query.hpp"
@@ -16,16 +18,16 @@
 
 namespace xlatperf::io {
 
-// The sockets of one sender/receiver pair and their rings.
+// The sockets of one sender/receiver pair, their rings and what each is bound to.
 struct SocketSet {
     std::vector<UdpSocket> sockets;
     std::vector<OutstandingRing> rings;
+    std::vector<std::uint16_t> ports;        // per socket, as bound
+    std::vector<std::string> addresses;      // per socket, its source address (text)
 };
 
-// `gso`: start with UDP_SEGMENT sends. Sizes stats.sent_per_socket.
-std::unique_ptr<SendIo> socket_sender(const Plan& plan, const QueryTemplate& query, SocketSet& set, bool gso,
-                                      SenderStats& stats);
-std::unique_ptr<ReceiveIo> socket_receiver(const Plan& plan, const QueryTemplate& query, SocketSet& set,
-                                           ReceiverStats& stats);
+// Binds every pair's sockets (raising the open-file limit first) and chooses UDP_SEGMENT sends (--gso).
+// Throws StartError.
+std::unique_ptr<Backend> open_socket_backend(const Plan& plan, const QueryTemplate& query);
 
 }  // namespace xlatperf::io

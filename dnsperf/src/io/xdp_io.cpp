@@ -77,6 +77,7 @@ struct XdpLink::State {
     std::unique_ptr<xdp::XdpProgram> program;  // before the sockets: it goes after them
     std::vector<std::unique_ptr<Queue>> queues;  // pair i's is queues[i]
     xdp::FilterStats filter_before;
+    std::vector<const ReceiverStats*> receivers;  // each receiver's statistics (its case bitmap's bytes)
 };
 
 namespace {
@@ -259,17 +260,6 @@ public:
         return poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
     }
 
-    void finish(ReceiverStats& stats) override {
-        const xdp::XskStats now = queue_.xsk->stats();
-        const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
-        // The socket's own drops are the tester's, as a socket's receive-buffer drops are; a frame
-        // with a bad UDP checksum counts there too, as the kernel counts it at a socket.
-        stats.socket_drops += delta(now.rx_dropped, queue_.stats_before.rx_dropped) +
-                              delta(now.rx_ring_full, queue_.stats_before.rx_ring_full) +
-                              delta(now.rx_invalid_descs, queue_.stats_before.rx_invalid_descs) +
-                              queue_.frame_errors[static_cast<int>(xdp::FrameStatus::bad_checksum) - 1];
-    }
-
 private:
     void handle(const xdp::RxFrame& frame, std::int64_t received_ns, ReplySink& sink) {
         xdp::ParsedReply reply;
@@ -366,27 +356,36 @@ XdpLink::XdpLink(const Plan& plan, const QueryTemplate& query) {
 // The sockets close before the program goes (members in reverse order).
 XdpLink::~XdpLink() = default;
 
-std::unique_ptr<SendIo> XdpLink::sender(unsigned pair) {
+std::unique_ptr<SendIo> XdpLink::sender(unsigned pair, SenderStats& /*stats: the sender's context gives them*/) {
     return std::make_unique<XdpSend>(*state_, *state_->queues.at(pair));
 }
 
 std::unique_ptr<ReceiveIo> XdpLink::receiver(unsigned pair, ReceiverStats& stats) {
+    state_->receivers.push_back(&stats);
     return std::make_unique<XdpReceive>(*state_, pair, stats);
 }
 
-std::uint64_t XdpLink::flow_count() const { return state_->flows.size(); }
+std::uint64_t XdpLink::channels(unsigned /*pair: every pair's are all the flows*/) const {
+    return state_->flows.size();
+}
 
-Flow XdpLink::flow_at(std::uint64_t position) const {
+Flow XdpLink::channel(unsigned /*pair*/, std::uint64_t position) const {
     const State& s = *state_;
     const xdp::FlowSpace::Endpoint e = s.flows.endpoint(s.flows.permutation().forward(position % s.flows.size()));
     return Flow{s.flows.source_text(e.source), e.port};
 }
 
-int XdpLink::ifindex() const { return state_->program->ifindex(); }
+// No ports: the flows are counted in io.flows.
+void XdpLink::describe(unsigned /*pair*/, PairResult& /*result*/) const {}
 
-XdpReport XdpLink::report() const {
+std::vector<int> XdpLink::egress_devices() const { return {state_->program->ifindex()}; }
+
+IoReport XdpLink::finish(const UdpErrorCounters& namespace_udp) {
     const State& s = *state_;
-    XdpReport r;
+    IoReport report;
+    report.mode = "xdp";
+    report.gso.reason = "not used (--io xdp: no UDP sockets)";
+    XdpReport& r = report.xdp;
     r.interface = s.ifname;
     r.attach_mode = s.program->mode_name();
     r.zero_copy = s.queues.front()->xsk->zero_copy();
@@ -411,6 +410,7 @@ XdpReport XdpLink::report() const {
     r.slots = s.table.slots();
     r.slot_bytes = xdp::kFlowSlotBytes;
     r.flow_space_bytes = s.flows.memory_bytes();
+    for (const ReceiverStats* receiver : s.receivers) r.case_bitmap_bytes += receiver->case_bitmap_bytes;
     const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
     // Per queue, and the sums the single-queue fields always gave.
     for (const auto& queue : s.queues) {
@@ -441,8 +441,16 @@ XdpReport XdpLink::report() const {
     const xdp::FilterStats filter = s.program->stats();
     r.redirected = delta(filter.redirected, s.filter_before.redirected);
     r.passed = delta(filter.passed, s.filter_before.passed);
+    r.unbound = delta(filter.unbound, s.filter_before.unbound);
     r.filter_keys = s.program->filter_keys();
-    return r;
+    // The sockets' own drops are the tester's, as a socket's receive-buffer drops are; a frame with a bad
+    // UDP checksum is the DUT's, as the kernel's InCsumErrors are at a socket; a reply on a queue without a
+    // socket went to the kernel and is the tester's loss.
+    IoCounters& counters = report.counters;
+    counters.tester_drops = r.totals.own_drops();
+    counters.checksum_errors = namespace_udp.checksum_errors + r.frame_bad_checksum;
+    counters.unbound_queue_replies = r.unbound;
+    return report;
 }
 
 }  // namespace xlatperf::io

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "io/backend.hpp"
 #include "io/io.hpp"
 #include "io/io_report.hpp"
 #include "query.hpp"
@@ -34,32 +35,30 @@ std::vector<Source> flow_sources(const Plan& plan);
 // The flow table's slot count: the plan's, but at most 65536 per flow (a power of two).
 std::uint64_t flow_slots(std::uint64_t planned, std::uint64_t flows);
 
-// One flow as the report lists it.
-struct Flow {
-    std::string address;
-    std::uint16_t port = 0;
-};
-
-class XdpLink {
+class XdpLink final : public Backend {
 public:
     // Resolves the interface and the next hop, loads and attaches the program, binds
     // the socket and writes the frame template into every TX frame. Throws StartError.
     XdpLink(const Plan& plan, const QueryTemplate& query);
-    ~XdpLink();
+    ~XdpLink() override;
     XdpLink(const XdpLink&) = delete;
     XdpLink& operator=(const XdpLink&) = delete;
 
+    // Every pair's channels are all the flows (a flow takes every pair's queries in turn), and a
+    // reply arrives on whatever queue the other side's hash picks: channels_shared().
+    // channel(): the flow at a position of a round of the flow table (where replies are counted):
+    // no list of them is kept, whatever their number.
+    std::uint64_t channels(unsigned pair) const override;
+    Flow channel(unsigned pair, std::uint64_t position) const override;
+    bool channels_shared() const override { return true; }
     // The two halves of pair `pair` (its queue: the pair-th of the plan's).
-    std::unique_ptr<SendIo> sender(unsigned pair);
-    std::unique_ptr<ReceiveIo> receiver(unsigned pair, ReceiverStats& stats);
-    // The setup and the counters so far (read the kernel's counters: call after the threads ended).
-    XdpReport report() const;
-    // How many flows, and the flow at a position of a round of the flow table (where replies
-    // are counted): no list of them is kept, whatever their number.
-    std::uint64_t flow_count() const;
-    Flow flow_at(std::uint64_t position) const;
-    // The interface's index (its egress drops are the tester's).
-    int ifindex() const;
+    std::unique_ptr<SendIo> sender(unsigned pair, SenderStats& stats) override;
+    std::unique_ptr<ReceiveIo> receiver(unsigned pair, ReceiverStats& stats) override;
+    void describe(unsigned pair, PairResult& result) const override;
+    // The interface (its egress drops are the tester's).
+    std::vector<int> egress_devices() const override;
+    // The setup and the counters (reads the kernel's counters: call after the threads ended).
+    IoReport finish(const UdpErrorCounters& namespace_udp) override;
 
     struct State;
     struct Queue;

@@ -18,7 +18,8 @@
 /* Counters of the per-CPU stats map. */
 #define XLB_STAT_REDIRECTED 0 /* replies handed to the AF_XDP socket */
 #define XLB_STAT_PASSED 1     /* everything else, passed to the kernel */
-#define XLB_STAT_COUNT 2
+#define XLB_STAT_UNBOUND 2    /* of the passed: replies to the tester's flows on a queue without a socket */
+#define XLB_STAT_COUNT 3
 
 struct xlb_config {
     __u32 family;          /* 4 or 6 */

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "config.hpp"
+#include "address.hpp"
 #include "xdp/filter_abi.h"
 
 namespace xlatperf::xdp {

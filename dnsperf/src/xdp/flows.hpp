@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "address.hpp"
 #include "ring.hpp"
 
 namespace xlatperf::xdp {

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "config.hpp"
+#include "address.hpp"
 #include "query.hpp"
 
 namespace xlatperf::xdp {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "config.hpp"
+#include "address.hpp"
 #include "xdp/frame.hpp"
 
 namespace xlatperf::xdp {

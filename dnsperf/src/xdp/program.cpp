@@ -229,7 +229,9 @@ FilterStats XdpProgram::stats() const {
         if (bpf_map_lookup_elem(stats_fd_, &key, values.data()) != 0) continue;
         std::uint64_t sum = 0;
         for (std::uint64_t v : values) sum += v;
-        (key == XLB_STAT_REDIRECTED ? out.redirected : out.passed) = sum;
+        if (key == XLB_STAT_REDIRECTED) out.redirected = sum;
+        if (key == XLB_STAT_PASSED) out.passed = sum;
+        if (key == XLB_STAT_UNBOUND) out.unbound = sum;
     }
     return out;
 }

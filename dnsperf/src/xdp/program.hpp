@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "address.hpp"
 
 struct bpf_object;
 
@@ -37,6 +37,7 @@ struct FilterSpec {
 struct FilterStats {
     std::uint64_t redirected = 0;    // frames handed to the AF_XDP sockets
     std::uint64_t passed = 0;        // frames passed to the kernel
+    std::uint64_t unbound = 0;       // of them, replies to the tester's flows on a queue without a socket
 };
 
 // Removes a stale program of ours from `ifname`; returns true when one was removed.

@@ -128,8 +128,10 @@ int xlb_reply_filt(struct xdp_md *ctx) {
     if ((void *)(udp + 1) > end || udp->source != c->server_port || !same16(src, c->server, n) ||
         !ours(dst, n, udp->dest))
         return count(XLB_STAT_PASSED, XDP_PASS);
-    /* No socket bound to this queue: the frame goes on to the kernel, counted as passed. */
+    /* No socket bound to this queue: the reply goes on to the kernel, counted as passed and as unbound
+     * (the tester's loss: its query stays unanswered). */
     int action = bpf_redirect_map(&xlb_xsks, ctx->rx_queue_index, XDP_PASS);
+    if (action != XDP_REDIRECT) count(XLB_STAT_UNBOUND, action);
     return count(action == XDP_REDIRECT ? XLB_STAT_REDIRECTED : XLB_STAT_PASSED, action);
 }
 
