@@ -1,5 +1,5 @@
-"""Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture,
-validated up front.
+"""Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture x
+RFC 8219 procedures ([[procedure]]: scripts.procedures), validated up front.
 
 Every table rejects keys it does not know, so a typo fails at once with the key's name instead of running a
 38-hour campaign with a default. See README (section "Measurement") and campaigns/*.toml for examples.
@@ -29,6 +29,7 @@ from .envs import (
     emulation_options,
 )
 from .nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, ephemeral_refusal, udp_timeout
+from .procedures import ProcedureError, ProcedureSpec, parse_procedures
 from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
@@ -99,6 +100,7 @@ class Campaign:
     sha256: str
     sessions: tuple[int, ...] = ()
     server_io: str = "socket"
+    procedures: tuple[ProcedureSpec, ...] = ()  # [[procedure]] tables: latency, PDV, FLR (scripts.procedures)
 
     def session_counts(self) -> tuple[int | None, ...]:
         """The sweep's session counts in order; (None,) without a sweep."""
@@ -142,7 +144,7 @@ def load_campaign(path: Path, store: Path | None = None) -> Campaign:
 
 
 def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -> Campaign:
-    _only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server"})
+    _only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server", "procedure"})
     head = _table(data, "campaign")
     _only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
     name = _str(head, "name", "[campaign]")
@@ -171,6 +173,10 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
         raise CampaignFileError(f"[idle] search {idle.search!r} names no [[search]] table")
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
+    try:
+        procedures = parse_procedures(data.get("procedure"), [n for n, _ in searches], methods)
+    except ProcedureError as err:
+        raise CampaignFileError(str(err)) from None
     server_io = _server_io(_table(data, "server", required=False))
     setups = tuple(_with_server_io(setup, server_io, i) for i, setup in enumerate(_setups(data.get("setup"))))
     sessions = _sessions(head, _table(data, "tester", required=False))
@@ -184,7 +190,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
                 check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
     campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                        campaign_sha256(data), sessions, server_io)
+                        campaign_sha256(data), sessions, server_io, procedures)
     for i, setup in enumerate(setups):
         _check_tester_io(setup, tester, most, i)
         _check_flows(setup, most, tester, trial_cycles(campaign))
@@ -205,6 +211,9 @@ def trial_cycles(campaign: Campaign) -> list[Cycle]:
                        for duration, what in mlrsearch_trials(settings)]
     if campaign.idle.runs:
         cycles.append(Cycle(*campaign.idle_timing(), "the idle runs"))
+    for spec in campaign.procedures:
+        rest = spec.rest_s if spec.rest_s is not None else campaign.settings(spec.search).rest_s
+        cycles.append(Cycle(spec.duration_s, rest, f"the {spec.kind} procedure's trials"))
     return cycles
 
 
