@@ -131,17 +131,21 @@ def delay_figures(trials: list[ProcedureTrial], procedure: str) -> list[DelayFig
     return out
 
 
-def flr_steps(trials: list[ProcedureTrial]) -> dict[Point, dict[float, list[float]]]:
-    """Per point, per fraction of the throughput, each repetition's frame loss rate (fraction); trials the
-    tester could not offer are left out (their loss is not the DUT's)."""
-    out: dict[Point, dict[float, list[float]]] = {}
+def flr_steps(trials: list[ProcedureTrial]) -> dict[Point, dict[float, list[float | None]]]:
+    """Per point, per fraction of the throughput, each repetition's frame loss rate (fraction), None for a
+    trial the tester could not offer (its loss is not the DUT's: left out of every figure)."""
+    out: dict[Point, dict[float, list[float | None]]] = {}
     for trial in trials:
-        if trial.procedure != "flr" or trial.result.get("tester_limited"):
+        if trial.procedure != "flr":
             continue
         sent, valid = int(trial.result["sent"]), int(trial.result["valid"])
-        flr = (sent - valid) / sent if sent > 0 else 1.0
+        flr = None if trial.result.get("tester_limited") else (sent - valid) / sent if sent > 0 else 1.0
         out.setdefault(point_of(trial), {}).setdefault(trial.fraction, []).append(flr)
     return out
+
+
+def _measured(values: list[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
 
 
 def _ms(seconds: float | None, bound: bool = False) -> str:
@@ -182,7 +186,8 @@ def latency_tables(records: Iterable[Record]) -> list[Table]:
                 for f in pdv]
         tables.append(Table(
             "RFC 8219 §7.3 packet delay variation at the throughput rate: per trial the 99.9th percentile of "
-            f"the round-trip delay minus its minimum, median over the trials, {WHOLE_TRIAL}",
+            "the round-trip delay minus its minimum, median over the trials; over every query of each trial "
+            "(as §7.3 takes every frame), late and lost ones counted as infinitely late; ≥ = a lower bound",
             ["Setup", "DUT cores", "Tester sessions", "Rate (queries/s)", "PDV median (ms)", "PDV min (ms)",
              "PDV max (ms)", "Trials with figures", "Conditions", "DUT implementation"], rows))
     steps = flr_steps(trials)
@@ -197,7 +202,7 @@ def latency_tables(records: Iterable[Record]) -> list[Table]:
         tables.append(Table(
             "Frame loss rate (RFC 8219 §7.4, RFC 2544 §26.3) at fractions of the throughput: (sent - "
             "answered within the timeout) / sent, %, median over the repetitions of each step; trials the "
-            "tester could not offer left out",
+            "tester could not offer (tester-limited) left out",
             ["Setup", "DUT cores", "Tester sessions", "Throughput (queries/s)",
              *[f"FLR at {100 * f:g} % (%)" for f in fractions], "Conditions", "DUT implementation"], rows))
     return tables
@@ -215,8 +220,15 @@ def _trials_text(counted: int, figures: DelayFigures, trials: list[ProcedureTria
     return text
 
 
-def _percent(values: list[float] | None) -> str:
-    return "-" if not values else f"{100 * statistics.median(values):.4f}"
+def _percent(values: list[float | None] | None) -> str:
+    """The median FLR of a step, %; "tester-limited" when the tester could offer none of its trials, with
+    how many it could not beside a figure."""
+    if not values:
+        return "-"
+    measured, limited = _measured(values), values.count(None)
+    if not measured:
+        return "tester-limited"
+    return f"{100 * statistics.median(measured):.4f}" + (f" ({limited} tester-limited)" if limited else "")
 
 
 def procedure_lines(trials: list[ProcedureTrial]) -> list[str]:
@@ -247,7 +259,8 @@ def procedure_figures(records: Iterable[Record], out_dir: Path) -> list[tuple[st
     made = []
     steps = flr_steps(trials)
     if steps:
-        medians = {_label(p): {f: statistics.median(v) for f, v in by.items()} for p, by in steps.items()}
+        medians = {_label(p, trials): {f: statistics.median(_measured(v))
+                                       for f, v in by.items() if _measured(v)} for p, by in steps.items()}
         path = flr_plot(medians, out_dir / "flr.png")
         made.append(("Frame loss rate against the offered rate, fraction of the throughput (RFC 8219 §7.4)",
                      path))
@@ -257,7 +270,7 @@ def procedure_figures(records: Iterable[Record], out_dir: Path) -> list[tuple[st
             for name in what:
                 value = getattr(f, name)
                 if value is not None and not math.isinf(value):
-                    bars.setdefault(_label(f.point), {})[name] = value
+                    bars.setdefault(_label(f.point, trials), {})[name] = value
     if bars:
         path = procedure_delay_plot(bars, out_dir / "procedures-latency.png")
         made.append(("RFC 8219 §7.2 typical and worst-case latency and §7.3 PDV at the throughput rate "
@@ -265,5 +278,7 @@ def procedure_figures(records: Iterable[Record], out_dir: Path) -> list[tuple[st
     return made
 
 
-def _label(point: Point) -> str:
-    return f"{point.setup}, {point.cores} core(s), {point.sessions} sessions"
+def _label(point: Point, trials: list[ProcedureTrial]) -> str:
+    """A figure's name of a configuration, with what produced it."""
+    tag = _first(trials, point).context.tag
+    return f"{point.setup}, {point.cores} core(s), {point.sessions} sessions ({tag})"

@@ -206,5 +206,6 @@ class ProcedureRun:
                                         "wall_s": wall},
             raw=result.raw, rate_of=rate_of)
         self.recorder.append(record)
+        self.recorder.new_trials += 1
         progress.advance(progress.trial_time_s(session.spec.name, spec.duration_s, rest_taken, wall))
         return record
