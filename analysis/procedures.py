@@ -156,6 +156,12 @@ def _ms(seconds: float | None, bound: bool = False) -> str:
     return ("≥ " if bound else "") + f"{1000 * seconds:.3f}"
 
 
+def _with_unit(seconds: float | None, bound: bool) -> str:
+    """_ms with its unit where it is a number ("0.761 ms", "> timeout", "-")."""
+    text = _ms(seconds, bound)
+    return text if seconds is None or math.isinf(seconds) else f"{text} ms"
+
+
 def _first(trials: list[ProcedureTrial], point: Point) -> ProcedureTrial:
     return next(t for t in trials if point_of(t) == point)
 
@@ -236,17 +242,17 @@ def procedure_lines(trials: list[ProcedureTrial]) -> list[str]:
     lines = []
     for f in delay_figures(trials, "latency"):
         lines.append(f"RFC 8219 latency at {f.throughput_qps:,.0f} queries/s: typical "
-                     f"{_ms(f.typical, f.bound)} ms, worst case {_ms(f.worst, f.bound)} ms over "
-                     f"{len(f.typical_s)} trial(s) "
-                     f"[{conditions(_first(trials, f.point))}; whole trials, no warm-up cut]")
+                     f"{_with_unit(f.typical, f.bound)}, worst case {_with_unit(f.worst, f.bound)} over "
+                     f"{len(f.typical_s)} trial(s) [{conditions(_first(trials, f.point))}; whole trials, "
+                     f"no warm-up cut; {f.implementation}]")
     for f in delay_figures(trials, "pdv"):
-        lines.append(f"RFC 8219 PDV at {f.throughput_qps:,.0f} queries/s: {_ms(f.pdv, f.bound)} ms over "
-                     f"{len(f.pdv_s)} trial(s) [{conditions(_first(trials, f.point))}]")
+        lines.append(f"RFC 8219 PDV at {f.throughput_qps:,.0f} queries/s: {_with_unit(f.pdv, f.bound)} over "
+                     f"{len(f.pdv_s)} trial(s) [{conditions(_first(trials, f.point))}; {f.implementation}]")
     for point, by in flr_steps(trials).items():
         first = _first(trials, point)
         steps = ", ".join(f"{100 * f:g} %: {_percent(v)} %" for f, v in sorted(by.items(), reverse=True))
         lines.append(f"frame loss rate at fractions of {first.throughput_qps:,.0f} queries/s: {steps} "
-                     f"[{conditions(first)}]")
+                     f"[{conditions(first)}; {first.context.tag}]")
     return lines
 
 
