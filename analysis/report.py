@@ -67,8 +67,10 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
         text += f"\n{resolution_text(latencies)}\n"
     report = out_dir / "report.md"
     report.write_text(text)
-    html = html_report(campaign, records, tables, verdicts, figures)
+    procedures = latency_tables(records)  # RFC 8219's procedures: a section of their own in report.html
+    html = html_report(campaign, records, [t for t in tables if t not in procedures], verdicts, figures)
     html.latency, html.latency_note = latency, resolution_text(latencies)
+    html.procedures = procedures
     write_html(html, out_dir / "report.html")
     return report, text
 

@@ -198,6 +198,8 @@ def test_the_report_shows_the_procedure_tables_and_figures(tmp_path: Path) -> No
     assert "Frame loss rate (RFC 8219 §7.4" in text and "(simulated DUT: no latency)" in text
     assert "not RFC 8219 §7.2 compliant: 3 repetitions of 5 s" in text
     assert (tmp_path / "report" / "flr.png").stat().st_size > 0
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert '<section id="procedures"><h2>RFC 8219 latency, PDV and frame loss rate' in html
     captions = [c for c, _ in procedure_figures(ResultStore(store).records(), tmp_path)]
     assert captions[0].startswith("Frame loss")
 
