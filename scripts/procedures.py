@@ -14,7 +14,8 @@ What RFC 8219 asks (the defaults here) and what this suite does instead where it
   round-trip time the tester measures, as for latency.
 - flr: trials at stepped rates, fractions of the throughput (RFC 2544 §26.3 starts at the highest rate and
   steps down by at most 10 %); per trial (sent - answered) / sent. Every listed fraction is run, from the
-  highest down.
+  highest down, unless `until_lossless = N` stops a repetition after N successive trials without loss
+  (RFC 2544 §26.3 says two).
 
 Durations and repetitions are configurable so that a demonstration fits a small machine; a figure measured
 with fewer than RFC 8219's says "not RFC 8219 §7.2 compliant: N repetitions of S s"
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .campaign import ConfigResult, Recorder, SetupSession
 
 DEFAULT_FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
-KEYS = {"kind", "repetitions", "duration_s", "rest_s", "search", "method", "fractions"}
+KEYS = {"kind", "repetitions", "duration_s", "rest_s", "search", "method", "fractions", "until_lossless"}
 
 
 class ProcedureError(ValueError):
@@ -49,7 +50,8 @@ class ProcedureSpec:
     """One [[procedure]] table. kind: "latency", "pdv" or "flr"; repetitions: trials per step, count;
     duration_s, rest_s: of each trial, s (rest default: the search's); search, method: whose median
     throughput sets the rate (default: the first [[search]] table and the first method); fractions: the FLR
-    steps as fractions of that throughput (latency and PDV: (1.0,))."""
+    steps as fractions of that throughput (latency and PDV: (1.0,)); until_lossless: FLR only, stop a
+    repetition's steps after this many successive trials without loss (0: run every step)."""
 
     kind: str
     repetitions: int
@@ -58,6 +60,7 @@ class ProcedureSpec:
     search: str
     method: str
     fractions: tuple[float, ...] = (1.0,)
+    until_lossless: int = 0
 
     def record(self) -> dict[str, Any]:
         data = asdict(self)
@@ -111,8 +114,14 @@ def _spec(table: Any, index: int, searches: Sequence[str], methods: Sequence[str
         raise ProcedureError(f"{where}: method {method!r} is not one of the campaign's methods "
                              f"{list(methods)}")
     fractions = _fractions(where, kind, table.get("fractions"))
+    until = table.get("until_lossless", 0)
+    if kind != "flr" and "until_lossless" in table:
+        raise ProcedureError(f"{where}: until_lossless is for kind = \"flr\" only")
+    if isinstance(until, bool) or not isinstance(until, int) or until < 0:
+        raise ProcedureError(f"{where}: until_lossless must be an integer >= 0 (RFC 2544 §26.3: 2), got "
+                             f"{until!r}")
     return ProcedureSpec(kind, reps, float(seconds), None if rest is None else float(rest), str(search),
-                         str(method), fractions)
+                         str(method), fractions, until)
 
 
 def _positive(where: str, key: str, value: Any) -> float:
@@ -175,10 +184,25 @@ class ProcedureRun:
         rate_of = RateOf(spec.search, spec.method, source.repeated.status == UPPER_NOT_FAILED,
                          source.repeated.summary.n < settings.repetitions)
         rest = spec.rest_s if spec.rest_s is not None else settings.rest_s
-        done = [self._trial(spec, rep, fraction, throughput, rest, rate_of)
-                for rep in range(1, spec.repetitions + 1) for fraction in spec.steps()]
+        done = [trial for rep in range(1, spec.repetitions + 1)
+                for trial in self._repetition(spec, rep, throughput, rest, rate_of)]
         for line in procedure_lines(done):
             self.recorder.progress.say(f"{setup}, {cores} core(s): {line}")
+
+    def _repetition(self, spec: ProcedureSpec, rep: int, throughput: float, rest: float,
+                    rate_of: RateOf) -> list[ProcedureTrial]:
+        """One repetition's trials, the highest fraction first; with until_lossless, none after that many
+        successive trials without loss (a stored repetition stops where it stopped: the same results)."""
+        done: list[ProcedureTrial] = []
+        lossless = 0
+        for fraction in spec.steps():
+            if spec.until_lossless and lossless >= spec.until_lossless:
+                break
+            trial = self._trial(spec, rep, fraction, throughput, rest, rate_of)
+            done.append(trial)
+            clean = not trial.result.get("tester_limited") and trial.result["sent"] == trial.result["valid"]
+            lossless = lossless + 1 if clean else 0
+        return done
 
     def _trial(self, spec: ProcedureSpec, rep: int, fraction: float, throughput: float, rest: float,
                rate_of: RateOf) -> ProcedureTrial:

@@ -245,3 +245,23 @@ def test_rfc_defaults_and_the_loopback_campaign_file() -> None:
     demo = load_campaign(REPO / "campaigns" / "procedures-loopback.toml")
     assert [p.kind for p in demo.procedures] == ["latency", "pdv", "flr"]
     assert len(demo.procedures[2].fractions) == 10
+
+
+def test_until_lossless_stops_a_repetition_after_that_many_clean_steps(tmp_path: Path) -> None:
+    # RFC 2544 §26.3: step down until two successive trials lose nothing. The simulated DUT (no start loss
+    # here) loses exactly what exceeds its capacity: the steps above it lose, the first two below it end
+    # the repetition.
+    data = campaign_data(until_lossless=2, fractions=[1.3, 1.2, 1.1, 0.9, 0.8, 0.7, 0.6])
+    data["setup"][0]["trial_start_loss"] = 0
+    data["campaign"]["cores"] = [1]
+    store = tmp_path / "r.jsonl"
+    run(store, data)
+    flr = [r for r in procedure_records(store) if r.procedure == "flr"]
+    expected = [(rep, f) for rep in (1, 2) for f in (1.3, 1.2, 1.1, 0.9, 0.8)]
+    assert [(r.repetition, r.fraction) for r in flr] == expected
+    assert all((r.result["sent"] > r.result["valid"]) == (r.fraction > 1) for r in flr)
+    before = store.read_text()
+    assert run(store, data).new_trials == 0 and store.read_text() == before
+    data["procedure"][2]["until_lossless"] = -1
+    with pytest.raises(CampaignFileError, match="until_lossless must be an integer >= 0"):
+        parse_campaign(data, "procs.toml", store)
