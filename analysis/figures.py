@@ -88,6 +88,44 @@ def latency_plot(latencies: list[Latency], path: Path) -> Path | None:
     ax.legend(fontsize=7, loc="upper left")
     trials = sorted({lat.trials for lat in shown})
     counts = "/".join(map(str, trials))
-    ax.set_title(f"Latency at the median throughput rate ({counts} trial(s) each, xlatperf)",
+    ax.set_title(f"Idle-capture latency at the median throughput rate ({counts} run(s) each, xlatperf)",
                  fontsize=9)
+    return save_figure(fig, path, dpi=100)
+
+
+def flr_plot(lines: dict[str, dict[float, float]], path: Path) -> Path:
+    """Frame loss rate (%, median over the repetitions) against the offered rate as a fraction of the
+    throughput (%), one line per configuration (RFC 8219 §7.4)."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for label, by in lines.items():
+        fractions = sorted(by)
+        ax.plot([100 * f for f in fractions], [100 * by[f] for f in fractions], marker="o", label=label)
+    ax.set_xlabel("offered rate (% of the median throughput)")
+    ax.set_ylabel("frame loss rate (%)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("Frame loss rate at stepped rates (RFC 8219 §7.4, RFC 2544 §26.3; xlatperf)", fontsize=9)
+    return save_figure(fig, path, dpi=100)
+
+
+def procedure_delay_plot(bars: dict[str, dict[str, float]], path: Path) -> Path:
+    """RFC 8219 §7.2 typical and worst-case latency and §7.3 PDV per configuration, ms, log scale; bars:
+    {configuration: {"typical" | "worst" | "pdv": seconds}} (finite values only)."""
+    names = (("typical", "typical latency (§7.2)"), ("worst", "worst-case latency (§7.2)"),
+             ("pdv", "PDV (§7.3)"))
+    labels = list(bars)
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.6 * len(labels) + 2), 3.8))
+    for offset, (name, legend) in zip((-0.25, 0.0, 0.25), names, strict=True):
+        heights = [1000 * bars[label].get(name, math.nan) for label in labels]
+        ax.bar([i + offset for i in range(len(labels))], heights, 0.25, label=legend)
+    ax.set_xlim(-0.7, len(labels) - 0.3)
+    ax.set_xticks(list(range(len(labels))), ["\n".join(textwrap.wrap(label, 30)) for label in labels],
+                  fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (log scale)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("Latency and PDV at the throughput rate, round trip\n(medians over the trials; whole "
+                 "trials, no warm-up cut; xlatperf)", fontsize=8)
     return save_figure(fig, path, dpi=100)

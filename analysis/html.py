@@ -91,6 +91,7 @@ class HtmlReport:
     campaign_note: str
     table_notes: dict[str, str] = field(default_factory=dict)
     glance: list[str] = field(default_factory=list)
+    procedures: list[Table] = field(default_factory=list)  # RFC 8219 latency, PDV, FLR (analysis.procedures)
 
 
 def table_html(table: Table, note: str = "") -> str:
@@ -143,6 +144,9 @@ def render(report: HtmlReport) -> str:
                              f'<div class="tbls">{tables}</div>' if narrow else tables))
     if report.latency is not None:
         sections.append(_section("latency", "Latency", table_html(report.latency, report.latency_note)))
+    if report.procedures:
+        sections.append(_section("procedures", "RFC 8219 latency, PDV and frame loss rate",
+                                 "".join(table_html(t) for t in report.procedures)))
     if report.verdicts:
         sections.append(_section("bottleneck", "Bottleneck verdicts",
                                  "".join(verdict_html(v) for v in report.verdicts)))
@@ -157,8 +161,10 @@ def render(report: HtmlReport) -> str:
                              f'<p class="note">{escape(report.campaign_note)}</p>'
                              f"<pre>{escape(report.campaign_file)}</pre>"))
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (
-        ("throughput", "Throughput"), ("latency", "Latency"), ("bottleneck", "Bottleneck"),
-        ("figures", "Figures"), ("conditions", "Conditions"), ("campaign", "Campaign file")))
+        ("throughput", "Throughput"), ("latency", "Latency"),
+        *((("procedures", "RFC 8219 procedures"),) if report.procedures else ()),
+        ("bottleneck", "Bottleneck"), ("figures", "Figures"), ("conditions", "Conditions"),
+        ("campaign", "Campaign file")))
     lead = "".join(f'<p class="sub">{escape(p)}</p>' for p in report.lead)
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{escape(report.title)}</title>"

@@ -57,10 +57,11 @@ def latency_table(latencies: list[Latency]) -> Table | None:
              _percent(lat.unanswered_ratio), str(lat.trials), lat.implementation] for lat in latencies]
     if not rows:
         return None
-    title = ("Latency at the median throughput rate: typical = median of the per-trial medians, worst case = "
-             "median of the per-trial 99.9th percentiles, each over all queries sent with late and lost ones "
-             "counted as infinite (as RFC 8219 §7.2 counts lost frames; over the whole trial, no warm-up "
-             "cut)")
+    title = ("Idle-capture latency (the CPU-idle runs at the median throughput rate, not RFC 8219 §7.2's "
+             "procedure: see its own table where the campaign ran it): typical = median of the per-trial "
+             "medians, worst case = median of the per-trial 99.9th percentiles, each over all queries sent "
+             "with late and lost ones counted as infinite (as RFC 8219 §7.2 counts lost frames; over the "
+             "whole trial, no warm-up cut)")
     if any(lat.typical_bound or lat.worst_bound for lat in latencies):
         title += ("; ≥ = a lower bound (the tester's histogram of valid replies brackets that percentile of "
                   "all queries)")

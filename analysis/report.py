@@ -18,6 +18,7 @@ from .joinkey import JoinKey
 from .latency import latency_table, resolution_text
 from .measured_bottleneck import Comparison, comparisons, measured_tables, point_at
 from .mlrsearch import MLRSEARCH, mlrsearch_tables
+from .procedures import latency_tables, procedure_figures
 from .series import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
 from .tables import Table, comparison_tables, throughput_table
@@ -35,7 +36,7 @@ def tables_of(campaign: Campaign) -> list[Table]:
     agreement = agreement_table(campaign.series)
     tables += [agreement] if agreement is not None else []
     return (tables + sessions_tables(campaign.series, campaign.records)
-            + measured_tables(campaign.series))
+            + measured_tables(campaign.series) + latency_tables(campaign.records))
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
@@ -67,8 +68,10 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
         text += f"\n{resolution_text(latencies)}\n"
     report = out_dir / "report.md"
     report.write_text(text)
-    html = html_report(campaign, records, tables, verdicts, figures)
+    procedures = latency_tables(records)  # RFC 8219's procedures: a section of their own in report.html
+    html = html_report(campaign, records, [t for t in tables if t not in procedures], verdicts, figures)
     html.latency, html.latency_note = latency, resolution_text(latencies)
+    html.procedures = procedures
     write_html(html, out_dir / "report.html")
     return report, text
 
@@ -93,7 +96,9 @@ def _figures(campaign: Campaign, evidences: list[Evidence], latencies: list[Late
                               True))
     made = latency_plot(latencies, out_dir / "latency.png")
     if made:
-        figures.append(Figure("Typical and worst-case latency at the median throughput rate", made, True))
+        figures.append(Figure("Idle-capture latency at the median throughput rate (the idle runs, whole "
+                              "trials; not RFC 8219 §7.2's procedure)", made, True))
+    figures += [Figure(caption, path, True) for caption, path in procedure_figures(campaign.records, out_dir)]
     for evidence in evidences:
         per_dut = idle_per_dut(evidence, out_dir)
         figures += [Figure(caption, path) for caption, path in per_dut]

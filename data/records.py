@@ -4,7 +4,9 @@ read back (JSON Schema: data/schema/store.schema.json; prose: docs/results.md).
 Every line of a store is one record: an envelope (key, type, campaign, setup, cores, DUT, tester, host and
 the implementation label) and a body by type: "trial" (one trial of a search), "search" (one search's
 outcome), "summary" (a repeated search at one core count), "idle-run" (one full-length trial at the median
-rate with per-second CPU samples) and "idle-mean" (the per-second mean of the idle runs).
+rate with per-second CPU samples), "idle-mean" (the per-second mean of the idle runs) and "procedure-trial"
+(one trial of an RFC 8219 latency, PDV or frame loss rate procedure at the found throughput:
+scripts.procedures).
 
 Version 2 added the "implementation" label to the envelope, version 3 "sessions", the tester's distinct
 flows, version 4 (this module) "rate_of" on the idle records (which search's median they offered, and
@@ -171,6 +173,15 @@ def idle_run_key(setup: str, cores: int, run: int, sessions: int | None = None) 
 
 def idle_mean_key(setup: str, cores: int, sessions: int | None = None) -> str:
     return f"idle-mean:{sweep_point(setup, cores, sessions)}"
+
+
+def procedure_key(setup: str, cores: int, sessions: int | None, search: str, method: str, procedure: str,
+                  repetition: int, fraction: float | None = None) -> str:
+    """One trial of a [[procedure]]: "procedure:setup/coresN[/sessionsS]/search/method/kind/repR", with
+    "/at0.9" (the fraction of the throughput) for a frame loss rate step."""
+    step = "" if fraction is None else f"/at{fraction:g}"
+    point = sweep_point(setup, cores, sessions)
+    return f"procedure:{point}/{search}/{method}/{procedure}/rep{repetition}{step}"
 
 
 def _need(data: dict[str, Any], name: str, kind: type | tuple[type, ...], key: str) -> Any:
@@ -612,9 +623,40 @@ class TrialFailed(FlatRecord):
     failure: dict[str, Any]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProcedureTrial(FlatRecord):
+    """One trial of an RFC 8219 procedure ([[procedure]] of a campaign, scripts.procedures) at a rate set by
+    a search's median throughput: procedure ("latency" §7.2, "pdv" §7.3, "flr" frame loss rate §7.4 / RFC
+    2544 §26.3); repetition (from 1); fraction: of the throughput the rate is (FLR steps; 1.0 otherwise);
+    throughput_qps: the search's median it is a fraction of, queries/s; rate_qps: the rate offered,
+    queries/s; duration_s, s; spec: the procedure's settings as the campaign file gave them; result as in
+    TrialEntry plus rest_before_s and wall_s; raw: the tester's JSON (None for a simulated DUT); rate_of:
+    which search's median it is, a lower bound or partial."""
+
+    TYPE: ClassVar[str] = "procedure-trial"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("procedure", "procedure", str), ("repetition", "repetition", int), ("fraction", "fraction", NUMBER),
+        ("throughput_qps", "throughput_qps", NUMBER), ("rate_qps", "rate_qps", NUMBER),
+        ("duration_s", "duration_s", NUMBER), ("spec", "spec", dict), ("result", "trial", dict),
+        ("raw", "raw", OPTIONAL_DICT), ("rate_of", "rate_of", (dict, RateOf)))
+    procedure: str
+    repetition: int
+    fraction: float
+    throughput_qps: float
+    rate_qps: float
+    duration_s: float
+    spec: dict[str, Any]
+    result: dict[str, Any]
+    raw: dict[str, Any] | None
+    rate_of: RateOf
+
+    def __post_init__(self) -> None:
+        _rate_of(self)
+
+
 READERS: dict[str, Callable[[dict[str, Any]], Record]] = {  # type -> reader
     cls.TYPE: cls.from_json
-    for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean, TrialFailed)}
+    for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean, TrialFailed, ProcedureTrial)}
 
 
 def record_from_json(data: dict[str, Any]) -> Record:

@@ -1,6 +1,7 @@
 """Run a campaign unattended: every setup x core count x tester sessions x search settings x method, R
 repetitions each,
-then the CPU-idle capture; every trial appended (fsync'ed) to the JSON Lines store as it finishes.
+then the CPU-idle capture and the RFC 8219 procedures (scripts.procedures); every trial appended (fsync'ed)
+to the JSON Lines store as it finishes.
 
 Resume: the campaign is deterministic given its trials' results, so a rerun replays it from the start,
 taking each trial already in the store instead of measuring it (no environment is built until a trial is
@@ -28,6 +29,7 @@ from ..data.records import (
     Context,
     IdleMean,
     IdleRun,
+    ProcedureTrial,
     Provenance,
     RateOf,
     Record,
@@ -56,6 +58,7 @@ from .environments.registry import make_environment
 from .hostinfo import host_info, suite_build
 from .measurers import ComponentFailure
 from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s
+from .procedures import ProcedureRun, procedure_time_s
 from .search import (
     OK,
     RFC8219,
@@ -145,11 +148,19 @@ def eta_estimates(campaign: Campaign, plan: list[ConfigKey], overheads: Mapping[
         found = overheads.get(key.setup)
         trials = estimate_search_trials(settings, key.method) if found is not None else 0.0
         searches.append(estimate_search_s(settings, key.method) + (trials_overhead_s(found, trials) or 0.0))
+    procedures = procedures_estimate_s(campaign, plan)
     if not campaign.idle.runs:
-        return searches, 0.0
+        return searches, procedures
     extra_idle = sum(idle_overhead_s(overheads.get(setup), runs) or 0.0
                      for setup, runs in idle_runs(campaign, plan).items())
-    return searches, idle_estimate_s(campaign, plan) + extra_idle
+    return searches, idle_estimate_s(campaign, plan) + extra_idle + procedures
+
+
+def procedures_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
+    """Trial time of every [[procedure]] of a plan, s: per (setup, cores, sessions) point, each procedure's
+    trials x (duration + rest)."""
+    return idle_configurations(plan) * sum(procedure_time_s(spec, campaign.settings(spec.search).rest_s)
+                                           for spec in campaign.procedures)
 
 
 @dataclass
@@ -289,7 +300,7 @@ class Recorder:
         self.keys = {r.key for r in stored}
         # The context of every trial and idle run, stored or new: what a summary of them takes.
         self.contexts: dict[str, Context] = {r.key: r.context for r in stored
-                                             if isinstance(r, TrialEntry | IdleRun)}
+                                             if isinstance(r, TrialEntry | IdleRun | ProcedureTrial)}
         self.new_trials = 0
 
     def context(self, session: SetupSession) -> Context:
@@ -308,11 +319,11 @@ class Recorder:
 
     def append(self, record: Record) -> None:
         if record.key not in self.keys:
-            if self.guard is not None and isinstance(record, TrialEntry | IdleRun):
+            if self.guard is not None and isinstance(record, TrialEntry | IdleRun | ProcedureTrial):
                 self.guard(record)
             self.store.append(record)
             self.keys.add(record.key)
-            if isinstance(record, TrialEntry | IdleRun):
+            if isinstance(record, TrialEntry | IdleRun | ProcedureTrial):
                 self.contexts[record.key] = record.context
 
     def trial(self, record: TrialRecord, config: ConfigKey, session: SetupSession) -> None:
@@ -429,7 +440,7 @@ class CampaignRun:
                          "not measured again")
         replay = {(t.search.id, t.search.step): _trial_record(t) for t in trials}
         self.completed = completed_searches(stored, replay)
-        idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun)}
+        idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun | ProcedureTrial)}
         try:
             for setup in c.setups:
                 self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing,
@@ -452,6 +463,7 @@ class CampaignRun:
                             self._run_config(session, config)
                     if self.campaign.idle.runs:
                         IdleCapture(self._recorder(), self.results, session, idle_stored).run()
+                    ProcedureRun(self._recorder(), self.results, session, idle_stored).run()
         finally:
             session.close()
 

@@ -1,5 +1,5 @@
-"""Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture,
-validated up front and turned into a `Campaign`.
+"""Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture x
+RFC 8219 procedures ([[procedure]]: scripts.procedures), validated up front and turned into a `Campaign`.
 
 Every table rejects keys it does not know, so a typo fails at once with the key's name instead of running a
 38-hour campaign with a default. A [[setup]] table is its environment kind's to check (scripts/environments/:
@@ -22,6 +22,7 @@ from .environments.base import SetupSpec
 from .environments.options import OptionError, cpus, only
 from .environments.testerfit import check_local_sockets
 from .nat44 import Cycle
+from .procedures import ProcedureError, ProcedureSpec, parse_procedures
 from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
@@ -76,6 +77,7 @@ class Campaign:
     sha256: str
     sessions: tuple[int, ...] = ()
     server_io: str = "socket"
+    procedures: tuple[ProcedureSpec, ...] = ()  # [[procedure]] tables: latency, PDV, FLR (scripts.procedures)
 
     def session_counts(self) -> tuple[int | None, ...]:
         """The sweep's session counts in order; (None,) without a sweep."""
@@ -128,7 +130,7 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
 
 
 def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Campaign:
-    only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server"})
+    only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server", "procedure"})
     head = _table(data, "campaign")
     only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
     name = _str(head, "name", "[campaign]")
@@ -157,6 +159,10 @@ def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Camp
         raise CampaignFileError(f"[idle] search {idle.search!r} names no [[search]] table")
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
+    try:
+        procedures = parse_procedures(data.get("procedure"), [n for n, _ in searches], methods)
+    except ProcedureError as err:
+        raise CampaignFileError(str(err)) from None
     server_io = _server_io(_table(data, "server", required=False))
     setups = tuple(registry.kind(setup.kind).with_server_io(setup, server_io, _where(setup, i))
                    for i, setup in enumerate(_setups(data.get("setup"))))
@@ -171,7 +177,7 @@ def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Camp
                 check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
     campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                        campaign_sha256(data), sessions, server_io)
+                        campaign_sha256(data), sessions, server_io, procedures)
     cycles = trial_cycles(campaign)
     for i, setup in enumerate(setups):
         registry.kind(setup.kind).check_tester(setup, tester, most, cycles, _where(setup, i))
@@ -196,6 +202,9 @@ def trial_cycles(campaign: Campaign) -> list[Cycle]:
                        for duration, what in mlrsearch_trials(settings)]
     if campaign.idle.runs:
         cycles.append(Cycle(*campaign.idle_timing(), "the idle runs"))
+    for spec in campaign.procedures:
+        rest = spec.rest_s if spec.rest_s is not None else campaign.settings(spec.search).rest_s
+        cycles.append(Cycle(spec.duration_s, rest, f"the {spec.kind} procedure's trials"))
     return cycles
 
 

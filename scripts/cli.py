@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..analysis.procedures import compliance
 from ..data.records import implementation_label, steal_note
 from ..setups.cpulist import cpu_list_arg
 from .bench import DutStress, print_comparison, real, simulated
@@ -23,6 +24,7 @@ from .campaign import (
     idle_estimate_s,
     idle_runs,
     planned_searches,
+    procedures_estimate_s,
     sessions_text,
 )
 from .campaignfile import check_outstanding, load_campaign, parse_campaign
@@ -324,18 +326,35 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         extra_total += extra_idle
         print(f"  idle capture: {campaign.idle.runs} runs x {idle_configurations(plan)} configurations, "
               f"~{_hours(idle)}" + _overhead_text(extra_idle))
+    procedures = procedures_estimate_s(campaign, plan)
+    per_point = sum(spec.trials() for spec in campaign.procedures)
+    extra_procedures = sum(trials_overhead_s(overheads[name], per_point * points) or 0.0
+                           for name, points in _points(plan).items())
+    total += procedures + extra_procedures
+    extra_total += extra_procedures
+    for spec in campaign.procedures:
+        print(f"  {spec.kind} procedure: {spec.repetitions} repetitions x {len(spec.fractions)} step(s) of "
+              f"{spec.duration_s:g} s x {idle_configurations(plan)} configurations"
+              + (f" ({note})" if (note := compliance(spec.kind, spec.repetitions, spec.duration_s)) else ""))
     for name, found in overheads.items():
         print(f"  per-trial overhead of {name}: {found.per_trial_s:.2f} s ({found.source})")
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
     idle_total = idle_estimate_s(campaign, plan) if campaign.idle.runs else 0.0
     print(f"searches: ~{_hours(searches)} of trials; opening trials above the tester's reach: "
-          f"~{_hours(opening_total)}; idle capture: ~{_hours(idle_total)}; overhead beyond the trials: "
+          f"~{_hours(opening_total)}; idle capture: ~{_hours(idle_total)}; RFC 8219 procedures: "
+          f"~{_hours(procedures)}; overhead beyond the trials: "
           f"~{_hours(extra_total)}; total: ~{_hours(total)} (all of them; simulated setups take no real "
           "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
           f"per-trial noise; opening trials: with a tester that sends at most "
           f"{100 * PLAN_TESTER_FRACTION:.0f} % of max_rate_qps)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
+
+
+def _points(plan: list[Any]) -> dict[str, int]:
+    """Per setup, its (cores, sessions) points: where the idle capture and the procedures run."""
+    return {setup: len({(k.cores, k.sessions) for k in plan if k.setup == setup})
+            for setup in {k.setup for k in plan}}
 
 
 def _opening_text(extra: float) -> str:

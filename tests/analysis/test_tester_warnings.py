@@ -59,7 +59,7 @@ def test_a_store_without_warnings_says_none(tmp_path) -> None:
 def test_a_trial_record_with_warnings_matches_the_store_schema(tmp_path) -> None:
     import jsonschema
 
-    schema = json.loads((Path(__file__).resolve().parents[2] / "results" / "schema" / "store.schema.json")
+    schema = json.loads((Path(__file__).resolve().parents[2] / "data" / "schema" / "store.schema.json")
                         .read_text())
     trials = [json.loads(line) for line in store_with_warnings(tmp_path).read_text().splitlines()]
     trials = [t for t in trials if t["type"] == "trial"]
