@@ -255,7 +255,7 @@ def _server_io(server: dict[str, Any]) -> str:
 def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
     """The setup with [server] io applied: an emulated chain gets it as its `knot_io` option (a setup that
     sets knot_io itself must agree), a testbed its `server_io` (refused where a translator would drop Knot
-    XDP's replies: setups.testbed.chain.knot_xdp_refusal); loopback setups refuse XDP mode; a fake has no
+    XDP's replies: setups.testbed.knot.knot_xdp_refusal); loopback setups refuse XDP mode; a fake has no
     server."""
     where = f"[[setup]] #{index + 1} ({setup.name})"
     if setup.kind == "chain":
@@ -273,8 +273,8 @@ def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
         raise CampaignFileError(f"{where}: [server] io = \"xdp\" needs a network interface for Knot's XDP "
                                 "mode; a loopback setup has none: use a chain setup (or io = \"socket\")")
     if io == "xdp" and setup.kind == "testbed":
-        from ..setups.testbed.chain import knot_xdp_refusal
         from ..setups.testbed.inventory import load_inventory
+        from ..setups.testbed.knot import knot_xdp_refusal
 
         refusal = knot_xdp_refusal(load_inventory(str(setup.params["inventory"])))  # _check_testbed loaded it
         if refusal:

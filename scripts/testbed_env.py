@@ -77,7 +77,8 @@ class TestbedEnvironment(Environment):
         if self._chain is not None:
             return self._chain.preflight
         if self._preflight is None:
-            from ..setups.testbed.chain import machine_interfaces, plan, transport_for
+            from ..setups.testbed.bringup import plan
+            from ..setups.testbed.machine import machine_interfaces, transport_for
             from ..setups.testbed.preflight import check
 
             shell = transport_for(self._inv())
@@ -150,7 +151,8 @@ class TestbedEnvironment(Environment):
     def probe_trial_overhead(self) -> Overhead:
         """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which
         changes nothing there), plus the tester's reply timeout after its send window."""
-        from ..setups.testbed.chain import probe_trial_overhead, transport_for
+        from ..setups.testbed.chain import probe_trial_overhead
+        from ..setups.testbed.machine import transport_for
 
         shell = transport_for(self._inv())
         try:

@@ -12,22 +12,12 @@ from ...scripts.xlatperf import XDP_FIRST_PORT
 from ..chain import xdp_tester_binding
 from ..plan import BackendChoice, header
 from ..steps import Cmd, WriteFile
-from .chain import (
-    IO_MODES,
-    ORDER,
-    HostStep,
-    TestbedChain,
-    down_all,
-    hotplugs,
-    knot_ready_script,
-    leftovers,
-    machine_interfaces,
-    machine_topology,
-    plan,
-    samplers,
-    transport_for,
-)
+from .bringup import IO_MODES, plan
+from .chain import TestbedChain
+from .cleanup import down_all, leftovers
 from .inventory import DUTS, Inventory, load_inventory
+from .knot import knot_ready_script
+from .machine import ORDER, HostStep, hotplugs, machine_interfaces, machine_topology, samplers, transport_for
 from .preflight import check, summary_lines
 from .remote_run import remote_scripts
 from .undo import moving_nics, stop_testers, undo_line

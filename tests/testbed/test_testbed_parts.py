@@ -16,11 +16,13 @@ import pytest
 from sshnet import fake_irqs, fake_sysfs, irq_affinities, online_states
 
 from xlatbench.setups.steps import Cmd, Daemon, WriteFile, cmd
-from xlatbench.setups.testbed.chain import TestbedError, knot_xdp_refusal, plan
+from xlatbench.setups.testbed.bringup import plan
 from xlatbench.setups.testbed.cli import dry_run
 from xlatbench.setups.testbed.hotplug import Hotplug, HotplugError
 from xlatbench.setups.testbed.inventory import load_inventory
 from xlatbench.setups.testbed.irqs import IrqAffinity, IrqError, SavedIrqs
+from xlatbench.setups.testbed.knot import knot_xdp_refusal
+from xlatbench.setups.testbed.machine import TestbedError
 from xlatbench.setups.testbed.preflight import xdp_problems, xdp_report
 from xlatbench.setups.testbed.remote_idle import IdleSampler
 from xlatbench.setups.testbed.ssh import CONTROL_PREFIX, LocalShell, sweep_control_dirs
@@ -289,7 +291,7 @@ def test_sysctl_previous_value_is_restored(tmp_path: Path) -> None:
 def test_the_plan_leaves_a_hosts_ipv4_default_route_alone(topology: str) -> None:
     """tayga's CLAT/CE rule in emulation sends all IPv4 into its tun (`default dev TUN`); on a testbed, whose
     hosts have a default route of their own, only the server's test network goes there."""
-    from xlatbench.setups.testbed.chain import plan
+    from xlatbench.setups.testbed.bringup import plan
     from xlatbench.setups.testbed.inventory import parse_inventory
     from xlatbench.setups.testbed.preflight import planned_objects
 
