@@ -50,7 +50,7 @@ from ..results.records import (
 )
 from ..results.store import ResultStore
 from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
-from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
+from ..cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info, suite_build
 from .measurers import ComponentFailure

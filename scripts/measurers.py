@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..procs import dead_processes
-from .cpuload import read_jiffies, steal_between
+from ..cpuload import read_jiffies, steal_between
 from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from .trial import TrialResult, result_from_xlatperf
 from .xlatperf import TesterOptions, find_tester, flows, run_trial, source_first_port

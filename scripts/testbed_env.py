@@ -17,7 +17,7 @@ from ..setups.placement import OWN_HOSTS
 from ..setups.testbed.chain import HostLost
 from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
 from ..setups.testbed.remote_idle import IdleSampler
-from .cpuload import samples_within, trial_window
+from ..cpuload import samples_within, trial_window
 from .envs import Environment
 from .measurers import ChainMeasurer
 from .nat44 import Cycle, chain_refusal

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xlatbench.results.records import steal_note
-from xlatbench.scripts.cpuload import (
+from xlatbench.cpuload import (
     CpuSampler,
     mean_per_second,
     read_jiffies,
@@ -81,7 +81,7 @@ def test_idle_samples_are_cut_to_the_testers_schedule() -> None:
     middle lies inside [start_utc, start_utc + duration] stay, t_s counted from the schedule's start."""
     import datetime as dt
 
-    from xlatbench.scripts.cpuload import samples_within, trial_window
+    from xlatbench.cpuload import samples_within, trial_window
 
     start = dt.datetime.fromtimestamp(1000.0, dt.UTC).isoformat().replace("+00:00", "Z")
     window = trial_window({"header": {"start_utc": start}}, 3.0)
