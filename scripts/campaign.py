@@ -22,6 +22,8 @@ from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
 from ..analysis.series import series_of
 from ..analysis.tables import throughput_table
+from ..cpuload import CpuSampler, mean_per_second, samples_within, trial_window
+from ..failures import ComponentFailure
 from ..results.records import (
     CampaignRef,
     ConfigKey,
@@ -50,10 +52,8 @@ from ..results.records import (
 )
 from ..results.store import ResultStore
 from .campaignfile import Campaign, SetupSpec, make_environment, trial_cycles
-from ..cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .envs import Environment
 from .hostinfo import host_info, suite_build
-from .measurers import ComponentFailure
 from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import (
     OK,

@@ -6,19 +6,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..procs import dead_processes
 from ..cpuload import read_jiffies, steal_between
+from ..failures import ComponentFailure
+from ..procs import dead_processes
 from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from .trial import TrialResult, result_from_xlatperf
 from .xlatperf import TesterOptions, find_tester, flows, run_trial, source_first_port
 
 if TYPE_CHECKING:
     from ..setups.chain import Chain
-
-
-
-class ComponentFailure(RuntimeError):
-    """A process the trial depends on (knotd, a translator) died during it: the trial is void."""
 
 
 def check_components(dead: list[str], rate_qps: float, duration_s: float) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cpuload import samples_within, trial_window
 from ..setups.cpulist import parse_cpu_list
 from ..setups.placement import OWN_HOSTS
 from ..setups.testbed.chain import HostLost
 from ..setups.testbed.inventory import DUTS, Inventory, load_inventory
 from ..setups.testbed.remote_idle import IdleSampler
-from ..cpuload import samples_within, trial_window
 from .envs import Environment
 from .measurers import ChainMeasurer
 from .nat44 import Cycle, chain_refusal

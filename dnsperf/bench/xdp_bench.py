@@ -68,8 +68,8 @@ from typing import Any
 # The sibling script's reader of knotd's CPU time (python puts this script's directory first on the path).
 from knot_io_bench import cpu_seconds
 
-from xlatbench.paths import REPO_ROOT, build_dir, tester_binary
 from xlatbench.cpuload import read_jiffies, steal_between, usage_between
+from xlatbench.paths import REPO_ROOT, build_dir, tester_binary
 from xlatbench.scripts.measurers import LoopbackMeasurer
 from xlatbench.scripts.search import verdict
 from xlatbench.scripts.trial import DEFAULT_LOSS_RATIO, Measurer, TrialResult

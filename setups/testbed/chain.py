@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ...scripts.measurers import ComponentFailure
+from ...failures import ComponentFailure
 from ...zones.knot import KNOT_XDP_PROGRAM
 from .. import counters as counters_mod
 from ..backends import Backend

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
+from xlatbench.failures import ComponentFailure
 from xlatbench.procs import alive
 from xlatbench.results.store import ResultStore
 from xlatbench.scripts.envs import LoopbackEnvironment
-from xlatbench.scripts.measurers import ComponentFailure
 from xlatbench.scripts.xlatperf import TesterError, TesterOptions
 from xlatbench.zones.knot import loopback_rundir
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.results.records import steal_note
 from xlatbench.cpuload import (
     CpuSampler,
     mean_per_second,
@@ -18,6 +17,7 @@ from xlatbench.cpuload import (
     steal_between,
     usage_between,
 )
+from xlatbench.results.records import steal_note
 
 STAT_BEFORE = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\n"
 STAT_AFTER = "cpu  210 0 110 880 0 0 0 0 0 0\ncpu0 60 0 60 480 0 0 0 0 0 0\ncpu1 150 0 50 400 0 0 0 0 0 0\n"
