@@ -285,8 +285,8 @@ def _with_server_io(setup: SetupSpec, io: str, index: int) -> SetupSpec:
 
 def _check_tester_io(setup: SetupSpec, tester: TesterOptions, most: int, index: int) -> None:
     """[tester] io = "xdp" runs xlatperf's AF_XDP flows on the client host's interface: an emulated chain or
-    a testbed's client host places them (its tester_binding; another factory's chain is checked when it is
-    up); loopback setups refuse it; a fake runs no tester."""
+    a testbed's client host places them (setups.chain.place_tester; another factory's chain is checked when it
+    is up); loopback setups refuse it; a fake runs no tester."""
     if tester.io == "socket" or setup.kind == "fake":
         return
     where = f"[[setup]] #{index + 1} ({setup.name})"
@@ -296,10 +296,10 @@ def _check_tester_io(setup: SetupSpec, tester: TesterOptions, most: int, index: 
     chain = _chain_topology(setup)
     if chain is None:
         return
-    from ..setups.chain import xdp_tester_binding
+    from ..setups.chain import place_tester
 
     try:
-        xdp_tester_binding(chain, most, source_first_port(tester))
+        place_tester(chain, tester.io, most, source_first_port(tester))
     except ValueError as err:
         raise CampaignFileError(f"{where}: [tester] io = \"xdp\": {err}") from None
 

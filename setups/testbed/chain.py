@@ -25,12 +25,7 @@ from ...failures import ComponentFailure
 from ...zones.knot import KNOT_XDP_PROGRAM
 from .. import counters as counters_mod
 from ..backends import Backend
-from ..chain import (
-    READ_UDP_TIMEOUTS,
-    client_interface,
-    longest_udp_timeout,
-    xdp_tester_binding,
-)
+from ..chain import READ_UDP_TIMEOUTS, TesterPlace, client_interface, longest_udp_timeout, place_tester
 from ..plan import BackendChoice
 from ..steps import Daemon
 from ..transports import StepError
@@ -190,20 +185,16 @@ class TestbedChain:
                                f"link client-dut1 and that {hop} answers on it")
         return {"interface": iface, "gateway": hop, "mac": mac}
 
-    def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
-        """The tester options that place its flows on the client host for `io`: none for sockets; for
-        "xdp" the client's test interface (the inventory's name) and every flow's address and port
-        (setups.chain.xdp_tester_binding). The chain must have been brought up for that io (its journal
+    def tester_place(self, io: str, flows: int, first_port: int | None) -> TesterPlace:
+        """Where the tester sends from on the client host for `io` (setups.chain.place_tester, with the
+        inventory's interface name): nothing placed for sockets; for "xdp" the client's test interface and
+        every flow's address and port. An xdp tester needs the chain brought up for that io (its journal
         detaches the reply filter a killed tester leaves)."""
-        if io == "socket":
-            return ()
-        if io != "xdp":
-            raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
-        if self.tester_io != "xdp":
+        if io == "xdp" and self.tester_io != "xdp":
             raise ValueError("this testbed was brought up for a socket tester: its journal would not "
                              "remove the reply filter of a killed --io xdp tester; bring it up with "
                              "tester_io = 'xdp'")
-        return xdp_tester_binding(self.machine, flows, first_port)
+        return place_tester(self.machine, io, flows, first_port)
 
     def apply(self, role: str, steps: list[HostStep]) -> None:
         """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line
