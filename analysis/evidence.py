@@ -49,7 +49,7 @@ class Evidence:
     dut_cpus: per DUT, the CPUs it was confined to. test_cpus: CPUs the tester and Knot were pinned to
         (empty when not pinned or unknown).
     cpu_use: per CPU, mean over the runs and seconds of each /proc/stat column, %.
-    per_second: the idle-mean record's per-second averages (scripts.cpuload.mean_per_second).
+    per_second: the idle-mean record's per-second averages (xlatbench.cpuload.mean_per_second).
     failing: the failing trial just above rate_qps, or None when the store has none.
     single_threaded: a translator's recorded execution_model is one user-space thread per instance: one of
         them can use at most one CPU (None: a store from before execution_model was recorded, not known).

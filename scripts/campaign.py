@@ -23,6 +23,7 @@ from ..analysis.bounded import rate_text
 from ..analysis.evidence import evidence_from
 from ..analysis.series import series_of
 from ..analysis.tables import throughput_table
+from ..cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from ..data.records import (
     CampaignRef,
     ConfigKey,
@@ -51,12 +52,11 @@ from ..data.records import (
     utc_now,
 )
 from ..data.store import ResultStore
+from ..failures import ComponentFailure
 from .campaignfile import Campaign, trial_cycles
-from .cpuload import CpuSampler, mean_per_second, samples_within, trial_window
 from .environments.base import Environment, SetupSpec
 from .environments.registry import make_environment
 from .hostinfo import host_info, suite_build
-from .measurers import ComponentFailure
 from .overhead import Overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .procedures import ProcedureRun, procedure_time_s
 from .search import (

@@ -8,20 +8,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..cpuload import read_jiffies, steal_between
+from ..failures import ComponentFailure
 from ..procs import dead_processes
-from ..setups.chain import xdp_queue_problem
-from .cpuload import read_jiffies, steal_between
+from ..setups.chain import TesterPlace, xdp_queue_problem
 from .dnsperf import DnsperfOptions, dnsperf_argv, run_dnsperf, short_of_schedule
 from .trial import TrialResult, result_from_xlatperf
 from .xlatperf import TesterOptions, find_tester, flows, run_trial, source_first_port
 
 if TYPE_CHECKING:
     from ..setups.chain import Chain
-
-
-
-class ComponentFailure(RuntimeError):
-    """A process the trial depends on (knotd, a translator) died during it: the trial is void."""
 
 
 def check_components(dead: list[str], rate_qps: float, duration_s: float) -> None:
@@ -70,7 +66,8 @@ class ChainMeasurer:
     """xlatperf in the client host of an emulated chain, with the DUTs' CPU time and hop counters per trial.
 
     chain: the emulated chain (already up).
-    tester: xlatperf options (io = "xdp": the chain places the AF_XDP flows, its `tester_binding`).
+    tester: xlatperf options; the chain says where the tester sends from (its `tester_place`: the AF_XDP
+        flows' interface and addresses, a MAP-T CE's address and ports).
     binary: xlatperf path (default: the build's, see xlatbench.paths).
     """
 
@@ -78,7 +75,7 @@ class ChainMeasurer:
     tester: TesterOptions = field(default_factory=TesterOptions)
     binary: Path | None = None
     last_tester_version: str | None = field(default=None, init=False)
-    binding: tuple[str, ...] = field(default=(), init=False)
+    place: TesterPlace = field(default_factory=TesterPlace, init=False)
 
     def __post_init__(self) -> None:
         if not hasattr(self.chain, "max_flows"):
@@ -91,13 +88,14 @@ class ChainMeasurer:
                              f"but the {self.chain.topology} chain carries only {max_flows} flows "
                              "(a MAP-T port set, or a PLAT's one public address): lower threads or "
                              "ports_per_thread")
+        place = getattr(self.chain, "tester_place", None)
+        if place is not None:
+            self.place = place(self.tester.io, count, source_first_port(self.tester))
+        elif self.tester.io != "socket":
+            raise ValueError(f"the {self.chain.topology} chain ({type(self.chain).__name__}) cannot "
+                             f"place the tester's flows for io = {self.tester.io!r} (it has no "
+                             "tester_place): use io = 'socket'")
         if self.tester.io != "socket":
-            place = getattr(self.chain, "tester_binding", None)
-            if place is None:
-                raise ValueError(f"the {self.chain.topology} chain ({type(self.chain).__name__}) cannot "
-                                 f"place the tester's flows for io = {self.tester.io!r} (it has no "
-                                 "tester_binding): use io = 'socket'")
-            self.binding = tuple(place(self.tester.io, count, source_first_port(self.tester)))
             check_client_queues(self.chain, self.tester)
 
     def measure(self, duration_s: float, rate_qps: float) -> TrialResult:
@@ -106,7 +104,7 @@ class ChainMeasurer:
         components = self.chain.component_pids()
         ticks = read_jiffies()
         doc = run_trial(self.chain.client_argv([]), binary, self.chain.server_address, rate_qps, duration_s,
-                        self.tester, self.binding)
+                        self.tester, self.place)
         steal = steal_between(ticks, read_jiffies())
         check_components(self.chain.gone(components), rate_qps, duration_s)
         entries = getattr(self.chain, "conntrack_entries", None)  # optional: the emulated chain's

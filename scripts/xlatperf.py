@@ -1,5 +1,9 @@
 """Running the xlatperf tester: its command line, its JSON, its version, and the rules its options obey
-(one place: campaign files, `xlatbench trial/search` and the measurers all build TesterOptions)."""
+(one place: campaign files, `xlatbench trial/search` and the measurers all build TesterOptions).
+
+This is the one module that writes xlatperf's options (tests/test_architecture.py): a chain says where the
+tester sends from (setups.chain.TesterPlace) and `xlatperf_argv` turns that, with the trial's settings, into
+the command line; the limits of the tester's own flows (MAX_XDP_FLOWS, XDP_FIRST_PORT) live here too."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from typing import Any
 
 from ..paths import tester_binary
 from ..procs import TESTER_JSON_PREFIX
-from ..setups.chain import MAX_XDP_FLOWS
+from ..setups.chain import TesterPlace, TesterSource
 
 # Beyond its own bound (xlatperf_bound_s) the tester needs time to start (sockets, rings, threads) and to
 # write its JSON; a tester still running after both is broken, and the harness ends it.
@@ -35,6 +39,10 @@ MAX_OUTSTANDING_PER_SOCKET = 32768
 # How xlatperf's queries leave and its replies arrive (its --io): the kernel's UDP sockets, or AF_XDP on the
 # client host's interface (docs/tester.md, "--io xdp").
 TESTER_IO = ("socket", "xdp")
+
+# xlatperf's flows with --io xdp: -K up to 2^24 (dnsperf/src/options.cpp); beyond one address's ports a
+# chain deals them over several client addresses (setups.chain.xdp_flow_sources).
+MAX_XDP_FLOWS = 1 << 24
 
 # AF_XDP flows have no socket to pick a port: without [tester] first_port they start here (fixed ports, the
 # same flows every trial). xlatperf's --io xdp binds one interface queue per thread pair; a chain binds
@@ -155,15 +163,42 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+def _ports(ranges: tuple[tuple[int, int], ...]) -> list[str]:
+    return [f"{first}-{last}" for first, last in ranges]
+
+
+def _source(source: TesterSource) -> str:
+    """`--source`'s value: ADDRESS or FIRST-LAST, then each port range."""
+    where = source.first if source.first == source.last else f"{source.first}-{source.last}"
+    return ",".join([where, *_ports(source.ports)])
+
+
+def place_args(place: TesterPlace) -> list[str]:
+    """xlatperf's options for where it sends from (a chain's `tester_place`): the AF_XDP interface, then the
+    sources. One CE played: bound to its MAP address, sockets on consecutive ports from the start of its
+    port set (thread i socket j: first + i*K + j). Several CEs, or AF_XDP flows over addresses: one
+    `--source ADDRESS[-LAST],FIRST-LAST...` each (xlatperf deals socket g = i*K + j to source g mod N)."""
+    args = ["--xdp-interface", place.interface] if place.interface else []
+    if place.ce and len(place.sources) == 1:
+        (ce,) = place.sources
+        return [*args, "--bind", ce.first, "--first-port", str(ce.ports[0][0])]
+    for source in place.sources:
+        args += ["--source", _source(source)]
+    return args
+
+
 def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: float,
-                  options: TesterOptions, json_path: str | Path, binding: tuple[str, ...] = ()) -> list[str]:
-    """xlatperf's command line for one trial. binding: the client host's placement of the flows (a chain's
-    `tester_binding`: for io = "xdp" the interface and every flow's address and ports); when given it carries
-    the source ports, so --first-port is left to it."""
+                  options: TesterOptions, json_path: str | Path,
+                  place: TesterPlace | None = None) -> list[str]:
+    """xlatperf's command line for one trial. place: where it sends from in the client host (a chain's
+    `tester_place`: for io = "xdp" the interface and every flow's address and ports, for a tester playing
+    MAP-T CEs their addresses and port sets); when it names sources they carry the source ports, so
+    [tester] first_port is left out."""
+    place = place or TesterPlace()
     argv = [str(binary), "--server", server, "--port", str(options.port), "--rate", _num(rate_qps),
             "--duration", _num(duration_s), "--threads", str(options.threads),
             "--ports-per-thread", str(options.ports_per_thread), "--timeout", _num(options.timeout_s)]
-    optional = (("--first-port", None if binding else options.first_port),
+    optional = (("--first-port", None if place.sources else options.first_port),
                 ("--sender-cpus", options.sender_cpus), ("--receiver-cpus", options.receiver_cpus),
                 ("--rcvbuf", options.rcvbuf_bytes), ("--sndbuf", options.sndbuf_bytes),
                 ("--domain", options.domain), ("--qtype", options.qtype), ("--subnet", options.subnet))
@@ -172,7 +207,7 @@ def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: 
             argv += [flag, str(value)]
     if options.io != "socket":  # the default, and a tester build older than --io knows no such option
         argv += ["--io", options.io]
-    return [*argv, *binding, *options.extra_args, "--json", str(json_path), "--quiet"]
+    return [*argv, *place_args(place), *options.extra_args, "--json", str(json_path), "--quiet"]
 
 
 def _extra_value(extra_args: tuple[str, ...], flag: str, default: float) -> float:
@@ -203,8 +238,8 @@ def xlatperf_bound_s(duration_s: float, options: TesterOptions) -> float:
 
 
 def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float, duration_s: float,
-              options: TesterOptions, binding: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`; `binding`: see xlatperf_argv)
+              options: TesterOptions, place: TesterPlace | None = None) -> dict[str, Any]:
+    """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`; `place`: see xlatperf_argv)
     and return its JSON.
 
     A tester that cannot keep up stops its senders at its own bound and reports a tester-limited trial, which
@@ -214,7 +249,7 @@ def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float,
     fd, json_name = tempfile.mkstemp(prefix=f"{TESTER_JSON_PREFIX}{os.getpid()}-", suffix=".json")
     os.close(fd)
     json_path = Path(json_name)
-    argv = [*wrap, *xlatperf_argv(binary, server, rate_qps, duration_s, options, json_path, binding)]
+    argv = [*wrap, *xlatperf_argv(binary, server, rate_qps, duration_s, options, json_path, place)]
     limit_s = xlatperf_bound_s(duration_s, options) + STARTUP_ALLOWANCE_S
     try:
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -1,13 +1,15 @@
 """The chain the measurement code drives (docs/ARCHITECTURE.md): the protocol both worlds implement
-(xlatbench.setups.emulation.chain, xlatbench.setups.testbed.chain), the tester binding for MAP-T CEs and the
-placement of the tester's AF_XDP flows in the client host."""
+(xlatbench.setups.emulation.chain, xlatbench.setups.testbed.chain) and where the tester sends from in the
+client host (`TesterPlace`: its interface, addresses and ports, CE or not), which the measurement turns into
+the tester's command line (scripts.xlatperf: setups/ writes no tester option)."""
 
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from typing import Protocol
 
-from .mapt import MapCe, tester_port_ranges
+from .mapt import tester_port_ranges
 from .topology import Topology
 
 
@@ -26,8 +28,8 @@ class Chain(Protocol):
     def counters(self) -> dict[str, dict[str, int]]: ...
     # Optional (both worlds have it): nat44_udp_timeout() -> (seconds, where) | None, how long conntrack
     # keeps a replied UDP mapping in the MAP-T CE's NAT44 namespace (None: no CE NAT44, or unreadable).
-    # Optional (emulation): tester_binding(io, flows, first_port) -> tuple[str, ...], the tester options that
-    # place its flows in the client host for that io ("socket": none; "xdp": xdp_tester_binding).
+    # Optional (both worlds have it; a chain without it takes socket testers that need no placing):
+    # tester_place(io, flows, first_port) -> TesterPlace, where the tester sends from for that io.
     # Optional (emulation): conntrack_entries() -> {dut host: count}, each DUT's conntrack entries now.
     # Optional (both worlds have it): client_receive_queues() -> (interface, queues | None), the client's
     # interface toward the chain and its receive queues (None: unreadable), checked before an AF_XDP tester
@@ -50,22 +52,36 @@ def longest_udp_timeout(output: str) -> float | None:
     return max(values) if values else None
 
 
-def ce_tester_args(ces: tuple[MapCe, ...]) -> list[str]:
-    """xlatperf options that make it the MAP-T CEs `ces`, ports from mapt.tester_port_ranges (the MAP
-    arithmetic; `max_flows` keeps the sockets inside them).
+TESTER_IO = ("socket", "xdp")  # how the tester's queries leave: UDP sockets, or AF_XDP on an interface
 
-    One CE: bound to its MAP address, sockets on consecutive ports from the start of its port set (thread i
-    socket j: first + i*K + j). Several: one `--source MAP-ADDRESS,FIRST-LAST...` per CE, and xlatperf deals
-    socket g = i*K + j to CE g mod N, each CE's ports in order."""
-    if not ces:
-        return []
-    ranges = tester_port_ranges(ces)
-    if len(ces) == 1:
-        return ["--bind", ces[0].map_address, "--first-port", str(ranges[0][0][0])]
-    args = []
-    for ce, its_ranges in zip(ces, ranges, strict=True):
-        args += ["--source", ",".join([ce.map_address, *(f"{first}-{last}" for first, last in its_ranges)])]
-    return args
+
+@dataclass(frozen=True)
+class TesterSource:
+    """Consecutive addresses the tester sends from, first..last (one address: first == last), and the
+    source port ranges (first, last), inclusive, each of them gives the tester's flows."""
+
+    first: str
+    last: str
+    ports: tuple[tuple[int, int], ...]
+    __test__ = False  # a name pytest would otherwise try to collect
+
+
+@dataclass(frozen=True)
+class TesterPlace:
+    """Where the tester sends from in the client host of a chain (a chain's `tester_place`): the measurement
+    turns it, with the trial's settings, into the tester's command line (scripts.xlatperf).
+
+    interface: for AF_XDP, the client host's interface toward the chain (None: the kernel's sockets).
+    sources: the addresses and ports the flows use (empty: the client address, ports as the tester's options
+        say: ephemeral, or consecutive from its first_port).
+    ce: the tester plays the MAP-T CEs of `sources` (their MAP addresses and port sets): one CE's sockets
+        take consecutive ports from its set's start, several CEs' sockets are dealt round-robin over them.
+    """
+
+    interface: str | None = None
+    sources: tuple[TesterSource, ...] = ()
+    ce: bool = False
+    __test__ = False  # a name pytest would otherwise try to collect
 
 
 def sole_interface(chain: Topology, role: str, need: str) -> str:
@@ -109,21 +125,16 @@ def server_interface(chain: Topology) -> str:
     return sole_interface(chain, "server", "Knot's XDP mode needs")
 
 
-# xlatperf's flows with --io xdp: -K up to 2^24 (dnsperf/src/options.cpp); beyond one address's ports a
-# chain deals them over several client addresses (xdp_flow_sources).
-MAX_XDP_FLOWS = 1 << 24
-
-
 def xdp_flow_sources(chain: Topology, flows: int, first_port: int | None) -> tuple[tuple[str, ...], int]:
     """Where `flows` AF_XDP flows come from in the client host of `chain`: the fewest consecutive addresses
     from its client address whose ports first_port..65535 hold them (at most the chain's client_sources),
-    and the ports each address gets (the flows dealt evenly, as xlatperf deals them round-robin).
-    ValueError (one line) when that is impossible."""
+    and the ports each address gets (the flows dealt evenly, as the tester deals them round-robin).
+    ValueError (one line) when that is impossible. (How many flows the tester itself can run is the
+    tester's rule: scripts.xlatperf.MAX_XDP_FLOWS, checked with its options.)"""
     if first_port is None or not 0 < first_port < 65536:
         raise ValueError(f"the tester's AF_XDP flows need a first source port 1-65535, got {first_port}")
-    if not 0 < flows <= MAX_XDP_FLOWS:
-        raise ValueError(f"the tester's AF_XDP flows must number 1-{MAX_XDP_FLOWS} (xlatperf --io xdp), "
-                         f"got {flows}")
+    if flows < 1:
+        raise ValueError(f"the tester's AF_XDP flows must number at least 1, got {flows}")
     per_address = 65536 - first_port
     count = -(-flows // per_address)
     if count > chain.client_sources:
@@ -137,17 +148,24 @@ def xdp_flow_sources(chain: Topology, flows: int, first_port: int | None) -> tup
     return tuple(str(first + i) for i in range(count)), -(-flows // count)
 
 
-def xdp_tester_binding(chain: Topology, flows: int, first_port: int | None) -> tuple[str, ...]:
-    """xlatperf options that place its AF_XDP flows (`--io xdp`) in the client host of `chain`: the interface
-    toward the chain, and every flow's address and port (a flow has no socket to pick either). A tester that
-    plays MAP-T CEs (`br`) takes their addresses and port sets (ce_tester_args, which the chain adds to every
-    tester command line); any other sends from the client address, ports first_port .. first_port + flows - 1,
-    and beyond one address's ports from the next addresses too (xdp_flow_sources: `--source FIRST-LAST,PORTS`,
-    one source per address). ValueError (one line) when that is impossible."""
-    binding = ("--xdp-interface", client_interface(chain))
+def place_tester(chain: Topology, io: str, flows: int, first_port: int | None) -> TesterPlace:
+    """Where the tester sends from in the client host of `chain` for `io` ("socket" or "xdp"), with `flows`
+    flows from `first_port` (the tester options' rule: None for ephemeral ports). A tester that plays MAP-T
+    CEs (`br`) sends from their MAP addresses and port sets (mapt.tester_port_ranges), whatever its io; any
+    other needs nothing placed for sockets, and for AF_XDP sends from the client address, ports first_port
+    .. first_port + flows - 1, and beyond one address's ports from the next addresses too (xdp_flow_sources).
+    ValueError (one line) when that is impossible or `io` is unknown."""
+    if io not in TESTER_IO:
+        raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
+    interface = client_interface(chain) if io == "xdp" else None
     if chain.tester_ces:
-        return binding
+        ranges = tester_port_ranges(chain.tester_ces)
+        sources = tuple(TesterSource(ce.map_address, ce.map_address, tuple(its))
+                        for ce, its in zip(chain.tester_ces, ranges, strict=True))
+        return TesterPlace(interface, sources, ce=True)
+    if interface is None:
+        return TesterPlace()
     addresses, ports = xdp_flow_sources(chain, flows, first_port)
     assert first_port is not None  # xdp_flow_sources refused None
-    where = addresses[0] if len(addresses) == 1 else f"{addresses[0]}-{addresses[-1]}"
-    return (*binding, "--source", f"{where},{first_port}-{first_port + ports - 1}")
+    return TesterPlace(interface, (TesterSource(addresses[0], addresses[-1],
+                                                ((first_port, first_port + ports - 1),)),))

@@ -48,6 +48,14 @@ def start_time(pid: int) -> int | None:
 TESTER_JSON_PREFIX = "xlatperf-"  # + controller pid + "-": a trial's JSON file in the temporary directory
 
 
+def is_tester_json(argument: str) -> bool:
+    """Whether a command-line argument names a trial's JSON file as the controller makes it (a file whose
+    name starts with TESTER_JSON_PREFIX and ends in .json): what a wrapper running the tester elsewhere
+    fetches back (setups.testbed.remote_run)."""
+    name = Path(argument).name
+    return name.startswith(TESTER_JSON_PREFIX) and name.endswith(".json")
+
+
 def sweep_stale_json() -> list[str]:
     """Remove our trial JSON files (and the `.tmp-PID` files xlatperf writes before renaming them) whose
     controller (the pid in the name) no longer runs; returns them."""

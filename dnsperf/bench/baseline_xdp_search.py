@@ -47,7 +47,7 @@ from typing import Any
 from knot_io_bench import cpu_seconds
 from xdp_bench import end_counters
 
-from xlatbench.scripts.cpuload import read_jiffies, usage_between
+from xlatbench.cpuload import read_jiffies, usage_between
 from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.search import rfc8219_search, verdict
 from xlatbench.scripts.search.runner import TrialRunner

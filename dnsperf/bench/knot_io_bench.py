@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xlatbench.scripts.cpuload import read_jiffies, usage_between
+from xlatbench.cpuload import read_jiffies, usage_between
 from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.emulation import EmulatedChain, EmulationConfig

@@ -69,8 +69,8 @@ from typing import Any
 from knot_io_bench import cpu_seconds
 from xdplink import SERVER_V4, TESTER_V4, XdpLink, xdp_link
 
+from xlatbench.cpuload import read_jiffies, steal_between, usage_between
 from xlatbench.paths import REPO_ROOT, build_dir, tester_binary
-from xlatbench.scripts.cpuload import read_jiffies, steal_between, usage_between
 from xlatbench.scripts.measurers import LoopbackMeasurer
 from xlatbench.scripts.search import verdict
 from xlatbench.scripts.trial import DEFAULT_LOSS_RATIO, Measurer, TrialResult

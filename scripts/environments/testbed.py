@@ -13,12 +13,13 @@ import argparse
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ...cpuload import samples_within, trial_window
 from ...setups.cpulist import parse_cpu_list
 from ...setups.placement import OWN_HOSTS
-from ...setups.testbed.chain import HostLost, knot_xdp_refusal
+from ...setups.testbed.chain import HostLost
 from ...setups.testbed.inventory import DUTS, Inventory, InventoryError, load_inventory
+from ...setups.testbed.knot import knot_xdp_refusal
 from ...setups.testbed.remote_idle import IdleSampler
-from ..cpuload import samples_within, trial_window
 from ..measurers import ChainMeasurer
 from ..nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, chain_refusal
 from ..overhead import Overhead
@@ -80,7 +81,8 @@ class TestbedEnvironment(Environment):
         if self._chain is not None:
             return self._chain.preflight
         if self._preflight is None:
-            from ...setups.testbed.chain import machine_interfaces, plan, transport_for
+            from ...setups.testbed.bringup import plan
+            from ...setups.testbed.machine import machine_interfaces, transport_for
             from ...setups.testbed.preflight import check
 
             shell = transport_for(self._inv())
@@ -153,7 +155,8 @@ class TestbedEnvironment(Environment):
     def probe_trial_overhead(self) -> Overhead:
         """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which
         changes nothing there), plus the tester's reply timeout after its send window."""
-        from ...setups.testbed.chain import probe_trial_overhead, transport_for
+        from ...setups.testbed.chain import probe_trial_overhead
+        from ...setups.testbed.machine import transport_for
 
         shell = transport_for(self._inv())
         try:
@@ -226,7 +229,7 @@ class TestbedKind(EnvironmentKind):
 
     def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
         """[server] io as the environment's server_io; XDP mode refused where a translator would drop Knot
-        XDP's replies (setups.testbed.chain.knot_xdp_refusal)."""
+        XDP's replies (setups.testbed.knot.knot_xdp_refusal)."""
         if io != "xdp":
             return setup
         refusal = knot_xdp_refusal(load_inventory(str(setup.params["inventory"])))  # check() loaded it

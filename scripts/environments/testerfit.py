@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...setups.chain import xdp_tester_binding
+from ...setups.chain import place_tester
 from ...setups.mapt import MapCe
 from ...setups.topology import NAT44_PORTS, Plat
 from ..nat44 import Cycle, UdpTimeout, ephemeral_refusal
@@ -31,7 +31,7 @@ def check_chain(chain: Any, setup: str, where: str, tester: TesterOptions, most:
     UDP conntrack timeout (read only when it matters)."""
     if tester.io != "socket":
         try:
-            xdp_tester_binding(chain, most, source_first_port(tester))
+            place_tester(chain, tester.io, most, source_first_port(tester))
         except ValueError as err:
             raise OptionError(f"{where}: [tester] io = \"xdp\": {err}") from None
     limit = chain.max_flows()

@@ -11,12 +11,12 @@ from .. import counters as counters_mod
 from ..chain import (
     LIST_RECEIVE_QUEUES,
     READ_UDP_TIMEOUTS,
-    ce_tester_args,
+    TesterPlace,
     client_interface,
     longest_udp_timeout,
+    place_tester,
     receive_queue_count,
     xdp_flow_sources,
-    xdp_tester_binding,
 )
 from . import rootsysctl
 from .cleanup import down
@@ -83,37 +83,27 @@ class EmulatedChain:
         return info
 
     def client_argv(self, argv: list[str]) -> list[str]:
-        """`argv` (a tester command line, or [] for a prefix the caller appends it to) run in the client.
+        """`argv` (a tester command line, or [] for a prefix the caller appends it to) run in the client."""
+        return ["ip", "netns", "exec", self.emulation.netns_of["client"], *argv]
 
-        In the `br` topology the tester plays a MAP-T CE: its command line gets the CE's binding
-        (ce_tester_args) appended, through `sh -c 'exec "$@" ...'` so that it also follows a command
-        appended after the prefix."""
-        wrap = ["ip", "netns", "exec", self.emulation.netns_of["client"]]
-        binding = ce_tester_args(self.emulation.topology.tester_ces)
-        if binding:
-            wrap += ["sh", "-c", 'exec "$@" ' + " ".join(binding), "xlatperf-as-ce"]
-        return [*wrap, *argv]
-
-    def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
-        """The tester options that place its flows in the client namespace for `io`: none for sockets; for
-        "xdp" the client's veth toward the chain and every flow's address and port (xdp_tester_binding).
-        With xdp the client's interface gets every source address the flows use (so the first hop's ARP or ND
-        for them is answered), and the kernel's conntrack table is sized for the flows (root sysctls under
-        this chain's lease, restored by `down`)."""
-        if io == "socket":
-            return ()
-        if io != "xdp":
-            raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
+    def tester_place(self, io: str, flows: int, first_port: int | None) -> TesterPlace:
+        """Where the tester sends from in the client namespace for `io` (setups.chain.place_tester: the CEs
+        it plays in `br`, else nothing for sockets, and for "xdp" the client's veth toward the chain and
+        every flow's address and port). With xdp the client's interface gets every source address the flows
+        use (so the first hop's ARP or ND for them is answered), and the kernel's conntrack table is sized
+        for the flows (root sysctls under this chain's lease, restored by `down`)."""
         topology = self.emulation.topology
-        binding = xdp_tester_binding(topology, flows, first_port)
-        if not topology.tester_ces:
+        place = place_tester(topology, io, flows, first_port)
+        if io != "xdp":
+            return place
+        if not place.ce:
             addresses, _ = xdp_flow_sources(topology, flows, first_port)
             self._own_addresses(addresses[1:])
         # A kernel without conntrack has no table to size (and its DUTs no stateful NAT44 to run).
         table = rootsysctl.conntrack_table(flows) if Path(CONNTRACK_COUNT).exists() else {}
         wanted = {**self.emulation.root_sysctls(), **table}
         rootsysctl.acquire(self.prefix, wanted, list(self.emulation.netns_of.values()))
-        return binding
+        return place
 
     def _own_addresses(self, addresses: tuple[str, ...]) -> None:
         """Put `addresses` (beyond the client address) on the client's interface toward the chain."""

@@ -1,372 +1,74 @@
-"""A real testbed (four hosts over SSH) driven by an inventory: the plan per host, up, down, and
-`TestbedChain`, the Chain the measurement code drives (same protocol as EmulatedChain).
+"""`TestbedChain`, the Chain the measurement code drives on a real testbed (four hosts over SSH, driven by an
+inventory; same protocol as EmulatedChain): brought up with the plan (bringup.py), Knot (knot.py), taken down
+by cleanup.py, and read during trials (counters, CPU times, daemons, idle samples) over SSH.
 
-The topology's interface names are replaced by the inventory's; the MAP-T `napt` becomes a namespace on
-dut1 (`napt_netns`). Every change is recorded in the host's state file before it is made (undo.py), so
-`down` (also `xlatbench testbed down INVENTORY` after a kill -9 of the controller) removes exactly it.
+The topology's interface names are replaced by the inventory's (machine.py); the MAP-T `napt` becomes a
+namespace on dut1 (`napt_netns`). Every change is recorded in the host's state file before it is made
+(undo.py), so `down` (also `xlatbench testbed down INVENTORY` after a kill -9 of the controller) removes
+exactly it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import ipaddress
 import json
-import secrets
 import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from string import Template
-from typing import Any, TypeVar
+from typing import Any
 
-from ... import xdp
-from ...scripts.measurers import ComponentFailure
-from ...zones import KnotConfig
-from ...zones.knot import KNOT_XDP_PROGRAM, TEMPLATE, xdp_section
-from ...zones.zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET, query_name, write_zone
+from ...failures import ComponentFailure
+from ...zones.knot import KNOT_XDP_PROGRAM
 from .. import counters as counters_mod
-from ..backends import Counters, Deployment, RenderContext
+from ..backends import Counters
 from ..chain import (
     LIST_RECEIVE_QUEUES,
     READ_UDP_TIMEOUTS,
+    TesterPlace,
     client_interface,
     longest_udp_timeout,
+    place_tester,
     receive_queue_count,
-    server_interface,
-    xdp_tester_binding,
 )
-from ..plan import computing_backends, render_host, zero_checksum_dropper, zero_checksum_reason
-from ..steps import Cmd, Daemon, Step, WriteFile
-from ..topology import Endpoint, Host, Interface, Link, Topology
+from ..steps import Daemon
 from ..transports import StepError
-from .hotplug import Hotplug
+from .bringup import batch_script, check_io, plan
+from .cleanup import down_all, leftovers
 from .inventory import DUTS, Inventory
-from .irqs import IrqAffinity, SavedIrqs
+from .irqs import SavedIrqs
+from .knot import attached_xdp, knot_placement, knot_ready_script, server_test_interface
+from .machine import (
+    ORDER,
+    HostStep,
+    TestbedError,
+    each,
+    host_context,
+    hotplugs,
+    irq_hosts,
+    machine_interfaces,
+    machine_of,
+    machine_topology,
+    samplers,
+    transport_for,
+)
 from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
-from .remote_idle import IdleSampler, samples_from
-from .ssh import Shell, SshTransport, step_script
-from .undo import XdpRelease, down_script, guarded, moving_nics, pending, sysctl_snapshot
+from .remote_idle import samples_from
+from .ssh import SshTransport
+from .undo import moving_nics, sysctl_snapshot
 
-ORDER = ("dut1", "dut2", "server", "client")
 # One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
 COUNTERS_SCRIPT = ("ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; echo '#--'; "
                    "cat /proc/net/snmp")
-KNOT_UDP_WORKERS = 1
-TESTER_XDP_PROGRAM = "xlb_reply_filt"  # xlatperf's reply filter (dnsperf/src/xdp/bpf) as the kernel names it
-IO_MODES = ("socket", "xdp")
-T = TypeVar("T")
-HostStep = Step | XdpRelease  # what plan() gives a host: the topology's steps, Knot, the XDP journal lines
-
-
-class TestbedError(RuntimeError):
-    """The testbed cannot be brought up; the message names the host and what to do."""
-
-    __test__ = False  # not a pytest test class
 
 
 class HostLost(ComponentFailure):
     """A host did not answer over SSH, or gave no reading, while a trial needed it: the trial is void (like a
     dead daemon's: never a result nor DUT loss) and the campaign stops; a resume measures it again."""
-
-
-def machine_of(topology: Topology, host: str) -> str:
-    """The inventory role (machine) a topology host runs on: a sub-host runs on its parent."""
-    parent = topology.host(host).parent
-    return parent or host
-
-
-def machine_topology(inventory: Inventory) -> Topology:
-    """The inventory's topology with its interface names and the napt namespace's name."""
-    topo = inventory.topology()
-    renames: dict[tuple[str, str], str] = {}
-    for link in topo.links:
-        if link.internal:
-            continue
-        for end in (link.a, link.b):
-            machine = inventory.hosts[machine_of(topo, end.host)]
-            renames[(end.host, end.interface)] = machine.interfaces[link.name]
-    hostname = {h.name: h.name for h in topo.hosts} | {"napt": inventory.napt_netns}
-    hosts = tuple(_rename_host(h, renames, hostname) for h in topo.hosts)
-    links = tuple(
-        Link(link.name, *(Endpoint(hostname[e.host], renames.get((e.host, e.interface), e.interface))
-                          for e in (link.a, link.b)), internal=link.internal)
-        for link in topo.links
-    )
-    return dataclasses.replace(topo, hosts=hosts, links=links)
-
-
-def _rename_host(host: Host, renames: dict[tuple[str, str], str], hostname: dict[str, str]) -> Host:
-    def rename(name: str) -> str:
-        return renames.get((host.name, name), name)
-
-    items = []
-    for item in host.items:
-        if isinstance(item, Interface):
-            item = dataclasses.replace(item, name=rename(item.name))
-        elif hasattr(item, "ipv4_interface"):
-            item = dataclasses.replace(item, ipv4_interface=rename(item.ipv4_interface),
-                                       ipv6_interface=rename(item.ipv6_interface))
-        items.append(item)
-    parent = hostname[host.parent] if host.parent else None
-    return Host(hostname[host.name], tuple(items), parent)
-
-
-def machine_interfaces(inventory: Inventory) -> dict[str, list[str]]:
-    return {role: list(host.interfaces.values()) for role, host in inventory.hosts.items()}
-
-
-def server_test_interface(topo: Topology) -> str:
-    """The server host's test interface (the inventory's name): where Knot's XDP mode listens."""
-    try:
-        return server_interface(topo)
-    except ValueError as error:
-        raise TestbedError(str(error)) from None
-
-
-def knot_steps(inventory: Inventory, topo: Topology, server_io: str = "socket") -> list[HostStep]:
-    """Knot on the server host: config, zone, knotd in the foreground (the transport backgrounds it). In XDP
-    mode (`server_io`) knot.conf gets its `xdp: listen: IF@53` on the server's test interface, and a journal
-    line ahead of knotd detaches its program (knotd leaves it attached when it exits)."""
-    workdir = f"{inventory.rundir('server')}/knot"
-    zonefile = f"{workdir}/{DEFAULT_DOMAIN}.zone"
-    xdp_if = server_test_interface(topo) if server_io == "xdp" else None
-    listen = ((topo.server_address, 53),)
-    conf = Template(TEMPLATE.read_text()).substitute(
-        rundir=workdir, udp_workers=KNOT_UDP_WORKERS, listen=f"{topo.server_address}@53",
-        domain=DEFAULT_DOMAIN, zonefile=zonefile,
-        xdp=xdp_section(KnotConfig(listen=listen, xdp_interface=xdp_if)))
-    with tempfile.TemporaryDirectory() as tmp:
-        write_zone(Path(tmp) / "zone", DEFAULT_DOMAIN, DEFAULT_SUBNET)
-        zone = (Path(tmp) / "zone").read_text()
-    release: list[HostStep] = [XdpRelease(xdp_if, KNOT_XDP_PROGRAM, "knotd in XDP mode")] if xdp_if else []
-    return [Cmd(("mkdir", "-p", workdir)), WriteFile(f"{workdir}/knot.conf", conf), WriteFile(zonefile, zone),
-            *release, Daemon(("knotd", "-c", f"{workdir}/knot.conf"), f"{workdir}/knotd.daemon.pid",
-                             f"{workdir}/knotd.log")]
-
-
-def knot_placement_script(inventory: Inventory) -> str:
-    """Per knotd thread on the server host: tid, name, the CPUs it may use, the CPU it last ran on (Knot
-    pins its UDP workers itself, whatever it was started with: NOTES)."""
-    pidfile = shlex.quote(f"{inventory.rundir('server')}/knot/knotd.daemon.pid")
-    return (f"p=$(cat {pidfile}); for t in /proc/$p/task/*; do "
-            f"echo \"$(basename $t) $(tr ' ' _ <$t/comm) "
-            f"$(awk '/^Cpus_allowed_list/ {{print $2}}' $t/status) "
-            f"$(cut -d')' -f2 $t/stat | awk '{{print $37}}')\"; done")
-
-
-def knot_placement(inventory: Inventory, shell: Shell, server_io: str = "socket") -> dict[str, Any]:
-    """Knot as it runs on the server host: its threads (knot_placement_script), its I/O mode and, in XDP
-    mode, where its program is attached (as zones.knot's describe() gives it in emulation)."""
-    out = shell.capture("server", knot_placement_script(inventory), check=False).stdout
-    rows = [line.split() for line in out.splitlines() if len(line.split()) == 4]
-    found: dict[str, Any] = {
-        "threads": [{"tid": int(tid), "name": name, "cpus_allowed": cpus, "last_cpu": int(last)}
-                    for tid, name, cpus, last in rows if tid.isdigit() and last.isdigit()],
-        "udp_workers": KNOT_UDP_WORKERS, "io": server_io}
-    if server_io == "xdp":
-        iface = server_test_interface(machine_topology(inventory))
-        programs = attached_xdp(shell, "server", iface)
-        found["xdp"] = {"listen": f"{iface}@53",
-                        "attached": next((p for p in programs if p["program"] == KNOT_XDP_PROGRAM), None)}
-    return found
-
-
-def attached_xdp(shell: Shell, role: str, iface: str) -> list[dict[str, Any]]:
-    """The XDP programs on a host's interface, read over SSH (xlatbench.xdp's reading of `ip -j -d link`)."""
-    out = shell.capture(role, f"ip -j -d link show dev {shlex.quote(iface)}", check=False).stdout
-    try:
-        return [p.record() for p in xdp.parse_links(out)]
-    except (ValueError, KeyError):
-        return []
-
-
-def knot_ready_script(topo: Topology, timeout_s: int = 30) -> str:
-    name = query_name(0)
-    return (f"i=0; until kdig @{topo.server_address} +time=1 +retry=0 {name} AAAA 2>/dev/null | "
-            f"grep -q 'status: NOERROR'; do i=$((i+1)); [ $i -ge {timeout_s * 5} ] && "
-            f"{{ echo 'knotd does not answer' >&2; exit 1; }}; sleep 0.2; done")
-
-
-def host_context(inventory: Inventory, role: str) -> RenderContext:
-    """Where a host's rendering runs: a real host, its files under the inventory's run directory."""
-    return RenderContext(world="real", rundir=inventory.rundir(role), prefix="xlatbench")
-
-
-def check_io(tester_io: str, server_io: str) -> None:
-    """TestbedError (one line) unless both are one of IO_MODES."""
-    for name, io in (("tester io", tester_io), ("server io", server_io)):
-        if io not in IO_MODES:
-            raise TestbedError(f"{name} must be one of {', '.join(IO_MODES)}, got {io!r}")
-
-
-def knot_xdp_refusal(inventory: Inventory) -> str | None:
-    """Why Knot's XDP mode cannot answer through this testbed's translators (plan.zero_checksum_dropper's
-    rule), with the testbed's fix; None when it can."""
-    topo = machine_topology(inventory)
-    found = zero_checksum_dropper(topo, inventory.backends())
-    if found is None:
-        return None
-    host, backend, name = found
-    fixes = " or ".join(f'hosts.{machine_of(topo, host)}.backend = "{b}"'
-                        for b in computing_backends(name, available_here=False))
-    return (f"[server] io = \"xdp\" cannot serve {inventory.path}: {zero_checksum_reason(backend)} ({host} "
-            f"is the {name}): use [server] io = \"socket\", or {fixes or 'a backend'} (it computes the "
-            "checksum)")
-
-
-def plan(inventory: Inventory, tester_io: str = "socket",
-         server_io: str = "socket") -> dict[str, list[HostStep]]:
-    """Per role, every setup step in order: the topology's rendering for the host, Knot on the server (in
-    XDP mode with `server_io` "xdp"), and on the client, with `tester_io` "xdp", the journal line that
-    detaches the tester's reply filter from its test interface (a killed tester leaves it there)."""
-    check_io(tester_io, server_io)
-    topo = machine_topology(inventory)
-    choice = inventory.backends()
-    if server_io == "xdp":
-        refusal = knot_xdp_refusal(inventory)
-        if refusal:
-            raise TestbedError(refusal)
-    steps: dict[str, list[HostStep]] = {}
-    for role in ORDER:
-        ctx = host_context(inventory, role)
-        host_steps = render_host(topo, topo.host(role), choice, ctx)
-        entry = inventory.hosts[role]
-        if entry.binary:
-            host_steps = [_with_binary(entry.backend, s, entry.binary) for s in host_steps]
-        mine: list[HostStep] = [narrow_default_route(s, topo) for s in host_steps]
-        if role == "server":
-            mine += knot_steps(inventory, topo, server_io)
-        if role == "client" and tester_io == "xdp":
-            mine.append(XdpRelease(client_interface(topo), TESTER_XDP_PROGRAM, "the tester (--io xdp)"))
-        steps[role] = mine
-    return steps
-
-
-def server_network(topo: Topology) -> str:
-    """The IPv4 network of the address the tester sends to (the server's test link, e.g. 203.0.113.0/24)."""
-    target = ipaddress.ip_address(topo.server_address)
-    for iface in topo.host("server").interfaces:
-        for address in iface.addresses:
-            network = ipaddress.ip_interface(address).network
-            if target in network:
-                return str(network)
-    return f"{target}/{target.max_prefixlen}"
-
-
-def narrow_default_route(step: Step, topo: Topology) -> Step:
-    """A real host has an IPv4 default route of its own (management, updates) that the suite must neither
-    collide with nor replace: where a translator's plan sends all IPv4 into its device (`ip route add
-    default dev TUN`, the CLAT's and the MAP-T CE's rule in emulation), only the test network the tester
-    sends to goes there on a testbed."""
-    if isinstance(step, Cmd) and step.argv[:4] == ("ip", "route", "add", "default"):
-        return dataclasses.replace(step, argv=("ip", "route", "add", server_network(topo), *step.argv[4:]))
-    return step
-
-
-def _with_binary(backend: Deployment, step: Step, binary: str) -> Step:
-    """`step` running the host's own build of its backend's program where it runs the default one."""
-    if isinstance(step, Cmd | Daemon):
-        return dataclasses.replace(step, argv=backend.with_binary(step.argv, binary))
-    return step
-
-
-def batch_script(steps: list[HostStep], statefile: str) -> str:
-    lines = []
-    for number, step in enumerate(steps, 1):
-        script, stdin = step_script(step)
-        if not script:
-            continue
-        if stdin is not None:  # a file: here-document instead of stdin
-            marker = f"XLATBENCH_EOF_{secrets.token_hex(6)}"
-            script = f"{script} <<'{marker}'\n{stdin.rstrip(chr(10))}\n{marker}\n"
-        guarded_script = guarded(script, step, statefile)
-        if isinstance(step, Cmd) and not step.check:
-            lines.append(f"{{ {guarded_script}; }} || true")
-            continue
-        what = shlex.quote(f"step {number} failed: {step.shell()[:200]}")
-        lines.append(f"{{ {guarded_script}\n}} || {{ echo {what} >&2; exit 1; }}")
-    return "\n".join(lines) + "\n"
-
-
-def each(roles: list[str] | tuple[str, ...], work: Callable[[str], T]) -> dict[str, T]:
-    """work(role) for every role at once (one SSH connection each); results in the order of `roles`."""
-    with ThreadPoolExecutor(max_workers=len(roles) or 1) as pool:
-        futures = {role: pool.submit(work, role) for role in roles}
-        return {role: future.result() for role, future in futures.items()}
-
-
-def hotplugs(inventory: Inventory) -> dict[str, Hotplug]:
-    hosts = inventory.hosts
-    return {d: Hotplug(d, hosts[d].offline_cpus, hosts[d].sysfs_root, inventory.statefile(d)) for d in DUTS}
-
-
-def irq_hosts(inventory: Inventory) -> dict[str, IrqAffinity]:
-    """Per DUT, the IRQs of its test interfaces (saved before the core sweep, spread after each change)."""
-    hosts = inventory.hosts
-    return {d: IrqAffinity(d, tuple(hosts[d].interfaces.values()), inventory.statefile(d),
-                           hosts[d].sysfs_root, hosts[d].proc_root) for d in DUTS}
-
-
-def samplers(inventory: Inventory) -> dict[str, IdleSampler]:
-    return {d: IdleSampler(d, inventory.rundir(d), inventory.statefile(d), inventory.hosts[d].proc_stat)
-            for d in DUTS}
-
-
-def transport_for(inventory: Inventory) -> SshTransport:
-    return SshTransport({r: h.ssh for r, h in inventory.hosts.items()}, inventory.ssh_options)
-
-
-def down_all(inventory: Inventory, shell: Shell) -> dict[str, Any]:
-    """Undo on every host what its state file lists; then bring every allowed CPU back online. Per host:
-    the lines it undid, those that failed, testers it stopped; `unreachable` (and nothing else) for a host
-    SSH could not reach, whose state file stays for a later `down`."""
-    plugs = hotplugs(inventory)
-
-    def undo(role: str) -> dict[str, Any]:
-        try:
-            out = shell.capture(role, down_script(inventory.statefile(role)), check=False)
-        except StepError as err:
-            return {"unreachable": str(err)}
-        if out.returncode == 255:
-            return {"unreachable": (out.stderr.strip().splitlines() or ["ssh failed"])[-1]}
-        lines = out.stdout.splitlines()
-        report: dict[str, Any] = {"undone": [line[8:] for line in lines if line.startswith("undone: ")],
-                                  "failed": [line[8:] for line in lines if line.startswith("failed: ")]}
-        stopped = [line.split()[-1] for line in lines if line.startswith("stopped tester ")]
-        if stopped:
-            report["stopped_testers"] = stopped
-        if role in plugs:
-            try:
-                report["cpus_online"] = plugs[role].online_all(shell)
-            except StepError as err:
-                report["failed"].append(f"bringing CPUs back online: {err}")
-        return report
-
-    return each(tuple(reversed(ORDER)), undo)
-
-
-def leftovers(inventory: Inventory, shell: Shell) -> dict[str, str]:
-    """Role -> what its state file still lists, or why the host could not be asked (empty dict: nothing
-    left to undo anywhere)."""
-    left = {}
-    for role in ORDER:
-        try:
-            done = shell.capture(role, pending(inventory.statefile(role)), check=False)
-        except StepError as err:
-            left[role] = f"unreachable: {err}"
-            continue
-        if done.returncode == 255:
-            left[role] = "unreachable: " + (done.stderr.strip().splitlines() or ["ssh failed"])[-1]
-        elif done.stdout.strip():
-            left[role] = done.stdout.strip()
-    return left
 
 
 class TestbedChain:
@@ -497,20 +199,16 @@ class TestbedChain:
         done = self.shell.capture("client", listing, check=False)
         return interface, receive_queue_count(done.stdout) if done.returncode == 0 else None
 
-    def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
-        """The tester options that place its flows on the client host for `io`: none for sockets; for
-        "xdp" the client's test interface (the inventory's name) and every flow's address and port
-        (setups.chain.xdp_tester_binding). The chain must have been brought up for that io (its journal
+    def tester_place(self, io: str, flows: int, first_port: int | None) -> TesterPlace:
+        """Where the tester sends from on the client host for `io` (setups.chain.place_tester, with the
+        inventory's interface name): nothing placed for sockets; for "xdp" the client's test interface and
+        every flow's address and port. An xdp tester needs the chain brought up for that io (its journal
         detaches the reply filter a killed tester leaves)."""
-        if io == "socket":
-            return ()
-        if io != "xdp":
-            raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
-        if self.tester_io != "xdp":
+        if io == "xdp" and self.tester_io != "xdp":
             raise ValueError("this testbed was brought up for a socket tester: its journal would not "
                              "remove the reply filter of a killed --io xdp tester; bring it up with "
                              "tester_io = 'xdp'")
-        return xdp_tester_binding(self.machine, flows, first_port)
+        return place_tester(self.machine, io, flows, first_port)
 
     def apply(self, role: str, steps: list[HostStep]) -> None:
         """All steps of a host in one remote shell (fed on stdin: the zone is larger than a command line

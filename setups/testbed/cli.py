@@ -8,26 +8,16 @@ import shlex
 import sys
 from typing import TextIO
 
-from ...scripts.xlatperf import XDP_FIRST_PORT
-from ..chain import xdp_tester_binding
+from ..chain import client_interface, place_tester
 from ..plan import header
 from ..steps import Cmd, WriteFile
-from .chain import (
-    IO_MODES,
-    ORDER,
-    HostStep,
-    TestbedChain,
-    down_all,
-    hotplugs,
-    knot_ready_script,
-    leftovers,
-    machine_interfaces,
-    machine_topology,
-    plan,
-    samplers,
-    transport_for,
-)
+from ..topology import Topology
+from .bringup import IO_MODES, plan
+from .chain import TestbedChain
+from .cleanup import down_all, leftovers
 from .inventory import DUTS, Inventory, load_inventory
+from .knot import knot_ready_script
+from .machine import ORDER, HostStep, hotplugs, machine_interfaces, machine_topology, samplers, transport_for
 from .preflight import check, summary_lines
 from .remote_run import remote_scripts
 from .undo import moving_nics, stop_testers, undo_line
@@ -141,15 +131,28 @@ def teardown_lines(steps: list[HostStep]) -> list[str]:
     return lines
 
 
+def tester_whereabouts(topo: Topology, tester_io: str) -> str:
+    """Where the tester sends from on the client host, in words (setups.chain.tester_place's rule)."""
+    if topo.tester_ces:
+        ces = place_tester(topo, tester_io, 1, None).sources
+        return "as the MAP-T CE(s) " + "; ".join(
+            f"{ce.first} ports {', '.join(f'{a}-{b}' for a, b in ce.ports)}" for ce in ces)
+    if tester_io == "socket":
+        return f"UDP sockets from {topo.client_address}"
+    more = topo.client_sources - 1
+    spill = f" (and up to {more} next addresses when its ports do not hold the flows)" if more else ""
+    return f"AF_XDP on {client_interface(topo)} from {topo.client_address}{spill}, ports from first_port on"
+
+
 def _dry_trial(inventory: Inventory, out: TextIO, tester_io: str = "socket") -> None:
-    print("## each trial (the tester, its pid file while it runs; its --json is copied back to the "
+    print("## each trial (the tester, its pid file while it runs; its JSON file is copied back to the "
           "controller)", file=out)
     topo = machine_topology(inventory)
-    argv = ["xlatperf", "--server", topo.server_address, "--rate", "RATE",
-            "--duration", "S", "--json", "/tmp/xlatbench-ID.json", "--quiet"]
-    if tester_io == "xdp":  # e.g. 4 flows from XDP_FIRST_PORT (the campaign's threads x ports_per_thread)
-        argv += ["--io", "xdp", *xdp_tester_binding(topo, 4, XDP_FIRST_PORT)]
-    run, fetch, _ = remote_scripts(inventory.hosts["client"].tester, inventory.rundir("client"), argv, "ID")
+    print(f"# OPTIONS: the trial's tester options (the measurement writes them: scripts/xlatperf.py) toward "
+          f"{topo.server_address}, {tester_whereabouts(topo, tester_io)}; the one naming its JSON file "
+          "names the client's trial-ID.json instead", file=out)
+    run, fetch, _ = remote_scripts(inventory.hosts["client"].tester, inventory.rundir("client"),
+                                   ["xlatperf", "OPTIONS...", "JSON"], "ID", json_at=2)
     print(f"{run}\n{fetch}", file=out)
 
 

@@ -1,6 +1,6 @@
 """Per-core CPU use on each DUT host, the paper's evidence: a small shell loop on the host copies the
 cpu lines of /proc/stat with the host's clock once a second into a file (started before a capture trial,
-collected after). The samples have the shape of `xlatbench.scripts.cpuload.CpuSampler`'s, with each
+collected after). The samples have the shape of `xlatbench.cpuload.CpuSampler`'s, with each
 interval's end on the host's clock (`t_host`) and on the controller's (`t_controller` = t_host - offset,
 the clock offset preflight measured)."""
 
@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ...scripts.cpuload import COLUMNS, usage_between
+from ...cpuload import COLUMNS, usage_between
 from .ssh import Shell
 from .undo import append_line, identity_file, remember_process, stop_own, with_record
 

@@ -1,9 +1,12 @@
 """`python -m xlatbench.setups.testbed.remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- XLATPERF_ARGV...`:
-run the tester on the client host and bring its `--json FILE` back to FILE here (what TestbedChain.client_argv
-wraps). The local binary path in argv[0] is replaced by the client's TESTER; the remote JSON lives in
-REMOTE_DIR (the client's state directory: `testbed down` removes what a killed trial left). The tester
-writes its pid to REMOTE_DIR/trial-ID.pid while it runs: after a killed controller the tester (no terminal,
-so no hangup) would run on; `testbed down` ends it through that file. Exit status is the tester's."""
+run the tester on the client host and bring its JSON file back here (what TestbedChain.client_argv wraps).
+The argv is the measurement's (scripts/xlatperf.py), passed on as it is but for two arguments: the local
+binary path in argv[0] becomes the client's TESTER, and the argument naming the controller's trial JSON file
+(procs.is_tester_json) a file in REMOTE_DIR, copied back to the local one after the run. The argv is quoted
+once, into the one remote command line. REMOTE_DIR is the client's state directory (`testbed down` removes
+what a killed trial left). The tester writes its pid to REMOTE_DIR/trial-ID.pid while it runs: after a killed
+controller the tester (no terminal, so no hangup) would run on; `testbed down` ends it through that file.
+Exit status is the tester's."""
 
 from __future__ import annotations
 
@@ -13,20 +16,25 @@ import subprocess
 import sys
 import uuid
 
+from ...procs import is_tester_json
 from .undo import identity_file, remember_process
 
 
-def remote_scripts(tester: str, remote_dir: str, command: list[str],
-                   trial: str) -> tuple[str, str, str | None]:
+def json_argument(command: list[str]) -> int | None:
+    """Where in `command` the controller's trial JSON file is named (procs.is_tester_json); None: nowhere."""
+    return next((i for i, arg in enumerate(command) if i and is_tester_json(arg)), None)
+
+
+def remote_scripts(tester: str, remote_dir: str, command: list[str], trial: str,
+                   json_at: int | None = None) -> tuple[str, str, str | None]:
     """(run, fetch, remote JSON path or None) for one trial: `run` writes the tester's pid file and execs the
-    client's tester (argv[0] replaced, --json moved into remote_dir); `fetch` removes the pid file and
-    prints then deletes the JSON."""
+    client's tester (argv[0] replaced, the JSON file argument at `json_at` moved into remote_dir); `fetch`
+    removes the pid file and prints then deletes the JSON."""
     command = [tester, *command[1:]]
     base = f"{remote_dir}/trial-{trial}"
     remote_json = None
-    if "--json" in command:
-        at = command.index("--json") + 1
-        command[at] = remote_json = f"{base}.json"
+    if json_at is not None:
+        command[json_at] = remote_json = f"{base}.json"
     pidfile = shlex.quote(f"{base}.pid")
     started = remember_process("$$", f"{base}.pid", tester)
     run = f"mkdir -p {shlex.quote(remote_dir)} && {started} && exec {shlex.join(command)}"
@@ -42,8 +50,9 @@ def main(argv: list[str]) -> int:
         print("usage: remote_run SSH_ARGV_JSON TESTER REMOTE_DIR -- BINARY ARGS...", file=sys.stderr)
         return 2
     ssh, tester, remote_dir, command = json.loads(argv[0]), argv[1], argv[2], argv[4:]
-    local_json = command[command.index("--json") + 1] if "--json" in command else None
-    run, fetch, _ = remote_scripts(tester, remote_dir, command, uuid.uuid4().hex)
+    json_at = json_argument(command)
+    local_json = None if json_at is None else command[json_at]
+    run, fetch, _ = remote_scripts(tester, remote_dir, command, uuid.uuid4().hex, json_at)
     code = subprocess.run([*ssh, "--", run], check=False).returncode
     got = subprocess.run([*ssh, "--", fetch], capture_output=True, check=False)
     if local_json is not None:

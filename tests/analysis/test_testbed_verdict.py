@@ -121,7 +121,7 @@ def test_core_counts_take_cpu0_and_the_present_offline_cpus() -> None:
 
 
 def test_host_samples_are_cut_to_the_trial_on_the_controllers_clock() -> None:
-    from xlatbench.scripts.cpuload import samples_within, trial_window
+    from xlatbench.cpuload import samples_within, trial_window
     from xlatbench.scripts.environments.testbed import SAMPLE_INTERVAL_S
     from xlatbench.scripts.trial import TrialResult
 

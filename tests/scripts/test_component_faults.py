@@ -17,9 +17,9 @@ import pytest
 from loopbackcampaign import loopback_campaign, xlatperf_pids_on
 
 from xlatbench.data.store import ResultStore
+from xlatbench.failures import ComponentFailure
 from xlatbench.procs import alive
 from xlatbench.scripts.environments.loopback import LoopbackEnvironment
-from xlatbench.scripts.measurers import ComponentFailure
 from xlatbench.scripts.xlatperf import TesterError, TesterOptions
 from xlatbench.zones.knot import loopback_rundir
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from xlatbench.data.records import steal_note
-from xlatbench.scripts.cpuload import (
+from xlatbench.cpuload import (
     CpuSampler,
     mean_per_second,
     read_jiffies,
     steal_between,
     usage_between,
 )
+from xlatbench.data.records import steal_note
 
 STAT_BEFORE = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 50 0 50 400 0 0 0 0 0 0\ncpu1 50 0 50 400 0 0 0 0 0 0\n"
 STAT_AFTER = "cpu  210 0 110 880 0 0 0 0 0 0\ncpu0 60 0 60 480 0 0 0 0 0 0\ncpu1 150 0 50 400 0 0 0 0 0 0\n"
@@ -81,7 +81,7 @@ def test_idle_samples_are_cut_to_the_testers_schedule() -> None:
     middle lies inside [start_utc, start_utc + duration] stay, t_s counted from the schedule's start."""
     import datetime as dt
 
-    from xlatbench.scripts.cpuload import samples_within, trial_window
+    from xlatbench.cpuload import samples_within, trial_window
 
     start = dt.datetime.fromtimestamp(1000.0, dt.UTC).isoformat().replace("+00:00", "Z")
     window = trial_window({"header": {"start_utc": start}}, 3.0)

@@ -17,7 +17,8 @@ from xlatbench.data.records import SummaryEntry, TrialEntry
 from xlatbench.data.store import ResultStore
 from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
 from xlatbench.scripts.environments import testerfit
-from xlatbench.setups.chain import xdp_flow_sources, xdp_tester_binding
+from xlatbench.scripts.xlatperf import place_args
+from xlatbench.setups.chain import place_tester, xdp_flow_sources
 from xlatbench.setups.emulation.rootsysctl import conntrack_table
 from xlatbench.setups.paper import topology
 
@@ -40,12 +41,13 @@ def test_a_million_flows_are_dealt_over_the_fewest_client_addresses() -> None:
     addresses, ports = xdp_flow_sources(topology("baseline"), MILLION, 20000)
     assert (len(addresses), ports, addresses[0], addresses[-1]) == (22, 45455, "192.168.0.4", "192.168.0.25")
     assert len(addresses) * ports >= MILLION > len(addresses) * (ports - 1)
-    assert xdp_tester_binding(topology("baseline"), MILLION, 20000) == (
-        "--xdp-interface", "enp5s0f0", "--source", "192.168.0.4-192.168.0.25,20000-65454")
-    assert xdp_tester_binding(topology("plat", plat_netmap=True), MILLION, 20000)[-1] == \
+    assert place_args(place_tester(topology("baseline"), "xdp", MILLION, 20000)) == [
+        "--xdp-interface", "enp5s0f0", "--source", "192.168.0.4-192.168.0.25,20000-65454"]
+    assert place_args(place_tester(topology("plat", plat_netmap=True), "xdp", MILLION, 20000))[-1] == \
         "2001:db8:2::4-2001:db8:2::19,20000-65454"
-    # One address holds them: the binding stays as before.
-    assert xdp_tester_binding(topology("baseline"), 45536, 20000)[-1] == "192.168.0.4,20000-65535"
+    # One address holds them: the place stays as before.
+    one = place_tester(topology("baseline"), "xdp", 45536, 20000)
+    assert place_args(one)[-1] == "192.168.0.4,20000-65535"
 
 
 @pytest.mark.parametrize(("name", "flows", "first", "says"), [
@@ -54,7 +56,7 @@ def test_a_million_flows_are_dealt_over_the_fewest_client_addresses() -> None:
                               "lower first_port"),
     ("baseline", 251 * 64512 + 1, 1024, "need 252 source addresses of 64512 ports (1024-65535), but the "
                                         "baseline chain carries 251 client address(es)"),
-    ("baseline", (1 << 24) + 1, 1024, "must number 1-16777216 (xlatperf --io xdp)"),
+    ("baseline", 0, 1024, "must number at least 1, got 0"),
     ("baseline", 10, None, "need a first source port 1-65535, got None"),
 ])
 def test_flows_beyond_the_chains_addresses_are_refused_in_one_line(name: str, flows: int, first: int | None,

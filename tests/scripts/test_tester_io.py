@@ -15,8 +15,14 @@ from xlatbench.data.records import TrialEntry
 from xlatbench.data.store import ResultStore
 from xlatbench.scripts.campaignfile import CampaignFileError, parse_campaign
 from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.xlatperf import XDP_FIRST_PORT, TesterOptions, source_first_port, xlatperf_argv
-from xlatbench.setups.chain import xdp_tester_binding
+from xlatbench.scripts.xlatperf import (
+    XDP_FIRST_PORT,
+    TesterOptions,
+    place_args,
+    source_first_port,
+    xlatperf_argv,
+)
+from xlatbench.setups.chain import TesterPlace, place_tester
 from xlatbench.setups.paper import topology
 
 SEARCH = {"name": "s", "max_rate_qps": 20000, "error_qps": 500, "duration_s": 1, "rest_s": 0,
@@ -33,11 +39,11 @@ def test_sockets_stay_the_default_and_xlatperf_gets_no_io_option() -> None:
     assert source_first_port(TesterOptions()) is None  # ephemeral ports, new ones every trial
 
 
-def test_xdp_gives_io_and_the_chains_binding_which_carries_the_ports() -> None:
+def test_xdp_gives_io_and_the_chains_place_which_carries_the_ports() -> None:
     options = TesterOptions(io="xdp", ports_per_thread=8, first_port=30000)
-    binding = xdp_tester_binding(topology("464xlat"), 8, source_first_port(options))
-    assert binding == ("--xdp-interface", "enp5s0f0", "--source", "192.168.0.4,30000-30007")
-    argv = xlatperf_argv("xlatperf", "203.0.113.56", 1000, 2, options, "r.json", binding)
+    place = place_tester(topology("464xlat"), "xdp", 8, source_first_port(options))
+    assert place_args(place) == ["--xdp-interface", "enp5s0f0", "--source", "192.168.0.4,30000-30007"]
+    argv = xlatperf_argv("xlatperf", "203.0.113.56", 1000, 2, options, "r.json", place)
     assert argv[argv.index("--io") + 1] == "xdp"
     assert "--first-port" not in argv  # --source names the ports; xlatperf refuses both
     assert argv[argv.index("--source") + 1] == "192.168.0.4,30000-30007"
@@ -47,14 +53,28 @@ def test_xdp_gives_io_and_the_chains_binding_which_carries_the_ports() -> None:
 def test_without_first_port_xdp_flows_take_fixed_ports_from_the_client_address(name: str) -> None:
     chain = topology(name)
     assert source_first_port(TesterOptions(io="xdp")) == XDP_FIRST_PORT
-    binding = xdp_tester_binding(chain, 4, XDP_FIRST_PORT)
-    assert binding == ("--xdp-interface", "enp5s0f0", "--source",
-                       f"{chain.client_address},{XDP_FIRST_PORT}-{XDP_FIRST_PORT + 3}")
+    place = place_tester(chain, "xdp", 4, XDP_FIRST_PORT)
+    assert place_args(place) == ["--xdp-interface", "enp5s0f0", "--source",
+                                 f"{chain.client_address},{XDP_FIRST_PORT}-{XDP_FIRST_PORT + 3}"]
 
 
-def test_a_tester_playing_map_t_ces_keeps_their_binding() -> None:
-    # br: the chain adds the CEs' addresses and port sets (ce_tester_args) to every tester command line.
-    assert xdp_tester_binding(topology("br"), 4, XDP_FIRST_PORT) == ("--xdp-interface", "enp5s0f0")
+@pytest.mark.parametrize("io", ["socket", "xdp"])
+def test_a_tester_playing_a_map_t_ce_sends_from_its_address_and_port_set_whatever_its_io(io: str) -> None:
+    # br: the paper's CE 11b, MAP address 2001:db8:ce:11b:0:c000:208:1b, port set 55296-57343 (section 3.5).
+    place = place_tester(topology("br"), io, 4, XDP_FIRST_PORT)
+    assert place.ce and (place.interface is not None) == (io == "xdp")
+    options = TesterOptions(io=io, first_port=30000)
+    argv = xlatperf_argv("xlatperf", "64:ff9b::cb00:7138", 1000, 2, options, "r.json", place)
+    assert argv[argv.index("--bind") + 1] == "2001:db8:ce:11b:0:c000:208:1b"
+    assert argv.count("--first-port") == 1 and argv[argv.index("--first-port") + 1] == "55296"
+    assert ("--xdp-interface" in argv) == (io == "xdp")
+
+
+def test_a_socket_tester_through_any_other_chain_needs_no_place() -> None:
+    assert place_tester(topology("464xlat"), "socket", 4, None) == TesterPlace()
+    assert place_args(TesterPlace()) == []
+    with pytest.raises(ValueError, match="tester io must be 'socket' or 'xdp', got 'dpdk'"):
+        place_tester(topology("464xlat"), "dpdk", 4, None)
 
 
 @pytest.mark.parametrize(("given", "says"), [
@@ -79,12 +99,12 @@ def test_xdp_ports_are_fixed_so_the_map_t_nat44_port_rule_does_not_apply() -> No
 
 
 def test_a_chain_that_cannot_place_xdp_flows_is_refused_before_a_trial() -> None:
-    class NoBinding:
+    class NoPlace:
         topology, max_flows = "other", None
 
     with pytest.raises(ValueError, match="cannot place the tester's flows for io = 'xdp'"):
-        ChainMeasurer(NoBinding(), TesterOptions(io="xdp"))  # type: ignore[arg-type]
-    assert ChainMeasurer(NoBinding(), TesterOptions()).binding == ()  # type: ignore[arg-type]
+        ChainMeasurer(NoPlace(), TesterOptions(io="xdp"))  # type: ignore[arg-type]
+    assert ChainMeasurer(NoPlace(), TesterOptions()).place == TesterPlace()  # type: ignore[arg-type]
 
 
 def test_the_command_lines_io_reaches_every_record_and_the_report(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.xlatperf import TesterOptions
-from xlatbench.setups.chain import receive_queue_count, xdp_queue_problem
+from xlatbench.setups.chain import TesterPlace, receive_queue_count, xdp_queue_problem
 
 
 @dataclass
@@ -26,8 +26,8 @@ class QueuedChain:
     topology: str = "464xlat"
     max_flows: int | None = None
 
-    def tester_binding(self, io: str, flows: int, first_port: int | None) -> tuple[str, ...]:
-        return ("--xdp-interface", "enp5s0f0")
+    def tester_place(self, io: str, flows: int, first_port: int | None) -> TesterPlace:
+        return TesterPlace(interface="enp5s0f0" if io == "xdp" else None)
 
     def client_receive_queues(self) -> tuple[str, int | None]:
         return "enp5s0f0", self.queues
@@ -62,8 +62,9 @@ def test_the_emulated_chain_reads_its_client_veths_queues(monkeypatch) -> None:
     import secrets
     from types import SimpleNamespace
 
+    from xdplink import xdp_link
+
     from xlatbench.setups.emulation import chain as emulated
-    from xlatbench.setups.emulation.xdplink import xdp_link
 
     with xdp_link("xbq" + secrets.token_hex(2), queues=4) as link:
         monkeypatch.setattr(emulated, "client_interface", lambda topology: link.inner)

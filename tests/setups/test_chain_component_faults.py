@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from xlatbench.scripts.measurers import ChainMeasurer, ComponentFailure
+from xlatbench.failures import ComponentFailure
+from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.xlatperf import TesterOptions
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

@@ -1,6 +1,6 @@
 """Many AF_XDP flows through the emulated PLAT (issue 24, item 4), short: 100 000 distinct flows from three
 client addresses (45 536 ports each from 20000), each sent one query through tayga + the nftables NAT44 with
-`plat_netmap`, as a sessions sweep's point runs it (ChainMeasurer with the chain's tester_binding).
+`plat_netmap`, as a sessions sweep's point runs it (ChainMeasurer with the chain's tester_place).
 
 Known answers, independent of the tester: the PLAT namespace's own conntrack count (nf_conntrack_count) is
 exactly the number of distinct flows, and so is a dynamic nftables set in the server namespace of every
@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from xlatbench.scripts.measurers import ChainMeasurer
-from xlatbench.scripts.xlatperf import TesterOptions
+from xlatbench.scripts.xlatperf import TesterOptions, place_args
 from xlatbench.setups.emulation import leftovers, rootsysctl
 from xlatbench.setups.emulation.rootsysctl import conntrack_table
 
@@ -54,7 +54,8 @@ def test_a_plat_holds_one_conntrack_entry_per_flow_and_leaves_nothing(chain_fact
     options = TesterOptions(io="xdp", ports_per_thread=FLOWS, first_port=20000, timeout_s=1.0,
                             sender_cpus="0", receiver_cpus="0")
     measurer = ChainMeasurer(chain, options, binary=tester)
-    assert measurer.binding[-1] == "2001:db8:2::4-2001:db8:2::6,20000-53333"  # 3 x 33 334 >= 100 000
+    # 3 x 33 334 >= 100 000
+    assert place_args(measurer.place)[-1] == "2001:db8:2::4-2001:db8:2::6,20000-53333"
     for key, value in keys.items():
         assert int(rootsysctl.read(key)) >= value, f"{key} not raised for {FLOWS} flows"
     result = measurer.measure(FLOWS / RATE_QPS, RATE_QPS)

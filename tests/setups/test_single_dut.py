@@ -11,7 +11,8 @@ import pytest
 from trials import explain_loss
 
 from xlatbench.cli import main
-from xlatbench.setups.chain import ce_tester_args
+from xlatbench.scripts.xlatperf import place_args
+from xlatbench.setups.chain import TesterPlace, place_tester
 from xlatbench.setups.emulation import EmulationConfig, leftovers
 from xlatbench.setups.emulation.capture import Capture
 from xlatbench.setups.emulation.check import check, expected_on_link
@@ -65,10 +66,11 @@ def test_dut_role_is_the_one_of_the_dual_chain():
         assert single in dual.values(), f"{name}: the same translator parameters as in the chain"
 
 
-def test_br_ce_tester_args_is_derived_from_the_map_rule():
-    (ce,) = topology("br").tester_ces
-    assert ce_tester_args((ce,)) == ["--bind", MAP_ADDRESS, "--first-port", str(PORT_SET[0])]
-    assert ce_tester_args(()) == []
+def test_br_tester_place_is_derived_from_the_map_rule():
+    place = place_tester(topology("br"), "socket", 4, None)
+    assert place.ce and [(s.first, s.ports[0][0]) for s in place.sources] == [(MAP_ADDRESS, PORT_SET[0])]
+    assert place_args(place) == ["--bind", MAP_ADDRESS, "--first-port", str(PORT_SET[0])]
+    assert place_tester(topology("ce"), "socket", 4, None) == TesterPlace()
 
 
 def test_br_with_several_ces_gives_the_tester_each_ces_map_address_and_port_set():
@@ -84,7 +86,7 @@ def test_br_with_several_ces_gives_the_tester_each_ces_map_address_and_port_set(
     for i in range(8):
         address = f"2001:db8:ce:{0x11B + 0x20 * i:x}:0:c000:{0x208 + i:x}:1b"
         want += ["--source", f"{address},{PORT_SET[0]}-{PORT_SET[1]}"]
-    assert ce_tester_args(t.tester_ces) == want
+    assert place_args(place_tester(t, "socket", 8, None)) == want
 
 
 def test_ce_count_is_checked_up_front():

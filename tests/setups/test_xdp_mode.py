@@ -196,13 +196,13 @@ def test_setup_down_detaches_the_reply_filter_of_a_killed_tester(prefix):
 def test_setup_down_detaches_the_reply_filter_of_a_killed_xlatperf_in_a_chain(chain_factory, prefix,
                                                                                tmp_path):
     """xlatperf --io xdp in the emulated baseline's client namespace, placed by the suite's own rule (the
-    chain's tester_binding), killed with SIGKILL mid-trial: `setup down` detaches its reply filter from the
+    chain's tester_place), killed with SIGKILL mid-trial: `setup down` detaches its reply filter from the
     client's veth and the kernel frees it."""
     chain = chain_factory("baseline")
     options = TesterOptions(io="xdp", ports_per_thread=4)
-    binding = chain.tester_binding(options.io, flows(options), source_first_port(options))
+    place = chain.tester_place(options.io, flows(options), source_first_port(options))
     argv = xlatperf_argv(xlatperf_binary(), chain.server_address, 100, 60, options, tmp_path / "r.json",
-                         binding)
+                         place)
     netns, interface = chain.emulation.netns_of["client"], client_interface(chain.emulation.topology)
     tester = subprocess.Popen(chain.client_argv(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True)

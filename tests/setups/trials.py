@@ -32,13 +32,13 @@ def run_trial(
     """One xlatperf trial from the client namespace; returns its JSON document, with the chain's counter
     changes over the trial (every hop's counters, the translators' own included) under `chain_deltas`.
     io: the tester's --io; its command line comes from the suite's own rule (xlatperf_argv with the chain's
-    tester_binding), as a campaign's would."""
+    tester_place), as a campaign's would."""
     before = chain.counters()
     out = rundir(chain.prefix) / f"trial-{rate}-{duration}.json"
     options = TesterOptions(threads=threads, ports_per_thread=ports_per_thread, timeout_s=REPLY_TIMEOUT_S,
                             io=io, extra_args=extra)
-    binding = chain.tester_binding(io, flows(options), source_first_port(options))
-    argv = xlatperf_argv(tester, chain.server_address, rate, duration, options, out, binding)
+    place = chain.tester_place(io, flows(options), source_first_port(options))
+    argv = xlatperf_argv(tester, chain.server_address, rate, duration, options, out, place)
     done = subprocess.run(
         chain.client_argv(argv), capture_output=True, text=True, timeout=duration + 60, check=False
     )

@@ -41,7 +41,7 @@ from test_testbed_ssh import RUN_CLI, write_campaign
 from xlatbench.analysis.report import write_report
 from xlatbench.cli import main
 from xlatbench.paths import build_dir
-from xlatbench.setups.testbed.chain import plan
+from xlatbench.setups.testbed.bringup import plan
 from xlatbench.setups.testbed.inventory import load_inventory
 from xlatbench.setups.testbed.preflight import planned_objects
 

@@ -16,11 +16,13 @@ import pytest
 from sshnet import fake_irqs, fake_sysfs, irq_affinities, online_states
 
 from xlatbench.setups.steps import Cmd, Daemon, WriteFile, cmd
-from xlatbench.setups.testbed.chain import TestbedError, knot_xdp_refusal, plan
+from xlatbench.setups.testbed.bringup import plan
 from xlatbench.setups.testbed.cli import dry_run
 from xlatbench.setups.testbed.hotplug import Hotplug, HotplugError
 from xlatbench.setups.testbed.inventory import load_inventory
 from xlatbench.setups.testbed.irqs import IrqAffinity, IrqError, SavedIrqs
+from xlatbench.setups.testbed.knot import knot_xdp_refusal
+from xlatbench.setups.testbed.machine import TestbedError
 from xlatbench.setups.testbed.preflight import xdp_problems, xdp_report
 from xlatbench.setups.testbed.remote_idle import IdleSampler
 from xlatbench.setups.testbed.ssh import CONTROL_PREFIX, LocalShell, sweep_control_dirs
@@ -289,7 +291,7 @@ def test_sysctl_previous_value_is_restored(tmp_path: Path) -> None:
 def test_the_plan_leaves_a_hosts_ipv4_default_route_alone(topology: str) -> None:
     """tayga's CLAT/CE rule in emulation sends all IPv4 into its tun (`default dev TUN`); on a testbed, whose
     hosts have a default route of their own, only the server's test network goes there."""
-    from xlatbench.setups.testbed.chain import plan
+    from xlatbench.setups.testbed.bringup import plan
     from xlatbench.setups.testbed.inventory import parse_inventory
     from xlatbench.setups.testbed.preflight import planned_objects
 
@@ -325,7 +327,10 @@ def test_dry_run_prints_the_papers_mapt_ce() -> None:
     ):
         assert line in dut1, line
     assert "knotd -c /run/xlatbench-testbed/paper/server/knot/knot.conf" in text
-    assert "/opt/xlatbench/build/dnsperf/xlatperf --server 203.0.113.56" in text
+    trial = text.split("## each trial")[1].split("## teardown")[0]
+    assert "toward 203.0.113.56, UDP sockets from 192.168.0.4" in trial
+    assert "exec /opt/xlatbench/build/dnsperf/xlatperf OPTIONS... /run/xlatbench-testbed/paper/client/" \
+        "trial-ID.json" in trial
     assert "jool_mapt -i BR fmrt add 2001:db8:ce::/51 192.0.2.0/24 13 0" in text
 
 
@@ -566,3 +571,45 @@ def test_preflight_checks_an_xdp_host(facts: dict[str, str], problem: str | None
     generic = xdp_report(uses, facts, {"eth1": {"present": True, "driver": "r8169"}})
     assert generic is not None and generic["interfaces"]["eth1"]["expected_mode"] == "generic"
     assert any("generic (skb) mode" in w for w in xdp_problems("client", generic)[1])
+
+
+FAKE_TESTER = """#!{python}
+import json, sys
+args = sys.argv[1:]
+with open(args[args.index("--json") + 1], "w") as out:
+    json.dump({{"argv": args}}, out)
+"""
+
+
+def test_the_testers_argv_reaches_the_client_quoted_once_and_its_json_comes_back(tmp_path: Path) -> None:
+    """remote_run as TestbedChain.client_argv runs it, with a shell standing in for ssh: the measurement's
+    argv (an AF_XDP place, a value with spaces, quotes and a command substitution) arrives at the client's
+    tester word for word but for argv[0] and the JSON file, which is the client's and is copied back."""
+    import json
+    import sys
+
+    from xlatbench.procs import TESTER_JSON_PREFIX
+    from xlatbench.scripts.xlatperf import TesterOptions, xlatperf_argv
+    from xlatbench.setups.chain import place_tester
+    from xlatbench.setups.paper import topology
+
+    tester = tmp_path / "client-xlatperf"
+    tester.write_text(FAKE_TESTER.format(python=sys.executable))
+    tester.chmod(0o755)
+    trap = tmp_path / "substituted"
+    options = TesterOptions(io="xdp", ports_per_thread=4, extra_args=("--domain", f"a b'c\"$(touch {trap})"))
+    local_json = tmp_path / f"{TESTER_JSON_PREFIX}{os.getpid()}-t.json"
+    place = place_tester(topology("464xlat"), "xdp", 4, 20000)
+    argv = xlatperf_argv("/local/xlatperf", "203.0.113.56", 1000, 2, options, local_json, place)
+    ssh = ["sh", "-c", 'shift; exec sh -c "$1"', "ssh"]  # `ssh HOST -- SCRIPT` runs SCRIPT in a shell
+    done = subprocess.run([sys.executable, "-m", "xlatbench.setups.testbed.remote_run", json.dumps(ssh),
+                           str(tester), str(tmp_path / "client"), "--", *argv],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(local_json.read_text())["argv"]
+    at = argv.index(str(local_json))
+    assert got[at - 1].startswith(str(tmp_path / "client" / "trial-")) and got[at - 1].endswith(".json")
+    assert got[:at - 1] + got[at:] == argv[1:at] + argv[at + 1:]
+    assert "--xdp-interface" in got and "192.168.0.4,20000-20003" in got
+    assert not trap.exists(), "a value of the argv was run by a shell"
+    assert list((tmp_path / "client").iterdir()) == [], "the client's trial files are left behind"

@@ -25,8 +25,9 @@ from xlatbench.analysis.bottleneck import verdict
 from xlatbench.analysis.evidence import evidence_from
 from xlatbench.cli import main
 from xlatbench.data.records import record_from_json
+from xlatbench.failures import ComponentFailure
 from xlatbench.paths import build_dir
-from xlatbench.scripts.measurers import ChainMeasurer, ComponentFailure
+from xlatbench.scripts.measurers import ChainMeasurer
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.testbed.chain import HostLost, TestbedChain
 from xlatbench.setups.testbed.inventory import load_inventory

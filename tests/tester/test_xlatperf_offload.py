@@ -12,8 +12,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
-from xlatbench.setups.emulation.xdplink import SERVER_V4, TESTER_V4
+from xdplink import SERVER_V4, TESTER_V4
 
 from .helpers import RELAXED_TIMING, check_consistency
 from .peer import Peer, Query, reply

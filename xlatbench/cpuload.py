@@ -1,5 +1,9 @@
 """Per-core CPU use sampled from /proc/stat once a second: the columns dstat shows, without its broken
 `--output` (shared NOTES). Each sample gives, per CPU, the share of the interval spent in each state, in %.
+
+It lives in the foundation (xlatbench/, beside procs and xdp) because both sides read it: the measurement
+(scripts/: the campaign's idle captures, the measurers' steal) and the testbed (setups/testbed/remote_idle,
+whose remote samples take this module's shape); setups/ never imports scripts/.
 """
 
 from __future__ import annotations
