@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..setups.cpulist import format_cpu_list
+from ..cpulist import format_cpu_list
 from .bounded import rate_text
 from .evidence import KERNEL_COLUMNS, Evidence, FailingTrial
 

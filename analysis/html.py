@@ -12,6 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..cpulist import format_cpu_list
 from ..data.records import (
     STEAL_NOTE_PCT,
     Context,
@@ -22,7 +23,6 @@ from ..data.records import (
     campaign_sha256,
     provenance,
 )
-from ..setups.cpulist import format_cpu_list
 from .bottleneck import Verdict
 from .evidence import dut_cpu_sets, shared_with_test_system, tester_cpus
 from .tables import Table, median_text, series_label

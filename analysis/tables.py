@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..cpulist import format_cpu_list
 from ..data.records import method_label
-from ..setups.cpulist import format_cpu_list
 from .bounded import INCOMPLETE, UPPER, Value, of_cell
 from .series import Series, Throughput
 

@@ -14,8 +14,8 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..cpulist import format_cpu_list
 from ..data.records import campaign_sha256
-from ..setups.cpulist import format_cpu_list
 from ..zones import check_io
 from .environments import registry
 from .environments.base import SetupSpec

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.procedures import compliance
+from ..cpulist import cpu_list_arg
 from ..data.records import implementation_label, steal_note
-from ..setups.cpulist import cpu_list_arg
 from .bench import DutStress, print_comparison, real, simulated
 from .campaign import (
     CampaignRun,

@@ -1,7 +1,7 @@
 """The testbeds, in two worlds over one shared core.
 
 The core (this folder): topologies as data (`topology`), the paper's testbeds (`paper`), MAP-T arithmetic
-(`mapt`), the CPU-list rule (`cpulist`), the placement plan (`placement`), the steps a backend renders
+(`mapt`), the placement plan (`placement`), the steps a backend renders
 (`steps`, `plan`, `backends/`), the transports that run them (`transports`), per-hop counters (`counters`)
 and the `Chain` protocol the measurement drives (`chain`). The worlds build on it and never on each other:
 `emulation/` runs a testbed in network namespaces on this machine, `testbed/` on real hosts over SSH.

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..setups.cpulist import cpu_list_arg
+from ..cpulist import cpu_list_arg
 from .knot import KnotConfig, KnotServer, stop_stale
 from .zonefile import DEFAULT_DOMAIN, DEFAULT_SUBNET
 

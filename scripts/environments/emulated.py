@@ -87,7 +87,7 @@ def emulation_config(topology: str, **options: Any) -> Any:
 
 def _cpu_list(key: str, text: str) -> tuple[int, ...]:
     """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
-    from ...setups.cpulist import parse_user_cpu_list
+    from ...cpulist import parse_user_cpu_list
 
     try:
         return parse_user_cpu_list(text)
@@ -174,7 +174,7 @@ class ChainEnvironment(Environment):
 
     def plan(self, count: int) -> DutPlan:
         """Where the DUTs run at `count` cores: the campaign's cpu_map entry, else the placement rule."""
-        from ...setups.cpulist import parse_user_cpu_list
+        from ...cpulist import parse_user_cpu_list
         from ...setups.paper import topology
         from ...setups.placement import duts_of, plan_dut_cpus
 

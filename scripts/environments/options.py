@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...setups.cpulist import parse_user_cpu_list
+from ...cpulist import parse_user_cpu_list
 from ...setups.paper import TOPOLOGIES
 from .. import hostinfo
 

@@ -13,8 +13,8 @@ import argparse
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ...cpulist import parse_cpu_list
 from ...cpuload import samples_within, trial_window
-from ...setups.cpulist import parse_cpu_list
 from ...setups.placement import OWN_HOSTS
 from ...setups.testbed.chain import HostLost
 from ...setups.testbed.inventory import DUTS, Inventory, InventoryError, load_inventory

@@ -8,10 +8,10 @@ import argparse
 import json
 import sys
 
+from ...cpulist import cpu_list_arg
 from ...zones import IO_MODES
 from ..backends import registry
 from ..cli import NETNS_RENDER, add_backend_options, add_ces_option, backends_of, setup_actions
-from ..cpulist import cpu_list_arg
 from ..paper import TOPOLOGIES
 from ..plan import BackendChoice, header
 from ..transports import DryRun

@@ -12,7 +12,7 @@ import json
 import subprocess
 from typing import TYPE_CHECKING
 
-from ..cpulist import cpu_mask, format_cpu_list, parse_cpu_list
+from ...cpulist import cpu_mask, format_cpu_list, parse_cpu_list
 from ..topology import DUT_HOSTS
 from .errors import EmulationError
 from .names import CPUSET_ROOT

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from ..cpulist import parse_cpu_list
+from ...cpulist import parse_cpu_list
 from .ssh import Shell
 from .undo import append_line, with_record
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ...cpulist import parse_user_cpu_list
 from ..backends import Backend, registry
-from ..cpulist import parse_user_cpu_list
 from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
 from ..plan import BackendChoice
 from ..topology import Topology

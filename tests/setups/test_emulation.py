@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from xlatbench.cpulist import cpu_mask
 from xlatbench.setups.backends.tayga import TUN
-from xlatbench.setups.cpulist import cpu_mask
 from xlatbench.setups.emulation import leftovers, rootsysctl
 from xlatbench.setups.emulation.check import check
 from xlatbench.setups.emulation.cleanup import down, existing_namespaces

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from xlatbench.cli import build_parser
+from xlatbench.cpulist import format_cpu_list, parse_cpu_list, parse_user_cpu_list
 from xlatbench.scripts.xlatperf import find_tester
-from xlatbench.setups.cpulist import format_cpu_list, parse_cpu_list, parse_user_cpu_list
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 LOW, HIGH = ALLOWED[0], ALLOWED[-1]

@@ -1,6 +1,7 @@
 """How the suite spells a list of CPUs: the tester's grammar (dnsperf/src/cpulist.cpp), what users may
-write in options and campaign files, and the masks RPS takes. Shared by both worlds (emulation, testbeds)
-and by the analysis, so that one rule parses and one rule prints a CPU list."""
+write in options and campaign files, and the masks RPS takes. In the foundation, because every part spells
+CPU lists (the server's options, both worlds of setups, the campaign files, the analysis): one rule parses
+and one rule prints a CPU list."""
 
 from __future__ import annotations
 
