@@ -40,7 +40,7 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def usable_cpus() -> list[int]:
+def affinity_cpus() -> list[int]:
     """CPUs this process may run on (what an emulated DUT can be given)."""
     return sorted(os.sched_getaffinity(0))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...setups.paper import TOPOLOGIES
-from ..hostinfo import usable_cpus
+from ..hostinfo import affinity_cpus
 from ..measurers import ChainMeasurer
 from ..nat44 import Cycle, chain_refusal, udp_timeout
 from ..trial import Measurer
@@ -170,7 +170,7 @@ class ChainEnvironment(Environment):
     def max_cores(self) -> int:
         """Every count up to the usable CPUs can be placed (plan_dut_cpus falls back to sharing them with
         the tester and Knot, and says so, when it cannot keep them apart)."""
-        return len(usable_cpus())
+        return len(affinity_cpus())
 
     def plan(self, count: int) -> DutPlan:
         """Where the DUTs run at `count` cores: the campaign's cpu_map entry, else the placement rule."""
@@ -181,7 +181,7 @@ class ChainEnvironment(Environment):
         tester = [cpu for text in (self.tester.sender_cpus, self.tester.receiver_cpus) if text
                   for cpu in parse_user_cpu_list(text)]
         knot = [int(cpu) for cpu in self.options.get("knot_cpus") or ()]
-        return plan_dut_cpus(usable_cpus(), tester, knot, count, duts_of(topology(self.topology)),
+        return plan_dut_cpus(affinity_cpus(), tester, knot, count, duts_of(topology(self.topology)),
                              fixed=self.cpu_map.get(count))
 
     def dut_cpus(self, count: int) -> list[int]:

@@ -52,7 +52,7 @@ def cpus(where: str, value: Any) -> tuple[int, ...]:
             value = list(parse_user_cpu_list(value))
         except ValueError as err:
             raise OptionError(f"{where}: {err}; write CPU numbers such as [0, 1] or \"0,1\"") from None
-    usable = hostinfo.usable_cpus()
+    usable = hostinfo.affinity_cpus()
     if (not isinstance(value, list) or not value or any(isinstance(c, bool) or not isinstance(c, int)
                                                          or c not in usable for c in value)):
         raise OptionError(f"{where} must be a non-empty list of this machine's CPUs {usable}, "

@@ -38,7 +38,7 @@ class TestbedSetupError(RuntimeError):
     __test__ = False  # not a pytest test class
 
 
-def usable_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
+def dut_cpu_order(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
     """The DUT's present CPUs in the order core counts take them: first those that stay online (CPU 0 and
     any not in its offline_cpus), then its offline-able ones."""
     found = preflight["hosts"][dut].get("cpus_present") or "0"
@@ -50,7 +50,7 @@ def usable_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> li
 def fixed_cpus(inventory: Inventory, preflight: dict[str, Any], dut: str) -> list[int]:
     """The DUT's CPUs that hotplug may not take offline (CPU 0 and present CPUs not in offline_cpus)."""
     allowed = set(inventory.hosts[dut].offline_cpus) - {0}
-    return [c for c in usable_cpus(inventory, preflight, dut) if c not in allowed]
+    return [c for c in dut_cpu_order(inventory, preflight, dut) if c not in allowed]
 
 
 @dataclass
@@ -108,7 +108,7 @@ class TestbedEnvironment(Environment):
             chain.__exit__(None, None, None)
 
     def max_cores(self) -> int:
-        return min(len(usable_cpus(self._inv(), self.preflight(), dut)) for dut in DUTS)
+        return min(len(dut_cpu_order(self._inv(), self.preflight(), dut)) for dut in DUTS)
 
     def per_dut_cpus(self, count: int) -> dict[str, list[int]]:
         """Per DUT the CPUs online for `count` cores; one-line error when a DUT cannot run exactly that."""
@@ -120,7 +120,7 @@ class TestbedEnvironment(Environment):
                     f"testbed {self.inventory}: {dut} keeps CPUs {fixed} online (CPU 0 and CPUs not in "
                     f"hosts.{dut}.offline_cpus), so it cannot run {count} core(s): add them to offline_cpus "
                     f"or drop {count} from the campaign's cores")
-        return {dut: usable_cpus(inv, found, dut)[:count] for dut in DUTS}
+        return {dut: dut_cpu_order(inv, found, dut)[:count] for dut in DUTS}
 
     def refuse_cores(self, counts: list[int]) -> None:
         """Every core count checked against the preflight before the testbed is brought up."""

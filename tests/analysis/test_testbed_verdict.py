@@ -18,7 +18,7 @@ from xlatbench.analysis.evidence import evidence_from
 from xlatbench.analysis.report import write_report
 from xlatbench.analysis.series import load_records
 from xlatbench.data.records import IdleMean, record_from_json
-from xlatbench.scripts.environments.testbed import TestbedEnvironment, TestbedSetupError, usable_cpus
+from xlatbench.scripts.environments.testbed import TestbedEnvironment, TestbedSetupError, dut_cpu_order
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.testbed.inventory import parse_inventory
 
@@ -106,9 +106,9 @@ def test_core_counts_take_cpu0_and_the_present_offline_cpus() -> None:
                                                                                "dut2-server": "e1"}},
                   "server": {"ssh": "s", "interfaces": {"dut2-server": "e0"}}}}, "lab.toml")
     preflight = {"hosts": {"dut1": {"cpus_present": "0-3"}, "dut2": {"cpus_present": "0-7"}}}
-    assert usable_cpus(inv, preflight, "dut1") == [0, 1, 2, 3]  # 4-7 allowed but absent
+    assert dut_cpu_order(inv, preflight, "dut1") == [0, 1, 2, 3]  # 4-7 allowed but absent
     # CPUs 1 and 4-7 may not go offline: always online, so taken first; 2 and 3 follow.
-    assert usable_cpus(inv, preflight, "dut2") == [0, 1, 4, 5, 6, 7, 2, 3]
+    assert dut_cpu_order(inv, preflight, "dut2") == [0, 1, 4, 5, 6, 7, 2, 3]
     env = TestbedEnvironment("lab.toml", TesterOptions())
     env._inventory, env._preflight = inv, preflight  # noqa: SLF001 (no SSH in this test)
     assert env.max_cores() == 4

@@ -77,7 +77,7 @@ def test_fake_campaign_records_every_trial_with_its_context(tmp_path: Path) -> N
 def test_chain_environment_places_duts_by_the_rule_and_records_it(monkeypatch, cpus, cores, placement,
                                                                    applied) -> None:
     """A faked machine of `cpus` CPUs, tester on CPU 0 and Knot on CPU 1 (2 CPUs: both on 0, as the demo)."""
-    monkeypatch.setattr(emulated, "usable_cpus", lambda: list(range(cpus)))
+    monkeypatch.setattr(emulated, "affinity_cpus", lambda: list(range(cpus)))
     fakechain.LOG.clear()
     env = ChainEnvironment("464xlat", TesterOptions(sender_cpus="0", receiver_cpus="0"),
                            options={"knot_cpus": [0] if cpus == 2 else [1]}, factory="fakechain:fake_chain")
