@@ -20,18 +20,18 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
 
 from .clock import Clock, RealClock
 from .trial import TrialResult
 
 
-@dataclass
-class FakeDut:
-    """A Measurer whose answer is known.
+@dataclass(kw_only=True)
+class FakeDutBehaviour:
+    """How a fake DUT misbehaves beyond its capacity (keywords only; the fake DUT and the fake environment
+    that makes one per core count both carry it).
 
-    capacity_qps: nominal capacity, queries/s.
     noise: standard deviation of each trial's capacity, as a fraction of capacity (0 = deterministic).
     buffer_queries: queries a queue absorbs above capacity before dropping, count.
     tester_limit_qps: rate above which the trial is tester-limited, queries/s (None = unlimited).
@@ -40,11 +40,8 @@ class FakeDut:
     capacity_drop: fraction by which the capacity falls after drop_after_s of a trial (0 = none).
     drop_after_s: seconds into a trial after which the capacity has dropped, s.
     seed: seed of the noise generator (same seed, same trials).
-    clock: a SimClock to advance by each trial's duration (simulated time), or a RealClock to really wait.
-    sleep: if True, a trial takes its duration on `clock`; if False it is instantaneous.
     """
 
-    capacity_qps: float
     noise: float = 0.0
     buffer_queries: float = 0.0
     tester_limit_qps: float | None = None
@@ -53,6 +50,22 @@ class FakeDut:
     capacity_drop: float = 0.0
     drop_after_s: float = 30.0
     seed: int = 1
+
+    def behaviour(self) -> dict[str, Any]:
+        """These fields as keywords (for a FakeDut)."""
+        return {f.name: getattr(self, f.name) for f in fields(FakeDutBehaviour)}
+
+
+@dataclass
+class FakeDut(FakeDutBehaviour):
+    """A Measurer whose answer is known.
+
+    capacity_qps: nominal capacity, queries/s. The misbehaviour: FakeDutBehaviour's keywords.
+    clock: a SimClock to advance by each trial's duration (simulated time), or a RealClock to really wait.
+    sleep: if True, a trial takes its duration on `clock`; if False it is instantaneous.
+    """
+
+    capacity_qps: float
     clock: Clock = field(default_factory=RealClock)
     sleep: bool = False
     trials: int = field(default=0, init=False)

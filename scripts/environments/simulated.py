@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import Clock, RealClock, SimClock
-from ..fakes import FakeDut
+from ..fakes import FakeDut, FakeDutBehaviour
 from ..trial import Measurer
 from ..xlatperf import TesterOptions, flows
 from .base import Environment, EnvironmentKind, SetupSpec
@@ -17,28 +17,20 @@ from .options import OptionError, check_values, number, of_type
 
 
 @dataclass
-class FakeEnvironment(Environment):
+class FakeEnvironment(FakeDutBehaviour, Environment):
     """A fake DUT whose capacity grows with cores and falls with the tester's sessions (flows):
     capacity_qps x cores ** scaling / (1 + sessions / half_capacity_sessions).
 
     capacity_qps: capacity at one core (and few sessions), queries/s. scaling: exponent (1 = linear).
     half_capacity_sessions: sessions at which the capacity is half (None: sessions do not matter).
     noise, buffer_queries, tester_limit_qps, background_loss, trial_start_loss, capacity_drop, drop_after_s,
-    seed: see FakeDut. realtime: trials really take their duration
-    (for kill tests); otherwise time is simulated. cores_available: largest core count the fake DUT "has".
-    sessions: the tester's flows (set_tester changes it).
+    seed: its FakeDutBehaviour (the fake DUT of each core count gets them). realtime: trials really take
+    their duration (for kill tests); otherwise time is simulated. cores_available: largest core count the
+    fake DUT "has". sessions: the tester's flows (set_tester changes it).
     """
 
     capacity_qps: float
     scaling: float = 1.0
-    noise: float = 0.0
-    buffer_queries: float = 0.0
-    tester_limit_qps: float | None = None
-    background_loss: float = 0.0
-    trial_start_loss: int = 0
-    capacity_drop: float = 0.0
-    drop_after_s: float = 30.0
-    seed: int = 1
     realtime: bool = False
     cores_available: int = 16
     clock: Clock = field(default_factory=RealClock)
@@ -69,11 +61,8 @@ class FakeEnvironment(Environment):
         self.sessions = flows(tester)
 
     def measurer(self) -> Measurer:
-        return FakeDut(self.capacity(), noise=self.noise,
-                       buffer_queries=self.buffer_queries, tester_limit_qps=self.tester_limit_qps,
-                       background_loss=self.background_loss, trial_start_loss=self.trial_start_loss,
-                       capacity_drop=self.capacity_drop, drop_after_s=self.drop_after_s,
-                       seed=self.seed * 1000 + self._cores, clock=self.clock, sleep=True)
+        return FakeDut(self.capacity(), **{**self.behaviour(), "seed": self.seed * 1000 + self._cores},
+                       clock=self.clock, sleep=True)
 
     def describe(self) -> dict[str, Any]:
         return {"implementation": "fake", "version": "n/a", "capacity_qps_1core": self.capacity_qps,
