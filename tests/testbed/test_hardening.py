@@ -1,0 +1,233 @@
+"""What a testbed inventory or a host can make the controller do, without hosts (issue 30): no value reaches a
+shell as code, a host's output is bounded, escaped and parsed into one line when it is not what the suite
+expects. The same against the suite's sshd hosts: test_hardening_ssh.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_inventory import edited
+
+from xlatbench.setups.backends import registry
+from xlatbench.setups.testbed.hostout import (
+    HostOutputError,
+    cut_facts,
+    printable,
+    run_bounded,
+)
+from xlatbench.setups.testbed.inventory import VARIANT_KEYS, InventoryError, parse_inventory
+from xlatbench.setups.testbed.preflight import (
+    clock_offset,
+    clock_text,
+    cpu_settings,
+    cpu_settings_warnings,
+    interface_report,
+)
+from xlatbench.setups.testbed.remote_idle import IdleSampler, samples_from
+from xlatbench.setups.testbed.ssh import LocalShell
+
+
+def payloads(canary: Path) -> list[str]:
+    """Shell metacharacters, each of which would create `canary` (or glob) if a shell read it as code."""
+    return [f"/x$(touch {canary})", f"/x`touch {canary}`", f"/x;touch {canary}", f"/x'$(touch {canary})'",
+            f'/x"$(touch {canary})"', "/x*", f"/x\ntouch {canary}"]
+
+
+# Every string an inventory has (the path of its value in the TOML), and what makes the key apply.
+STRING_KEYS: list[tuple[str, dict[str, Any]]] = [
+    ("name", {}), ("napt_netns", {}), ("nat64_prefix", {}), ("rundir", {}), ("rx_flow_hash", {}),
+    ("hosts.client.ssh", {}), ("hosts.client.tester", {}), ("hosts.client.sysfs_root", {}),
+    ("hosts.client.interfaces.client-dut1", {}), ("hosts.dut1.backend", {}),
+    ("hosts.dut1.offline_cpus", {}), ("hosts.dut1.management", {}), ("hosts.dut1.proc_stat", {}),
+    ("hosts.dut1.proc_root", {}), ("hosts.dut1.sysfs_root", {}),
+    ("hosts.dut1.interfaces.dut1-dut2", {}),
+    *[(f"hosts.dut2.{b.name}_binary", {"hosts.dut2.backend": b.name})
+      for b in registry.every() if b.own_build],
+    *[(key, {}) for key in VARIANT_KEYS],
+]
+
+
+def inventory_with(key: str, value: str, also: dict[str, Any]) -> dict[str, Any]:
+    data = edited(key, value)
+    for path, setting in also.items():
+        node = data
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = setting
+    return data
+
+
+@pytest.mark.parametrize(("key", "also"), STRING_KEYS, ids=[k for k, _ in STRING_KEYS])
+def test_every_inventory_string_with_shell_characters_is_refused_naming_its_key(
+        key: str, also: dict[str, Any], tmp_path: Path) -> None:
+    for value in payloads(tmp_path / "canary"):
+        with pytest.raises(InventoryError) as err:
+            parse_inventory(inventory_with(key, value, also), "inv.toml")
+        text = str(err.value)
+        assert text.startswith(f"inv.toml: {key}") and "\n" not in text and "\x1b" not in text, text
+
+
+@pytest.mark.parametrize("name", ["-h", "--help", ".", "..", "-"])
+def test_interface_names_that_read_as_options_or_paths_are_refused(name: str) -> None:
+    with pytest.raises(InventoryError, match="is not an interface name"):
+        parse_inventory(edited("hosts.dut1.interfaces.dut1-dut2", name), "inv.toml")
+
+
+def test_safe_paths_and_odd_but_valid_names_pass() -> None:
+    data = inventory_with("hosts.client.tester", "/opt/xlat-bench_1.2+x/xlatperf",
+                          {"rundir": "/run/x.b", "hosts.dut1.interfaces.dut1-dut2": "enp5s0f1.100"})
+    inv = parse_inventory(data)
+    assert inv.hosts["client"].tester == "/opt/xlat-bench_1.2+x/xlatperf"
+    assert inv.hosts["dut1"].interfaces["dut1-dut2"] == "enp5s0f1.100"
+
+
+UNUSED = [
+    ("hosts.dut1.tester", "/x", "hosts.dut1.tester: only client uses it"),
+    ("hosts.server.proc_stat", "/proc/stat", "hosts.server.proc_stat: only dut1 and dut2 use it"),
+    ("hosts.client.tayga_binary", "/x", "hosts.client.tayga_binary: only dut1 and dut2 use it"),
+    ("hosts.dut2.bpf_binary", "/x", "hosts.dut2.bpf_binary: dut2 runs the tayga backend, which would ignore"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "message"), UNUSED, ids=[k for k, _, _ in UNUSED])
+def test_a_key_its_role_does_not_use_is_refused(key: str, value: str, message: str) -> None:
+    with pytest.raises(InventoryError) as err:
+        parse_inventory(edited(key, value), "inv.toml")
+    assert message in str(err.value)
+
+
+def test_bpf_object_path_reaches_the_shell_as_one_word(tmp_path: Path) -> None:
+    """The backend's probe lines with a path a shell would run (before: the quoted path sat inside double
+    quotes, so `$(...)` ran): nothing runs, the path comes back as it was."""
+    canary = tmp_path / "canary"
+    path = f"/x$(touch {canary})`touch {canary}`"
+    script = "\n".join(registry.make("bpf").preflight_facts(path))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False).stdout
+    assert not canary.exists()
+    assert f"bpf_object_path={path}" in out.splitlines()
+
+
+def test_idle_sampler_undo_line_quotes_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """remote_idle's undo line (before: its `.id` path unquoted) with a run directory a shell would run or
+    glob: the sampler starts and stops, nothing runs, a file matching the glob survives."""
+    monkeypatch.chdir(tmp_path)
+    canary = tmp_path / "canary"
+    rundir = tmp_path / "r$(touch canary)*"
+    rundir.mkdir()
+    bystander = tmp_path / "r$(touch x)-other"
+    bystander.mkdir()
+    (bystander / "idle.pid.id").write_text("keep\n")
+    sampler = IdleSampler("dut1", str(rundir), str(rundir / "undo.sh"), "/proc/stat", 0.2)
+    shell = LocalShell()
+    shell.capture("dut1", sampler.start_script())
+    state = (rundir / "undo.sh").read_text()
+    assert shell.capture("dut1", sampler.stop_script()).returncode == 0
+    subprocess.run(["sh", "-c", state], check=False, capture_output=True)  # what `down` runs
+    assert not canary.exists()
+    assert (bystander / "idle.pid.id").exists()
+
+
+def test_output_past_the_bound_is_counted_not_held() -> None:
+    done = run_bounded([sys.executable, "-c", "import sys; sys.stdout.write('x' * 50_000_000)"], None, 60,
+                       limit=1_000_000)
+    assert len(done.stdout) == 1_000_000
+    assert done.dropped == {"stdout": 49_000_000}
+
+
+def test_binary_junk_and_escape_sequences_are_escaped() -> None:
+    script = "import sys; sys.stdout.buffer.write(b'ok \\x1b[2J\\x1b]0;owned\\x07 \\xff\\xfe\\x00 end\\n')"
+    done = run_bounded([sys.executable, "-c", script], None, 10)
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\x00" not in done.stdout
+    assert done.stdout.startswith("ok \\x1b[2J\\x1b]0;owned\\x07 ")
+    assert printable("a\tb\nc\rd\x9b") == "a\tb\nc\\x0dd\\x9b"
+
+
+def test_a_fact_past_its_bound_is_cut_and_counted() -> None:
+    facts, cut = cut_facts({"small": "x", "big": "y" * 20000}, limit=16384)
+    assert len(facts["big"]) == 16384 and cut == {"big": 20000 - 16384}
+
+
+@pytest.mark.parametrize("raw", ['[{"addr_info": 5}]', '{"a": 1}', '[{"addr_info": [{"local": 1}]}]',
+                                 '[5]', "\x00\xff junk"])
+def test_ip_address_json_of_the_wrong_shape_is_one_line(raw: str) -> None:
+    with pytest.raises(HostOutputError) as err:
+        interface_report({"if_eth1_addr": raw}, "eth1", "dut1")
+    text = str(err.value)
+    assert text.startswith("dut1: `ip -j address show dev eth1` answered ") and "\n" not in text
+    assert "not a JSON list of links" in text and "\x00" not in text
+
+
+class DateShell(LocalShell):
+    """A host whose `date` is the given script (a BusyBox date prints %N as it is)."""
+
+    def __init__(self, bindir: Path) -> None:
+        super().__init__()
+        self.bindir = bindir
+
+    def argv(self, host: str, script: str) -> list[str]:
+        return ["env", f"PATH={self.bindir}:/usr/bin:/bin", "sh", "-c", script]
+
+
+def test_a_date_without_nanoseconds_is_one_line_naming_host_and_command(tmp_path: Path) -> None:
+    (tmp_path / "date").write_text("#!/bin/sh\necho 1700000000.%N\n")
+    (tmp_path / "date").chmod(0o755)
+    with pytest.raises(HostOutputError) as err:
+        clock_offset(DateShell(tmp_path), "dut2", exchanges=1)  # type: ignore[arg-type]
+    assert str(err.value).startswith("dut2: `date +%s.%N` answered '1700000000.%N")
+    assert "a date with %N" in str(err.value)
+
+
+def test_idle_samples_of_the_wrong_shape_are_one_line() -> None:
+    with pytest.raises(HostOutputError, match="^dut1: `date .*answered 't 17.%N', not seconds"):
+        samples_from("t 17.%N\ncpu 1 2 3\n", 0.0, "dut1")
+    with pytest.raises(HostOutputError, match=r"^dut1: `grep \^cpu.*not a /proc/stat cpu line"):
+        samples_from("t 17.1\ncpu 1 x 3\n", 0.0, "dut1")
+
+
+def cpu_tree(root: Path, governors: list[tuple[str, int, int]], smt: str | None) -> Path:
+    base = root / "devices" / "system" / "cpu"
+    for n, (governor, low, high) in enumerate(governors):
+        d = base / f"cpu{n}" / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "scaling_governor").write_text(governor + "\n")
+        (d / "scaling_min_freq").write_text(f"{low}\n")
+        (d / "scaling_max_freq").write_text(f"{high}\n")
+    if smt is not None:
+        (base / "smt").mkdir(parents=True)
+        (base / "smt" / "active").write_text(smt.split()[0] + "\n")
+        (base / "smt" / "control").write_text(smt.split()[1] + "\n")
+    return root
+
+
+def probe_cpu_settings(sysfs: Path) -> dict[str, Any]:
+    from xlatbench.setups.testbed.preflight import cpu_settings_script, parse_probe
+
+    out = LocalShell().capture("dut1", "\n".join(cpu_settings_script(str(sysfs)))).stdout
+    return cpu_settings(parse_probe(out))
+
+
+def test_cpu_settings_the_paper_fixed_are_recorded_and_warned(tmp_path: Path) -> None:
+    """Issue 31 item 6: governor and clock range, SMT, irqbalance per host, each a warning when it differs
+    from the paper's hosts (performance governor at a fixed 2.1 GHz, no irqbalance)."""
+    loose = probe_cpu_settings(cpu_tree(tmp_path / "a", [("powersave", 800000, 3000000)] * 2 +
+                                        [("performance", 800000, 3000000)], "1 on"))
+    assert loose["cpufreq"] == [{"cpus": 1, "governor": "performance", "min_khz": 800000, "max_khz": 3000000},
+                                {"cpus": 2, "governor": "powersave", "min_khz": 800000, "max_khz": 3000000}]
+    assert loose["fixed_clock"] is False and loose["smt_active"] is True and loose["smt_control"] == "on"
+    warnings = cpu_settings_warnings("dut1", {**loose, "irqbalance": True})
+    assert [w.split(":")[1].strip().split()[0] for w in warnings] == ["CPU", "the", "SMT", "irqbalance"]
+    assert "performance, powersave (not performance)" in warnings[0]
+    assert "800-3000 MHz" in warnings[1]
+    fixed = probe_cpu_settings(cpu_tree(tmp_path / "b", [("performance", 2100000, 2100000)] * 4, "0 off"))
+    assert fixed["fixed_clock"] is True and fixed["smt_active"] is False
+    assert cpu_settings_warnings("dut1", fixed) == []
+    none = probe_cpu_settings(tmp_path / "c")
+    assert none["fixed_clock"] is None and none["smt_active"] is None
+    assert cpu_settings_warnings("dut1", none) == []  # a VM's: recorded as unknown, shown in the summary
+    assert clock_text(none) == "CPU clock not reported (no cpufreq)"
+    assert clock_text(loose) == "CPU clock performance 800-3000 MHz; powersave 800-3000 MHz, SMT on"
