@@ -43,6 +43,7 @@ from ..plan import BackendChoice, computing_backends, render_host, zero_checksum
 from ..steps import Cmd, Daemon, Step, WriteFile
 from ..topology import Endpoint, Host, Interface, Link, Topology
 from ..transports import StepError
+from .hostout import CAPTURE_LIMIT, HostOutputError, shown
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
 from .irqs import IrqAffinity, SavedIrqs
@@ -640,6 +641,9 @@ class TestbedChain:
             raise self.lost(role, f"SSH failed reading {what} ({last})")
         if check and done.returncode != 0:
             raise self.lost(role, f"{what} failed: {(done.stderr or done.stdout).strip()[-200:]}")
+        if done.dropped.get("stdout"):
+            raise self.lost(role, f"{what}: {done.dropped['stdout']} bytes past the {CAPTURE_LIMIT} kept, so "
+                                  "the reading is incomplete")
         return done.stdout
 
     @cached_property
@@ -712,10 +716,15 @@ class TestbedChain:
             translators = self._translator_counters.get(role, [])
             if len(parts) != 3 + len(translators) or not parts[0].strip() or not parts[2].strip():
                 raise self.lost(role, "no counters (ip -s link, /proc/net/snmp, the translator's own)")
-            found = {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
-                     **counters_mod.parse_snmp(parts[2], role)}
-            for (host, backend, _), text in zip(translators, parts[3:], strict=True):
-                counts = backend.parse_counters(text)
+            try:
+                found = {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
+                         **counters_mod.parse_snmp(parts[2], role)}
+                counted = [(host, backend.parse_counters(text))
+                           for (host, backend, _), text in zip(translators, parts[3:], strict=True)]
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+                why = f"unreadable counters ({type(err).__name__}: {shown(str(err))})"
+                raise self.lost(role, why) from None
+            for host, counts in counted:
                 if not counts:
                     raise self.lost(role, f"no counters of its translator ({host})")
                 found[f"{host}:translator"] = counts
@@ -744,7 +753,10 @@ class TestbedChain:
         found = {}
         for dut, sampler in samplers(self.inventory).items():
             text = self.read(dut, sampler.stop_script(), "its CPU idle samples")
-            found[dut] = samples_from(text, self.preflight["hosts"][dut]["clock"]["offset_s"])
+            try:
+                found[dut] = samples_from(text, self.preflight["hosts"][dut]["clock"]["offset_s"], dut)
+            except HostOutputError as err:
+                raise self.lost(dut, f"unreadable CPU idle samples ({err})") from None
             if not found[dut]:
                 raise self.lost(dut, "no CPU idle samples")
         return found

@@ -26,7 +26,7 @@ from ...paths import tester_binary
 from ..backends import registry
 from ..steps import Cmd, Step
 from ..transports import StepError
-from .hostout import HostOutputError, cut_facts, parse_error, shown
+from .hostout import CAPTURE_LIMIT, FACT_LIMIT, HostOutputError, cut_facts, parse_error, shown
 from .inventory import DUTS, HostEntry, Inventory
 from .ssh import Shell
 from .undo import XdpRelease, append_line, pending, with_record
@@ -393,9 +393,9 @@ def clock_offset(shell: Shell, host: str, exchanges: int = 5) -> dict[str, float
                 remote = float(line)
             except ValueError:
                 raise parse_error(host, DATE_COMMAND, "seconds since the epoch with a fraction (a date with "
-                                  "%N, as GNU coreutils has)", line) from None
+                                  "%N, as GNU coreutils has)", line.strip()) from None
             if remote != remote or remote in (float("inf"), float("-inf")):
-                raise parse_error(host, DATE_COMMAND, "a finite number of seconds", line)
+                raise parse_error(host, DATE_COMMAND, "a finite number of seconds", line.strip())
             t1 = time.time()
             if best is None or t1 - t0 < best[1]:
                 best = (remote - (t0 + t1) / 2, t1 - t0)
@@ -553,14 +553,16 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
         except StepError as err:
             return str(err).split(" failed (exit 255): ")[-1]
         facts, cut = cut_facts(parse_probe(done.stdout))
-        warnings = [f"{role}: the probe printed {n} bytes of {stream} past the capture limit: dropped"
-                    for stream, n in getattr(done, "dropped", {}).items()]
-        warnings += [f"{role}: probe fact {shown(key, 40)} cut ({n} characters dropped)"
-                     for key, n in cut.items()]
+        # A probe cut short has lost the facts after the flood: the host cannot be judged, so it is refused.
+        problems = [f"{role}: the probe printed {n} bytes of {stream} past the {CAPTURE_LIMIT} bytes kept "
+                    "(dropped): a command there prints far more than it should, so its facts are incomplete"
+                    for stream, n in getattr(done, "dropped", {}).items() if stream == "stdout"]
+        warnings = [f"{role}: probe fact {shown(key, 40)} cut to {FACT_LIMIT} characters ({n} dropped)"
+                    for key, n in cut.items()]
         try:
-            return facts, clock_offset(shell, role), [], warnings
+            return facts, clock_offset(shell, role), problems, warnings
         except HostOutputError as err:
-            return facts, {"offset_s": 0.0, "uncertainty_s": 0.0}, [str(err)], warnings
+            return facts, {"offset_s": 0.0, "uncertainty_s": 0.0}, [*problems, str(err)], warnings
         except StepError as err:
             return str(err).split(" failed (exit 255): ")[-1]
 

@@ -3,7 +3,9 @@ run the tester on the client host and bring its `--json FILE` back to FILE here 
 wraps). The local binary path in argv[0] is replaced by the client's TESTER; the remote JSON lives in
 REMOTE_DIR (the client's state directory: `testbed down` removes what a killed trial left). The tester
 writes its pid to REMOTE_DIR/trial-ID.pid while it runs: after a killed controller the tester (no terminal,
-so no hangup) would run on; `testbed down` ends it through that file. Exit status is the tester's."""
+so no hangup) would run on; `testbed down` ends it through that file. Exit status is the tester's; when ssh
+itself failed (exit 255, and the fetch after it cannot reach the client either) the last line on stderr says
+that the SSH connection to the client was lost (LOST_PREFIX), never that the tester exited with 255."""
 
 from __future__ import annotations
 
@@ -13,7 +15,11 @@ import subprocess
 import sys
 import uuid
 
+from .hostout import shown
 from .undo import identity_file, remember_process
+
+SSH_FAILED = 255  # what ssh exits with when it fails itself (and when the remote command died of a signal)
+LOST_PREFIX = "remote_run: lost the SSH connection to the client"
 
 
 def remote_scripts(tester: str, remote_dir: str, command: list[str],
@@ -46,6 +52,11 @@ def main(argv: list[str]) -> int:
     run, fetch, _ = remote_scripts(tester, remote_dir, command, uuid.uuid4().hex)
     code = subprocess.run([*ssh, "--", run], check=False).returncode
     got = subprocess.run([*ssh, "--", fetch], capture_output=True, check=False)
+    if code == SSH_FAILED and got.returncode == SSH_FAILED:
+        why = (got.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+        print(f"{LOST_PREFIX} ({shown(why)}): the tester's own status is unknown, the trial is void",
+              file=sys.stderr)
+        return code
     if local_json is not None:
         if got.returncode == 0:
             with open(local_json, "wb") as out:

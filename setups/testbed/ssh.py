@@ -125,8 +125,8 @@ class SshTransport:
                            done.stdout, done.stderr, done.dropped)
         self.log.append(result)
         LOG.info("host=%s exit=%d %.3f s: %s", host, done.returncode, result.duration_s, _short(script))
-        if done.dropped:
-            LOG.warning("host=%s: output of `%s` cut: %s", host, _short(script, 80),
+        if done.dropped:  # the caller reports it (preflight: a problem; a trial's reading: the host lost)
+            LOG.info("host=%s: output of `%s` cut: %s", host, _short(script, 80),
                         ", ".join(f"{n} bytes of {s} dropped" for s, n in done.dropped.items()))
         if check and done.returncode == 255:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]

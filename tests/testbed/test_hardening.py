@@ -4,13 +4,15 @@ expects. The same against the suite's sshd hosts: test_hardening_ssh.py."""
 
 from __future__ import annotations
 
+import copy
+import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_inventory import edited
+from test_inventory import edited, good
 
 from xlatbench.setups.backends import registry
 from xlatbench.setups.testbed.hostout import (
@@ -45,20 +47,30 @@ STRING_KEYS: list[tuple[str, dict[str, Any]]] = [
     ("hosts.dut1.offline_cpus", {}), ("hosts.dut1.management", {}), ("hosts.dut1.proc_stat", {}),
     ("hosts.dut1.proc_root", {}), ("hosts.dut1.sysfs_root", {}),
     ("hosts.dut1.interfaces.dut1-dut2", {}),
-    *[(f"hosts.dut2.{b.name}_binary", {"hosts.dut2.backend": b.name})
+    *[(f"hosts.dut2.{b.name}_binary", {"hosts.dut2.backend": b.name, **{
+        f"hosts.dut2.{other.name}_binary": None for other in registry.every() if other.own_build}})
       for b in registry.every() if b.own_build],
     *[(key, {}) for key in VARIANT_KEYS],
 ]
 
 
-def inventory_with(key: str, value: str, also: dict[str, Any]) -> dict[str, Any]:
-    data = edited(key, value)
-    for path, setting in also.items():
-        node = data
-        *parents, last = path.split(".")
-        for part in parents:
-            node = node[part]
+def set_key(data: dict[str, Any], path: str, setting: Any) -> None:
+    """Set the dotted `path` of an inventory's data to `setting` (None: remove it)."""
+    node = data
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node[part]
+    if setting is None:
+        node.pop(last, None)
+    else:
         node[last] = setting
+
+
+def inventory_with(key: str, value: str, also: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(good())
+    for path, setting in also.items():
+        set_key(data, path, setting)
+    set_key(data, key, value)
     return data
 
 
@@ -231,3 +243,21 @@ def test_cpu_settings_the_paper_fixed_are_recorded_and_warned(tmp_path: Path) ->
     assert cpu_settings_warnings("dut1", none) == []  # a VM's: recorded as unknown, shown in the summary
     assert clock_text(none) == "CPU clock not reported (no cpufreq)"
     assert clock_text(loose) == "CPU clock performance 800-3000 MHz; powersave 800-3000 MHz, SMT on"
+
+
+def test_lost_ssh_to_the_client_is_named_not_the_testers_exit_code(tmp_path: Path) -> None:
+    """The trial wrapper whose ssh fails (exit 255 on the trial and on the fetch after it) says the
+    connection to the client was lost; before, the trial read `xlatperf exited with code 255`."""
+    from xlatbench.scripts.xlatperf import TesterError, TesterOptions, run_trial
+
+    ssh = tmp_path / "ssh"
+    ssh.write_text("#!/bin/sh\necho 'ssh: connect to host client port 22: Connection refused' >&2\n"
+                   "exit 255\n")
+    ssh.chmod(0o755)
+    wrap = [sys.executable, "-m", "xlatbench.setups.testbed.remote_run", json.dumps([str(ssh)]), "xlatperf",
+            "/run/x/client", "--"]
+    with pytest.raises(TesterError) as err:
+        run_trial(wrap, "xlatperf", "192.0.2.1", 100, 1.0, TesterOptions())
+    assert str(err.value).startswith("lost the SSH connection to the client (ssh: connect to host client "
+                                     "port 22: Connection refused)"), err.value
+    assert "exited with code" not in str(err.value)
