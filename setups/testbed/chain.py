@@ -51,7 +51,15 @@ from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
 from .remote_idle import IdleSampler, samples_from
 from .ssh import Shell, SshTransport, step_script
-from .undo import XdpRelease, down_script, guarded, moving_nics, pending, sysctl_snapshot
+from .undo import (
+    XdpRelease,
+    down_script,
+    guarded,
+    moving_nics,
+    note_created_dirs,
+    pending,
+    sysctl_snapshot,
+)
 
 ORDER = ("dut1", "dut2", "server", "client")
 # One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
@@ -418,6 +426,7 @@ class TestbedChain:
             raise
         chain = cls(inventory, shell, found, tester_io, server_io)
         try:
+            each(ORDER, lambda role: shell.capture(role, note_created_dirs(inventory.rundir(role))))
             # Before anything moves: the NICs' IRQ affinities (journalled, restored last by down).
             chain.irqs = each(DUTS, lambda dut: irq_hosts(inventory)[dut].save(shell))
             if inventory.rx_flow_hash == "apply":

@@ -24,6 +24,7 @@ from typing import Any
 from ... import xdp
 from ...paths import tester_binary
 from ..backends import registry
+from ..cpulist import parse_cpu_list
 from ..steps import Cmd, Step
 from ..transports import StepError
 from .hostout import CAPTURE_LIMIT, FACT_LIMIT, HostOutputError, cut_facts, parse_error, shown
@@ -606,6 +607,25 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
     return result
 
 
+def offline_cpu_warnings(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:
+    """A warning when CPUs of a DUT's offline_cpus are offline already: `down` brings every one of them
+    online (its journal does not know which were offline before `up`)."""
+    if role not in DUTS:
+        return []
+    online = {int(c) for c in facts.get("cpus_online", "").split() if c.isdigit()}
+    try:
+        present = set(parse_cpu_list(facts.get("cpus_present", "").strip()))
+    except ValueError:
+        return []
+    offline = sorted(c for c in inventory.hosts[role].offline_cpus if c in present and c not in online)
+    if not offline:
+        return []
+    cpus = ", ".join(map(str, offline))
+    return [f"{role}: CPU(s) {cpus} of offline_cpus are offline now, and `down` brings every CPU of "
+            f"offline_cpus back online: take {cpus} out of hosts.{role}.offline_cpus in {inventory.path} to "
+            "leave them offline"]
+
+
 def same_machine_problems(inventory: Inventory, found: dict[str, Any]) -> list[str]:
     """One line per pair of roles whose destinations reach one machine (same machine-id and network
     namespace): the four roles need four machines."""
@@ -642,6 +662,7 @@ def _host_result(inventory: Inventory, role: str, facts: dict[str, str], clock: 
     warnings += more_warnings
     settings = cpu_settings(facts)
     warnings += cpu_settings_warnings(role, settings)
+    warnings += offline_cpu_warnings(inventory, role, facts)
     if abs(clock["offset_s"]) > CLOCK_WARN_S:
         warnings.append(f"{role}: clock differs by {clock['offset_s']:+.3f} s: run NTP or chrony")
     cpus = facts.get("cpus", "").strip()
@@ -654,9 +675,20 @@ def _host_result(inventory: Inventory, role: str, facts: dict[str, str], clock: 
         **{b.name: b.preflight_report(facts) for b in registry.every() if b.preflight_facts()},
         "knotd": facts.get("knotd"), "kdig": facts.get("kdig"),
         "tester": facts.get("tester"), "cpu_settings": settings,
+        **({"backend": host.backend, "binary": host.binary} if role in DUTS else {}),
         **({"xdp": xdp_found} if xdp_found else {}),
     }
     return entry, problems, warnings
+
+
+def _translator_text(role: str, host: dict[str, Any]) -> str:
+    """What will translate on a DUT: its backend's own build (the inventory's binary) or what the host has;
+    on another host, every translator found there."""
+    mine = [b for b in registry.every() if b.name == host.get("backend")]
+    if mine and host.get("binary"):
+        return f"{mine[0].name} {host['binary']} (hosts.{role}.{mine[0].name}_binary)"
+    found = [b.preflight_summary(host.get(b.name)) for b in (mine or registry.every())]
+    return "; ".join(line for line in found if line)
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
@@ -674,8 +706,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         verdict = f"REFUSED ({len(mine)} problem(s))" if mine else "ok"
         what = {"client": f"tester {host.get('tester')} (controller: {result.get('controller_tester')})",
                 "server": f"{host.get('knotd')}, kdig {host.get('kdig')}"}
-        found = [b.preflight_summary(host.get(b.name)) for b in registry.every()]
-        translator = "; ".join(line for line in found if line)
+        translator = _translator_text(role, host)
         detail = what.get(role, translator or "no translator found")
         clock = host.get("clock") or {}
         lines.append(f"{role:<7} {verdict}: kernel {host.get('kernel')}, {host.get('cpus')} CPUs "

@@ -261,3 +261,84 @@ def test_lost_ssh_to_the_client_is_named_not_the_testers_exit_code(tmp_path: Pat
     assert str(err.value).startswith("lost the SSH connection to the client (ssh: connect to host client "
                                      "port 22: Connection refused)"), err.value
     assert "exited with code" not in str(err.value)
+
+
+class ArgvShell(LocalShell):
+    """This machine as every host (reads only: the probe), with the argv the clock measurement needs."""
+
+    def argv(self, host: str, script: str) -> list[str]:
+        return ["sh", "-c", script]
+
+
+def test_a_testbed_that_is_up_is_one_line(tmp_path: Path) -> None:
+    """A campaign or check after a manual `testbed up` (before: one line of ~6 000 characters, the state
+    file's shell code and every address of the run listed as a collision)."""
+    from xlatbench.setups.testbed.chain import machine_interfaces, plan
+    from xlatbench.setups.testbed.preflight import check
+
+    inv = parse_inventory(inventory_with("rundir", str(tmp_path), {}), "lab.toml")
+    for role in ("dut1", "server"):
+        state = Path(inv.statefile(role))
+        state.parent.mkdir(parents=True)
+        state.write_text("ip address del 192.0.2.1/24 dev eth1\n" * 300)
+    result = check(inv, ArgvShell(), machine_interfaces(inv), plan(inv))  # type: ignore[arg-type]
+    assert result["problems"] == ["dut1, server: the testbed is up (a `testbed up` or a killed run left its "
+                                  "state there): run `xlatbench testbed down lab.toml` first, or let the "
+                                  "campaign bring it up itself"]
+    assert result["problems_while_up"] and not result["ok"]
+
+
+def test_one_machine_behind_two_destinations_is_refused() -> None:
+    from xlatbench.setups.testbed.preflight import same_machine_problems
+
+    inv = parse_inventory(good(), "lab.toml")
+    same = "0123abcd net:[4026531840]"
+    found = {"client": ({"machine": "aaaa net:[1]"},), "dut1": ({"machine": same},),
+             "dut2": ({"machine": same},), "server": "unreachable"}
+    assert same_machine_problems(inv, found) == [
+        "dut2: hosts.dut2.ssh (d2) reaches the same machine as hosts.dut1.ssh (d1) (machine-id 0123abcd): "
+        "give each role its own host"]
+    # the sshd hosts of the tests: one machine-id, a network namespace each, so four machines
+    apart = {role: ({"machine": f"0123abcd net:[{n}]"},) for n, role in enumerate(("client", "dut1", "dut2"))}
+    assert same_machine_problems(inv, apart) == []
+
+
+def test_a_cpu_offline_before_up_is_warned_about() -> None:
+    from xlatbench.setups.testbed.preflight import offline_cpu_warnings
+
+    inv = parse_inventory(good(), "lab.toml")  # dut1: offline_cpus 1-3
+    facts = {"cpus_online": "0 1 2 ", "cpus_present": "0-3"}
+    assert offline_cpu_warnings(inv, "dut1", facts) == [
+        "dut1: CPU(s) 3 of offline_cpus are offline now, and `down` brings every CPU of offline_cpus back "
+        "online: take 3 out of hosts.dut1.offline_cpus in lab.toml to leave them offline"]
+    assert offline_cpu_warnings(inv, "dut1", {**facts, "cpus_online": "0 1 2 3 "}) == []
+
+
+def test_the_check_line_names_what_will_translate() -> None:
+    """A DUT with its own tayga build: the line names that binary, not the bpf object nor Debian's tayga."""
+    from xlatbench.setups.testbed.preflight import _translator_text
+
+    host = {"backend": "tayga", "binary": "/opt/tayga/tayga", "tayga": "0.9.2-8",
+            "bpf": {"object": "abababababab" * 5 + "abab", "path": "/x/siit.bpf.o"}}
+    assert _translator_text("dut1", host) == "tayga /opt/tayga/tayga (hosts.dut1.tayga_binary)"
+    assert _translator_text("dut1", {**host, "binary": None}) == "tayga 0.9.2-8"
+
+
+def test_down_keeps_directories_it_did_not_make(tmp_path: Path) -> None:
+    from xlatbench.setups.testbed.undo import down_script, note_created_dirs
+
+    shell = LocalShell()
+    kept = tmp_path / "lab" / "dut1"
+    kept.mkdir(parents=True)  # an operator's, before up
+    shell.capture("dut1", note_created_dirs(str(kept)))
+    shell.capture("dut1", down_script(str(kept / "undo.sh")))
+    assert kept.is_dir()
+    made = tmp_path / "lab" / "dut2"
+    shell.capture("dut2", note_created_dirs(str(made)))
+    assert made.is_dir()
+    shell.capture("dut2", down_script(str(made / "undo.sh")))
+    assert not made.exists() and kept.is_dir()
+    fresh = tmp_path / "new" / "client"
+    shell.capture("client", note_created_dirs(str(fresh)))
+    shell.capture("client", down_script(str(fresh / "undo.sh")))
+    assert not (tmp_path / "new").exists()
