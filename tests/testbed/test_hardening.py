@@ -342,3 +342,4 @@ def test_down_keeps_directories_it_did_not_make(tmp_path: Path) -> None:
     shell.capture("client", note_created_dirs(str(fresh)))
     shell.capture("client", down_script(str(fresh / "undo.sh")))
     assert not (tmp_path / "new").exists()
+
