@@ -47,7 +47,7 @@ def shown(text: str, limit: int = 120) -> str:
 
 def parse_error(host: str, command: str, expected: str, got: str) -> HostOutputError:
     """The one line for a reading that is not what the suite expects."""
-    return HostOutputError(f"{host}: `{shown(command, 80)}` answered {shown(got, 80)!r}, "
+    return HostOutputError(f"{host}: `{shown(command, 160)}` answered '{shown(got.strip(), 80)}', "
                            f"not {expected}")
 
 

@@ -343,3 +343,16 @@ def test_down_keeps_directories_it_did_not_make(tmp_path: Path) -> None:
     shell.capture("client", down_script(str(fresh / "undo.sh")))
     assert not (tmp_path / "new").exists()
 
+
+
+def test_cpu_lists_of_the_wrong_shape_are_one_line(tmp_path: Path) -> None:
+    from xlatbench.setups.testbed.hotplug import Hotplug, HotplugError
+
+    base = tmp_path / "devices" / "system" / "cpu"
+    (base / "cpu1x").mkdir(parents=True)
+    (base / "present").write_text("0-3\x1b[2J junk\n")
+    plug = Hotplug("dut1", (1,), str(tmp_path), str(tmp_path / "undo.sh"))
+    with pytest.raises(HotplugError, match=r"^dut1: `cat .*present` answered '0-3\\x1b\[2J junk', not a CPU"):
+        plug.present(LocalShell())
+    with pytest.raises(HotplugError, match=r"^dut1: `the online CPUs under .*` answered '1x', not CPU"):
+        plug.online(LocalShell())
