@@ -686,7 +686,11 @@ def _translator_text(role: str, host: dict[str, Any]) -> str:
     on another host, every translator found there."""
     mine = [b for b in registry.every() if b.name == host.get("backend")]
     if mine and host.get("binary"):
-        return f"{mine[0].name} {host['binary']} (hosts.{role}.{mine[0].name}_binary)"
+        own = f"{mine[0].name} {host['binary']} (hosts.{role}.{mine[0].name}_binary)"
+        report = host.get(mine[0].name)
+        # a report of the file itself (the bpf object's hash) stays; a package's version (not what runs) not
+        facts = mine[0].preflight_summary(report) if isinstance(report, dict) else ""
+        return f"{own}: {facts}" if facts else own
     found = [b.preflight_summary(host.get(b.name)) for b in (mine or registry.every())]
     return "; ".join(line for line in found if line)
 

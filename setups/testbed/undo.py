@@ -243,21 +243,31 @@ def created_dirs_file(role_dir: str) -> str:
     return f"{role_dir}/dirs.created"
 
 
+MADE_MARK = ".xlatbench-made"  # in the parent of the role directories, when `up` created it
+
+
 def note_created_dirs(role_dir: str) -> str:
     """Snippet run first by `up`: create the role directory and its parent, writing down those that were
-    not there (role first), so that `down` removes only what the suite made (an operator's empty directory
+    not there (the role directory in `dirs.created`, the parent, which the roles of one file system share,
+    by a mark file in it), so that `down` removes only what the suite made (an operator's empty directory
     stays)."""
     q = shlex.quote
     parent = role_dir.rsplit("/", 1)[0]
-    return (f"made=''; for d in {q(parent)} {q(role_dir)}; do [ -d \"$d\" ] || made=\"$d $made\"; done; "
+    return (f"if [ ! -d {q(parent)} ]; then mkdir -p {q(parent)} && : > {q(f'{parent}/{MADE_MARK}')}; fi; "
+            f"if [ -d {q(role_dir)} ]; then made=''; else made={q(role_dir)}; fi; "
             f"mkdir -p {q(role_dir)} && printf '%s\\n' $made > {q(created_dirs_file(role_dir))}")
 
 
 def remove_created_dirs(role_dir: str) -> str:
-    """Snippet removing, if empty, the directories `note_created_dirs` wrote down, and its file."""
-    listed = shlex.quote(created_dirs_file(role_dir))
+    """Snippet removing, if empty, the role directory `note_created_dirs` wrote down, then the parent if
+    `up` made it and nothing but its mark is left there."""
+    q = shlex.quote
+    listed, parent = q(created_dirs_file(role_dir)), role_dir.rsplit("/", 1)[0]
+    mark = q(f"{parent}/{MADE_MARK}")
     return (f"if [ -f {listed} ]; then d=$(cat {listed}); rm -f {listed}; for x in $d; do "
-            f"rmdir \"$x\" 2>/dev/null; done; fi")
+            f"rmdir \"$x\" 2>/dev/null; done; fi; "
+            f"if [ -f {mark} ] && [ -z \"$(ls -A {q(parent)} | grep -vxF {MADE_MARK})\" ]; then "
+            f"rm -f {mark} && rmdir {q(parent)} 2>/dev/null; fi")
 
 
 def stop_testers(role_dir: str) -> str:

@@ -319,30 +319,38 @@ def test_the_check_line_names_what_will_translate() -> None:
     from xlatbench.setups.testbed.preflight import _translator_text
 
     host = {"backend": "tayga", "binary": "/opt/tayga/tayga", "tayga": "0.9.2-8",
-            "bpf": {"object": "abababababab" * 5 + "abab", "path": "/x/siit.bpf.o"}}
+            "bpf": {"object": "/opt/siit.bpf.o", "sha256": "ab" * 32}}
     assert _translator_text("dut1", host) == "tayga /opt/tayga/tayga (hosts.dut1.tayga_binary)"
     assert _translator_text("dut1", {**host, "binary": None}) == "tayga 0.9.2-8"
+    bpf = {**host, "backend": "bpf", "binary": "/opt/siit.bpf.o"}  # the object's own facts stay
+    assert _translator_text("dut2", bpf) == ("bpf /opt/siit.bpf.o (hosts.dut2.bpf_binary): bpf siit.bpf.o "
+                                             "sha256 abababababab")
 
 
 def test_down_keeps_directories_it_did_not_make(tmp_path: Path) -> None:
+    """Before, `down` removed an operator's empty role directory and its parent; now only what `up` made."""
     from xlatbench.setups.testbed.undo import down_script, note_created_dirs
 
     shell = LocalShell()
-    kept = tmp_path / "lab" / "dut1"
-    kept.mkdir(parents=True)  # an operator's, before up
-    shell.capture("dut1", note_created_dirs(str(kept)))
-    shell.capture("dut1", down_script(str(kept / "undo.sh")))
-    assert kept.is_dir()
-    made = tmp_path / "lab" / "dut2"
-    shell.capture("dut2", note_created_dirs(str(made)))
-    assert made.is_dir()
-    shell.capture("dut2", down_script(str(made / "undo.sh")))
-    assert not made.exists() and kept.is_dir()
-    fresh = tmp_path / "new" / "client"
-    shell.capture("client", note_created_dirs(str(fresh)))
-    shell.capture("client", down_script(str(fresh / "undo.sh")))
-    assert not (tmp_path / "new").exists()
 
+    def up(role_dir: Path) -> None:
+        shell.capture("host", note_created_dirs(str(role_dir)))
+
+    def down(role_dir: Path) -> None:
+        shell.capture("host", down_script(str(role_dir / "undo.sh")))
+
+    kept = tmp_path / "lab" / "dut1"
+    kept.mkdir(parents=True)  # an operator's, before up: it and its parent stay
+    up(kept)
+    down(kept)
+    assert kept.is_dir()
+    made = tmp_path / "new"  # made by up, shared by two roles (one file system): gone with the last
+    up(made / "dut1")
+    up(made / "dut2")
+    down(made / "dut1")
+    assert not (made / "dut1").exists() and (made / "dut2").is_dir()
+    down(made / "dut2")
+    assert not made.exists() and kept.is_dir()
 
 
 def test_cpu_lists_of_the_wrong_shape_are_one_line(tmp_path: Path) -> None:

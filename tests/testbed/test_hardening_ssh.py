@@ -97,8 +97,13 @@ def test_shell_characters_in_every_value_are_refused_or_used_literally(
                                      tester=f"extra_args = {extra_args}")
     done = run_cli("campaign", "run", "--no-progress", str(campaign), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    types = {json.loads(line)["type"] for line in store.read_text().splitlines()}
-    assert {"trial", "idle-run", "idle-mean"} <= types
+    stored = [json.loads(line) for line in store.read_text().splitlines()]
+    assert {"trial", "idle-run", "idle-mean"} <= {r["type"] for r in stored}
+    # issue 31 item 6: every record's conditions carry each host's CPU clock, SMT and irqbalance settings
+    for record in (r for r in stored if r["type"] in ("trial", "idle-run")):
+        hosts_found = record["dut"]["preflight"]["hosts"]
+        assert all({"cpufreq", "fixed_clock", "smt_active", "irqbalance"} <= set(h["cpu_settings"])
+                   for h in hosts_found.values()), record["key"]
     assert not canary.exists()
     calls = [c.split("\0") for c in argv_log.read_text().split("\0--xdp-interface\0")[1:]]
     assert calls and all(c[0] == literal for c in calls), calls[:1]  # one argument, as written
