@@ -76,10 +76,10 @@ def decode(data: bytes) -> str:
     return printable(data.decode("utf-8", errors="replace"))
 
 
-def run_bounded(argv: list[str], stdin: str | None, timeout_s: float,
+def run_bounded(argv: list[str], stdin: str | None, timeout_s: float | None,
                 limit: int = CAPTURE_LIMIT) -> Bounded:
     """Run `argv` (a local ssh client), feed it `stdin`, keep at most `limit` bytes of each output stream;
-    subprocess.TimeoutExpired after `timeout_s` (the process is killed)."""
+    subprocess.TimeoutExpired after `timeout_s` (the process is killed; None: no limit)."""
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     out: list[bytes] = []

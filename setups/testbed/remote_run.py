@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 import uuid
 
-from .hostout import shown
+from .hostout import CAPTURE_LIMIT, run_bounded, shown
 from .undo import identity_file, remember_process
 
 SSH_FAILED = 255  # what ssh exits with when it fails itself (and when the remote command died of a signal)
@@ -50,19 +49,26 @@ def main(argv: list[str]) -> int:
     ssh, tester, remote_dir, command = json.loads(argv[0]), argv[1], argv[2], argv[4:]
     local_json = command[command.index("--json") + 1] if "--json" in command else None
     run, fetch, _ = remote_scripts(tester, remote_dir, command, uuid.uuid4().hex)
-    code = subprocess.run([*ssh, "--", run], check=False).returncode
-    got = subprocess.run([*ssh, "--", fetch], capture_output=True, check=False)
+    # The client's words reach this terminal bounded and escaped (hostout), as every host's do.
+    ran = run_bounded([*ssh, "--", run], None, None)
+    sys.stderr.write(ran.stderr)
+    code = ran.returncode
+    got = run_bounded([*ssh, "--", fetch], None, 120)
     if code == SSH_FAILED and got.returncode == SSH_FAILED:
-        why = (got.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+        why = (got.stderr.strip().splitlines() or ["no message"])[-1]
         print(f"{LOST_PREFIX} ({shown(why)}): the tester's own status is unknown, the trial is void",
               file=sys.stderr)
         return code
     if local_json is not None:
+        if got.dropped.get("stdout"):
+            print(f"remote_run: the tester JSON on the client is larger than the {CAPTURE_LIMIT} bytes kept "
+                  f"({got.dropped['stdout']} more): not read", file=sys.stderr)
+            return 1
         if got.returncode == 0:
-            with open(local_json, "wb") as out:
+            with open(local_json, "w") as out:
                 out.write(got.stdout)
         elif code == 0:
-            print(f"remote_run: tester JSON not found on the client: {got.stderr.decode().strip()}",
+            print(f"remote_run: tester JSON not found on the client: {shown(got.stderr.strip())}",
                   file=sys.stderr)
             return 1
     return code

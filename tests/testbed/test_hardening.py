@@ -364,3 +364,20 @@ def test_cpu_lists_of_the_wrong_shape_are_one_line(tmp_path: Path) -> None:
         plug.present(LocalShell())
     with pytest.raises(HotplugError, match=r"^dut1: `the online CPUs under .*` answered '1x', not CPU"):
         plug.online(LocalShell())
+
+
+def test_the_clients_words_reach_the_controller_escaped_and_bounded(tmp_path: Path) -> None:
+    """remote_run (the trial on the client): the tester's stderr arrives escaped; a tester JSON past the
+    capture bound is refused in one line, not read into memory."""
+    ssh = tmp_path / "ssh"
+    ssh.write_text("#!/bin/sh\ncase \"$2\" in\n  *cat*) head -c 6000000 /dev/zero | tr '\\0' x;;\n"
+                   "  *) printf 'tester says \\033]0;owned\\007\\n' >&2;;\nesac\n")
+    ssh.chmod(0o755)
+    argv = [sys.executable, "-m", "xlatbench.setups.testbed.remote_run", json.dumps([str(ssh)]), "xlatperf",
+            "/run/x/client", "--", "xlatperf", "--json", str(tmp_path / "t.json")]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert done.stderr.splitlines() == [
+        "tester says \\x1b]0;owned\\x07",
+        "remote_run: the tester JSON on the client is larger than the 4194304 bytes kept (1805696 more): "
+        "not read"]
