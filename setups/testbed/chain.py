@@ -190,7 +190,7 @@ def attached_xdp(shell: Shell, role: str, iface: str) -> list[dict[str, Any]]:
     out = shell.capture(role, f"ip -j -d link show dev {shlex.quote(iface)}", check=False).stdout
     try:
         return [p.record() for p in xdp.parse_links(out)]
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, TypeError, AttributeError):  # not `ip -j -d link`'s JSON: nothing known
         return []
 
 
@@ -476,7 +476,9 @@ class TestbedChain:
         out = self.shell.capture("client", f"ip -j route get {shlex.quote(server)}", check=False).stdout
         try:
             route = json.loads(out or "[]")[0]
-        except (ValueError, IndexError):
+            if not isinstance(route, dict):
+                raise ValueError("not a route object")
+        except (ValueError, IndexError, KeyError):
             raise TestbedError(f"client: no route to the server {server} ([tester] io = \"xdp\"): check "
                                "the client's addresses and routes after up") from None
         if route.get("dev") != iface:
@@ -492,7 +494,8 @@ class TestbedChain:
             entry = json.loads(self.shell.capture("client", script, check=False).stdout or "[]")
         except ValueError:
             entry = []
-        mac = next((e.get("lladdr") for e in entry if e.get("lladdr")), None)
+        entry = [e for e in entry if isinstance(e, dict)] if isinstance(entry, list) else []
+        mac = next((str(e["lladdr"]) for e in entry if e.get("lladdr")), None)
         if mac is None:
             raise TestbedError(f"client: the next hop {hop} on {iface} does not resolve (no ARP answer), "
                                "which [tester] io = \"xdp\" needs to address its frames: check the cable of "
@@ -618,8 +621,13 @@ class TestbedChain:
                                 "the translator's CPU times").splitlines()
                 if len(out) != 2:
                     raise self.lost(host, "no CPU times of its translator (its /proc/PID/stat)")
-                fields = out[1].rsplit(")", 1)[1].split()
-                times[host] = times.get(host, 0.0) + (int(fields[11]) + int(fields[12])) / int(out[0])
+                try:
+                    fields = out[1].rsplit(")", 1)[1].split()
+                    ticks = (int(fields[11]) + int(fields[12])) / int(out[0])
+                except (ValueError, IndexError, ZeroDivisionError):
+                    why = f"unreadable CPU times of its translator ({shown(out[1])})"
+                    raise self.lost(host, why) from None
+                times[host] = times.get(host, 0.0) + ticks
         return times
 
     def _translator_pidfiles(self) -> dict[str, list[str]]:

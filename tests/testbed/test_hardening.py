@@ -381,3 +381,37 @@ def test_the_clients_words_reach_the_controller_escaped_and_bounded(tmp_path: Pa
         "tester says \\x1b]0;owned\\x07",
         "remote_run: the tester JSON on the client is larger than the 4194304 bytes kept (1805696 more): "
         "not read"]
+
+
+class CannedShell:
+    """Hosts that answer each command containing a key with its canned output (exit 0)."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+
+    def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> Any:
+        from xlatbench.setups.testbed.ssh import Completed
+
+        out = next((text for key, text in self.answers.items() if key in script), "")
+        return Completed(host, script, 0, 0.0, out, "")
+
+
+def test_chain_readings_of_the_wrong_shape_are_one_line() -> None:
+    """A route, a neighbour entry, XDP links and a translator's /proc stat of the wrong JSON types or fields:
+    a TestbedError or a void trial (HostLost) naming the host, never an AttributeError."""
+    from xlatbench.setups.testbed.chain import HostLost, TestbedChain, TestbedError, attached_xdp
+
+    inv = parse_inventory(inventory_with("hosts.dut1.backend", "tayga", {}), "lab.toml")
+    chain = TestbedChain(inv, CannedShell({"route get": "[5]"}), {"hosts": {}})  # type: ignore[arg-type]
+    with pytest.raises(TestbedError, match="^client: no route to the server"):
+        chain.resolve_next_hop()
+    route = json.dumps([{"dev": "eth1", "gateway": "192.0.0.1"}])
+    chain = TestbedChain(inv, CannedShell({"route get": route, "neigh show": '{"lladdr": 1}'}),  # type: ignore[arg-type]
+                         {"hosts": {}})
+    with pytest.raises(TestbedError, match="does not resolve"):
+        chain.resolve_next_hop()
+    assert attached_xdp(CannedShell({"link show": '[{"ifname": 5, "xdp": 7}]'}), "server", "eth1") == []  # type: ignore[arg-type]
+    chain = TestbedChain(inv, CannedShell({"CLK_TCK": "100\n1 (tayga) S x"}), {"hosts": {}})  # type: ignore[arg-type]
+    with pytest.raises(HostLost, match=r"^dut\d \(d\d\): unreadable CPU times of its translator "
+                                       r"\(1 \(tayga\) S x\)"):
+        chain.dut_cpu_times()
