@@ -353,9 +353,11 @@ def collision_problems(role: str, objects: list[tuple[str, str, str]], facts: di
 
 
 def previous_run_script(statefile: str) -> str:
-    """Probe line: what a previous run left to undo on the host (its state or pending file, a tester's
-    pid file), on one line; empty when nothing is left."""
-    return f'echo "previous_run=$( ({pending(statefile)}) 2>/dev/null | tr \'\\n\' \' \')"'
+    """Probe lines: what a previous run left to undo on the host (its state or pending file, a tester's
+    pid file), on one line, empty when nothing is left; and whether its state file is there (the testbed
+    is up: `testbed up`, or a run killed while up)."""
+    return (f'echo "previous_run=$( ({pending(statefile)}) 2>/dev/null | tr \'\\n\' \' \')"\n'
+            f'echo "testbed_up=$([ -f {shlex.quote(statefile)} ] && echo yes)"')
 
 
 def previous_run_problems(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:
@@ -596,12 +598,14 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
         result["warnings"] += warnings + more_warnings
     result["problems"] += same_machine_problems(inventory, found)
     up_on = [role for role, probed in found.items()
-             if not isinstance(probed, str) and probed[0].get("previous_run", "").strip()]
-    if up_on:  # its addresses, links and daemons are what the other lines would list: one line instead
-        result["problems_while_up"] = result["problems"]
+             if not isinstance(probed, str) and probed[0].get("testbed_up", "").strip() == "yes"]
+    if up_on:  # its addresses, links and daemons are what those hosts' lines would list: one line instead
+        mine = tuple(f"{role}:" for role in up_on)
+        result["problems_while_up"] = [p for p in result["problems"] if p.startswith(mine)]
         result["problems"] = [f"{', '.join(up_on)}: the testbed is up (a `testbed up` or a killed run left "
                               f"its state there): run `xlatbench testbed down {inventory.path}` first, or "
-                              "let the campaign bring it up itself"]
+                              "let the campaign bring it up itself",
+                              *(p for p in result["problems"] if not p.startswith(mine))]
     result["controller_tester"] = local_tester_version()
     result["ok"] = not result["problems"]
     return result
