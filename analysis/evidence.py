@@ -62,7 +62,7 @@ class Evidence:
     separate_hosts: each DUT's CPU figures are its own host's (a real testbed), not a shared machine's.
     share_runs: the idle runs translator_share averages, count (the counted runs that timed a translator).
     excluded: the idle runs left out of every figure here (idle mean, shares, latency), one "run N: why" each
-        (IdleMean.excluded, or the one rule results.records.idle_run_exclusion for a record without it).
+        (IdleMean.excluded, or the one rule data.records.idle_run_exclusion for a record without it).
     roles: per DUT, the device its translator plays as the paper names it ("CLAT", "PLAT", "CE", "BR"), from
         the record's translators (`role`); a DUT without one is left out.
     unpinned: the parts of the test system ("tester", "Knot") that ran on this machine without a CPU pin
@@ -172,7 +172,7 @@ def evidence_from(records: list[Record]) -> list[Evidence]:
 def left_out(mean: IdleMean | None, runs: list[IdleRun]) -> dict[int, str]:
     """The idle runs left out of the idle mean and why, {run: why}: the ones the mean's record lists
     (`excluded`), or for a mean written before it listed them (or no mean) those the one rule
-    (results.records.idle_run_exclusion) excludes. Every figure of a capture -- idle mean, translator
+    (data.records.idle_run_exclusion) excludes. Every figure of a capture -- idle mean, translator
     shares, latency, the run count a verdict prints -- uses the runs not in it."""
     if mean is not None and mean.excluded is not None:
         return {int(e["run"]): str(e.get("why", "")) for e in mean.excluded if "run" in e}

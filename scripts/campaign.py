@@ -615,7 +615,13 @@ class IdleCapture:
         measurer = runner.ensure_measurer()
         rest_taken = runner.take_rest()
         started = runner.clock.now()
-        result, samples, hosts = self._measure(measurer, duration, rate)
+        try:
+            result, samples, hosts = self._measure(measurer, duration, rate)
+        except (ComponentFailure, TesterError) as err:  # a void idle run: stored as such, with its cause
+            self.recorder.append(TrialFailed(
+                key=trial_failed_key(key, "idle", utc_now()), context=self.recorder.context(session),
+                failure={"kind": type(err).__name__, "reason": str(err), "idle_run": run}))
+            raise
         wall = runner.clock.now() - started
         runner.owe_rest(rest)
         self.recorder.append(IdleRun(

@@ -237,6 +237,10 @@ def xlatperf_bound_s(duration_s: float, options: TesterOptions) -> float:
     return duration_s + tolerance + lag_allowance + 2 * options.timeout_s
 
 
+# The last stderr line of a testbed's wrapper (setups.testbed.remote_run) whose SSH connection failed.
+LOST_CONNECTION = "remote_run: lost the SSH connection"
+
+
 def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float, duration_s: float,
               options: TesterOptions, place: TesterPlace | None = None) -> dict[str, Any]:
     """Run one xlatperf trial (argv prefixed by `wrap`, e.g. `ip netns exec NS`; `place`: see xlatperf_argv)
@@ -264,6 +268,8 @@ def run_trial(wrap: list[str], binary: str | Path, server: str, rate_qps: float,
                               "the trial: the trial is void, not stored as a result")
         if process.returncode != 0:
             last = (stderr or "").strip().splitlines()
+            if last and last[-1].startswith(LOST_CONNECTION):  # the wrapper's ssh failed, not the tester
+                raise TesterError(last[-1].removeprefix("remote_run: "))
             raise TesterError(f"xlatperf exited with code {process.returncode}: "
                               f"{last[-1] if last else '(no message)'}")
         try:

@@ -131,7 +131,7 @@ class BpfBackend(BackendBase):
         return ['echo "bpftool=$(command -v bpftool || echo absent)"',
                 'echo "bpf_tc=$(command -v tc || echo absent)"',
                 'echo "bpf_fs=$(grep -qw bpf /proc/filesystems && echo present || echo absent)"',
-                f'echo "bpf_object_path={obj}"',
+                f"echo bpf_object_path={obj}",  # the quoted path as one word: never inside double quotes
                 f'echo "bpf_object=$( ([ -f {obj} ] && sha256sum {obj} | cut -c1-64) || echo absent)"',
                 'echo "bpf_rp_filter=$(cat /proc/sys/net/ipv4/conf/all/rp_filter 2>/dev/null)"']
 

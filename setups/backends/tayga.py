@@ -120,7 +120,8 @@ class TaygaBackend(BackendBase):
     def preflight_problems(self, role: str, topology: str, binary: str | None,
                            facts: Mapping[str, str]) -> list[str]:
         if binary and facts.get("tayga_binary") != "present":
-            return [f"{role}: tayga binary {binary} missing: run tools/build-tayga there"]
+            return [f"{role}: tayga binary {binary} (hosts.{role}.tayga_binary) missing or not executable: "
+                    "run tools/build-tayga there, or fix the key"]
         if not binary and facts.get("tayga", "absent") == "absent":
             return [f"{role}: tayga not installed: apt-get install tayga, or set hosts.{role}.tayga_binary"]
         return []

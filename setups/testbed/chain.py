@@ -38,6 +38,7 @@ from ..steps import Daemon
 from ..transports import StepError
 from .bringup import batch_script, check_io, plan
 from .cleanup import down_all, leftovers
+from .hostout import CAPTURE_LIMIT, HostOutputError, shown
 from .inventory import DUTS, Inventory
 from .irqs import SavedIrqs
 from .knot import attached_xdp, knot_placement, knot_ready_script, server_test_interface
@@ -59,7 +60,7 @@ from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
 from .remote_idle import samples_from
 from .ssh import SshTransport
-from .undo import moving_nics, sysctl_snapshot
+from .undo import moving_nics, note_created_dirs, sysctl_snapshot
 
 # One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
 COUNTERS_SCRIPT = ("ip -s -j link show; echo '#--'; nft -j list ruleset 2>/dev/null; echo '#--'; "
@@ -120,6 +121,7 @@ class TestbedChain:
             raise
         chain = cls(inventory, shell, found, tester_io, server_io)
         try:
+            each(ORDER, lambda role: shell.capture(role, note_created_dirs(inventory.rundir(role))))
             # Before anything moves: the NICs' IRQ affinities (journalled, restored last by down).
             chain.irqs = each(DUTS, lambda dut: irq_hosts(inventory)[dut].save(shell))
             if inventory.rx_flow_hash == "apply":
@@ -169,7 +171,9 @@ class TestbedChain:
         out = self.shell.capture("client", f"ip -j route get {shlex.quote(server)}", check=False).stdout
         try:
             route = json.loads(out or "[]")[0]
-        except (ValueError, IndexError):
+            if not isinstance(route, dict):
+                raise ValueError("not a route object")
+        except (ValueError, IndexError, KeyError):
             raise TestbedError(f"client: no route to the server {server} ([tester] io = \"xdp\"): check "
                                "the client's addresses and routes after up") from None
         if route.get("dev") != iface:
@@ -185,7 +189,8 @@ class TestbedChain:
             entry = json.loads(self.shell.capture("client", script, check=False).stdout or "[]")
         except ValueError:
             entry = []
-        mac = next((e.get("lladdr") for e in entry if e.get("lladdr")), None)
+        entry = [e for e in entry if isinstance(e, dict)] if isinstance(entry, list) else []
+        mac = next((str(e["lladdr"]) for e in entry if e.get("lladdr")), None)
         if mac is None:
             raise TestbedError(f"client: the next hop {hop} on {iface} does not resolve (no ARP answer), "
                                "which [tester] io = \"xdp\" needs to address its frames: check the cable of "
@@ -314,8 +319,13 @@ class TestbedChain:
                                 "the translator's CPU times").splitlines()
                 if len(out) != 2:
                     raise self.lost(host, "no CPU times of its translator (its /proc/PID/stat)")
-                fields = out[1].rsplit(")", 1)[1].split()
-                times[host] = times.get(host, 0.0) + (int(fields[11]) + int(fields[12])) / int(out[0])
+                try:
+                    fields = out[1].rsplit(")", 1)[1].split()
+                    ticks = (int(fields[11]) + int(fields[12])) / int(out[0])
+                except (ValueError, IndexError, ZeroDivisionError):
+                    why = f"unreadable CPU times of its translator ({shown(out[1])})"
+                    raise self.lost(host, why) from None
+                times[host] = times.get(host, 0.0) + ticks
         return times
 
     def _translator_pidfiles(self) -> dict[str, list[str]]:
@@ -346,6 +356,9 @@ class TestbedChain:
             raise self.lost(role, f"SSH failed reading {what} ({last})")
         if check and done.returncode != 0:
             raise self.lost(role, f"{what} failed: {(done.stderr or done.stdout).strip()[-200:]}")
+        if done.dropped.get("stdout"):
+            raise self.lost(role, f"{what}: {done.dropped['stdout']} bytes past the {CAPTURE_LIMIT} kept, so "
+                                  "the reading is incomplete")
         return done.stdout
 
     @cached_property
@@ -418,10 +431,15 @@ class TestbedChain:
             translators = self._translator_counters.get(role, [])
             if len(parts) != 3 + len(translators) or not parts[0].strip() or not parts[2].strip():
                 raise self.lost(role, "no counters (ip -s link, /proc/net/snmp, the translator's own)")
-            found = {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
-                     **counters_mod.parse_snmp(parts[2], role)}
-            for (host, backend, _), text in zip(translators, parts[3:], strict=True):
-                counts = backend.parse_counters(text)
+            try:
+                found = {**counters_mod.parse_links(parts[0], role), **counters_mod.parse_nft(parts[1], role),
+                         **counters_mod.parse_snmp(parts[2], role)}
+                counted = [(host, backend.parse_counters(text))
+                           for (host, backend, _), text in zip(translators, parts[3:], strict=True)]
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+                why = f"unreadable counters ({type(err).__name__}: {shown(str(err))})"
+                raise self.lost(role, why) from None
+            for host, counts in counted:
                 if not counts:
                     raise self.lost(role, f"no counters of its translator ({host})")
                 found[f"{host}:translator"] = counts
@@ -450,7 +468,10 @@ class TestbedChain:
         found = {}
         for dut, sampler in samplers(self.inventory).items():
             text = self.read(dut, sampler.stop_script(), "its CPU idle samples")
-            found[dut] = samples_from(text, self.preflight["hosts"][dut]["clock"]["offset_s"])
+            try:
+                found[dut] = samples_from(text, self.preflight["hosts"][dut]["clock"]["offset_s"], dut)
+            except HostOutputError as err:
+                raise self.lost(dut, f"unreadable CPU idle samples ({err})") from None
             if not found[dut]:
                 raise self.lost(dut, "no CPU idle samples")
         return found

@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 
 from ...cpulist import parse_cpu_list
+from .hostout import parse_error
 from .ssh import Shell
 from .undo import append_line, with_record
 
@@ -64,13 +65,20 @@ class Hotplug:
     def present(self, shell: Shell) -> list[int]:
         path = f"{shlex.quote(self.sysfs_root)}/devices/system/cpu/present"
         out = shell.capture(self.host, f"cat {path}").stdout
-        return list(parse_cpu_list(out.strip()))
+        try:
+            return list(parse_cpu_list(out.strip()))
+        except ValueError:
+            why = parse_error(self.host, f"cat {path}", "a CPU list such as 0-7", out)
+            raise HotplugError(str(why)) from None
 
     def online(self, shell: Shell) -> list[int]:
         """CPUs online now, from each cpuN/online (a CPU without that file cannot go offline)."""
         script = (f"cd {shlex.quote(self.sysfs_root)}/devices/system/cpu && for d in cpu[0-9]*; do "
                   "if [ ! -f $d/online ] || [ \"$(cat $d/online)\" = 1 ]; then echo ${d#cpu}; fi; done")
         out = shell.capture(self.host, script).stdout
+        if not all(n.isdigit() for n in out.split()):
+            raise HotplugError(str(parse_error(self.host, f"the online CPUs under {self.sysfs_root}",
+                                               "CPU numbers", out)))
         return sorted(int(n) for n in out.split())
 
     def apply(self, shell: Shell, keep: list[int]) -> dict[str, object]:

@@ -56,7 +56,19 @@ RX_FLOW_HASH = ("check", "apply")
 BINARY_KEYS = {f"{b.name}_binary": b.name for b in registry.every() if b.own_build}
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
              "proc_root", "tester", *BINARY_KEYS}
-IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+# An interface name as the kernel takes it that no command can read as an option (a leading '-') or a path
+# ('.', '..'): letters, digits and '_.:-'.
+IFNAME_RE = re.compile(r"^(?!-)(?!\.\.?$)[A-Za-z0-9_.:-]{1,15}$")
+# Every path the controller sends to a host's shell: letters, digits and '._/+-' only, not starting with '-'
+# (quoted anyway; this keeps a path from ever meaning anything but itself, also inside a pattern or an undo
+# line written by the host).
+SAFE_PATH_RE = re.compile(r"^(?!-)[A-Za-z0-9._/+-]{1,4096}$")
+SAFE_PATH = "letters, digits and ._/+- only (no spaces or shell characters), not starting with '-'"
+# An SSH destination: user@host, an alias, a bracketed IPv6 address; no option, no shell character.
+SSH_DEST_RE = re.compile(r"^(?!-)[A-Za-z0-9._@:%\[\]+-]{1,255}$")
+# Host keys only some roles use: another role's entry for them is refused (never silently ignored).
+ROLE_KEYS = {"tester": ("client",), "proc_stat": DUTS, "proc_root": DUTS,
+             **{key: DUTS for key in BINARY_KEYS}}
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
@@ -160,6 +172,7 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
     try:
         if ipaddress.IPv6Network(prefix).prefixlen != 96:
             raise ValueError
+        prefix = str(ipaddress.IPv6Network(prefix))
     except ValueError:
         raise fail("nat64_prefix", f"{prefix!r} is not an IPv6 /96 prefix such as 64:ff9b::/96") from None
     variants = {}
@@ -169,8 +182,9 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
         if variants[backend_name] not in option.choices:
             raise fail(key, f"choose {' or '.join(option.choices)}")
     rundir_root = data.get("rundir", "/run/xlatbench-testbed")
-    if not isinstance(rundir_root, str) or not rundir_root.startswith("/") or " " in rundir_root:
-        raise fail("rundir", "must be an absolute path without spaces")
+    if not isinstance(rundir_root, str) or not rundir_root.startswith("/") \
+            or not SAFE_PATH_RE.match(rundir_root):
+        raise fail("rundir", f"must be an absolute path of {SAFE_PATH}")
     rx_flow_hash = data.get("rx_flow_hash", "check")
     if rx_flow_hash not in RX_FLOW_HASH:
         raise fail("rx_flow_hash", "choose check (refuse a NIC that hashes UDP on addresses only) or apply "
@@ -209,32 +223,43 @@ def _host(role: str, raw: Any, variants: dict[str, str], fail: Any) -> HostEntry
     if unknown:
         raise fail(f"{key}.{unknown[0]}", f"unknown key: use one of {', '.join(sorted(HOST_KEYS))}")
     ssh = raw.get("ssh")
-    if not isinstance(ssh, str) or not ssh.strip() or ssh.startswith("-") or any(c.isspace() for c in ssh):
-        raise fail(f"{key}.ssh", "give the SSH destination (user@host or a ~/.ssh/config alias, no spaces)")
+    if not isinstance(ssh, str) or not SSH_DEST_RE.match(ssh):
+        raise fail(f"{key}.ssh", "give the SSH destination (user@host or a ~/.ssh/config alias: letters, "
+                                 "digits and ._@:%[]+-, not starting with '-')")
     interfaces = _interfaces(role, raw.get("interfaces"), fail)
     backend = raw.get("backend", registry.TESTBED_DEFAULT)
     if backend not in registry.names():
         raise fail(f"{key}.backend", f"choose {' or '.join(registry.names())}")
     if role not in DUTS and "backend" in raw:
         raise fail(f"{key}.backend", "only dut1 and dut2 run a translator: remove it")
+    for k, roles in ROLE_KEYS.items():
+        if k in raw and role not in roles:
+            raise fail(f"{key}.{k}", f"only {' and '.join(roles)} use{'s' if len(roles) == 1 else ''} it, "
+                                     f"{role} would ignore it: remove it")
+    for k, owner in BINARY_KEYS.items():
+        if k in raw and owner != backend:
+            raise fail(f"{key}.{k}", f"{role} runs the {backend} backend, which would ignore it: remove it "
+                                     f"or set hosts.{role}.backend = \"{owner}\"")
     cpus = _offline_cpus(raw.get("offline_cpus", []), f"{key}.offline_cpus", fail)
     if cpus and role not in DUTS:
         raise fail(f"{key}.offline_cpus", "only DUTs change core counts: remove it")
     management = raw.get("management")
     if management is not None:
         try:
-            ipaddress.ip_address(str(management))
+            management = str(ipaddress.ip_address(str(management)))
         except ValueError:
             raise fail(f"{key}.management", f"{management!r} is not an IP address") from None
+        if "%" in management:
+            raise fail(f"{key}.management", f"{management!r}: give the address without a scope (%...)")
     paths = {k: raw.get(k, d) for k, d in (("sysfs_root", "/sys"), ("proc_stat", "/proc/stat"),
                                            ("proc_root", "/proc"),
                                            ("tester", "xlatperf"), (f"{backend}_binary", None))}
     for k, value in paths.items():
-        if value is not None and (not isinstance(value, str) or any(c.isspace() for c in value)):
-            raise fail(f"{key}.{k}", "must be a path without spaces")
+        if value is not None and (not isinstance(value, str) or not SAFE_PATH_RE.match(value)):
+            raise fail(f"{key}.{k}", f"must be a path of {SAFE_PATH}")
     binary = paths.pop(f"{backend}_binary")
-    return HostEntry(role, ssh, interfaces, registry.make(backend, variants.get(backend)), cpus,
-                     management and str(management), **paths, binary=binary)
+    return HostEntry(role, ssh, interfaces, registry.make(backend, variants.get(backend)), cpus, management,
+                     **paths, binary=binary)
 
 
 def _interfaces(role: str, raw: Any, fail: Any) -> dict[str, str]:
@@ -250,7 +275,8 @@ def _interfaces(role: str, raw: Any, fail: Any) -> dict[str, str]:
         if name is None:
             raise fail(f"{key}.{link}", f"missing: name the interface of {role} on link {link}")
         if not isinstance(name, str) or not IFNAME_RE.match(name):
-            raise fail(f"{key}.{link}", f"{name!r} is not an interface name (1-15 characters)")
+            raise fail(f"{key}.{link}", f"{name!r} is not an interface name (1-15 letters, digits and _.:-, "
+                                        "neither starting with '-' nor '.' or '..')")
     if len(set(raw.values())) != len(raw):
         raise fail(key, "two links on one interface: each link end needs its own interface")
     return dict(raw)

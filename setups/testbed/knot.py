@@ -87,7 +87,7 @@ def attached_xdp(shell: Shell, role: str, iface: str) -> list[dict[str, Any]]:
     out = shell.capture(role, f"ip -j -d link show dev {shlex.quote(iface)}", check=False).stdout
     try:
         return [p.record() for p in xdp.parse_links(out)]
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, TypeError, AttributeError):  # not `ip -j -d link`'s JSON: nothing known
         return []
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...cpuload import COLUMNS, usage_between
+from .hostout import parse_error
 from .ssh import Shell
 from .undo import append_line, identity_file, remember_process, stop_own, with_record
 
@@ -42,7 +43,7 @@ class IdleSampler:
                  f"2>/dev/null </dev/null & {remember_process('$!', self.pidfile, 'sh')}; }}")
         if not record:
             return start
-        undo = f"{stop_own(self.pidfile)}; rm -f {pid} {identity_file(self.pidfile)} {data}"
+        undo = f"{stop_own(self.pidfile)}; rm -f {pid} {shlex.quote(identity_file(self.pidfile))} {data}"
         return with_record(append_line(self.statefile, undo), start, self.statefile)
 
     def stop_script(self) -> str:
@@ -54,17 +55,27 @@ class IdleSampler:
         shell.capture(self.host, self.start_script())
 
     def collect(self, shell: Shell, clock_offset_s: float = 0.0) -> list[dict[str, Any]]:
-        return samples_from(shell.capture(self.host, self.stop_script()).stdout, clock_offset_s)
+        return samples_from(shell.capture(self.host, self.stop_script()).stdout, clock_offset_s, self.host)
 
 
-def samples_from(text: str, clock_offset_s: float = 0.0) -> list[dict[str, Any]]:
-    """The sampler file -> [{"t_host", "t_controller", "t_s", "cpus": {cpu: {column: %}}}] per interval."""
+def samples_from(text: str, clock_offset_s: float = 0.0, host: str = "host") -> list[dict[str, Any]]:
+    """The sampler file -> [{"t_host", "t_controller", "t_s", "cpus": {cpu: {column: %}}}] per interval;
+    HostOutputError (one line naming the host) for a line that is not a time stamp (`date +%s.%N`) or a
+    /proc/stat cpu line of counters."""
     snapshots: list[tuple[float, dict[str, tuple[int, ...]]]] = []
     for line in text.splitlines():
         if line.startswith("t "):
-            snapshots.append((float(line.split()[1]), {}))
+            try:
+                stamp = float(line.split()[1])
+            except (ValueError, IndexError):
+                raise parse_error(host, "date +%s.%N (the idle sampler)", "seconds since the epoch with "
+                                  "a fraction (a date with %N, as GNU coreutils has)", line) from None
+            snapshots.append((stamp, {}))
         elif line.startswith("cpu") and snapshots:
             name, *values = line.split()
+            if not all(v.isdigit() for v in values[: len(COLUMNS)]):
+                raise parse_error(host, "grep ^cpu PROC_STAT (the idle sampler)", "a /proc/stat cpu line "
+                                  "of tick counters", line)
             numbers = tuple(int(v) for v in values[: len(COLUMNS)])
             padded = numbers + (0,) * (len(COLUMNS) - len(numbers))
             snapshots[-1][1]["all" if name == "cpu" else name[3:]] = padded

@@ -6,18 +6,23 @@ binary path in argv[0] becomes the client's TESTER, and the argument naming the 
 once, into the one remote command line. REMOTE_DIR is the client's state directory (`testbed down` removes
 what a killed trial left). The tester writes its pid to REMOTE_DIR/trial-ID.pid while it runs: after a killed
 controller the tester (no terminal, so no hangup) would run on; `testbed down` ends it through that file.
-Exit status is the tester's."""
+Exit status is the tester's; when ssh itself failed (exit 255, and the fetch after it cannot reach the client
+either) the last line on stderr says that the SSH connection to the client was lost (LOST_PREFIX), never that
+the tester exited with 255."""
 
 from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 import uuid
 
 from ...procs import is_tester_json
+from .hostout import CAPTURE_LIMIT, run_bounded, shown
 from .undo import identity_file, remember_process
+
+SSH_FAILED = 255  # what ssh exits with when it fails itself (and when the remote command died of a signal)
+LOST_PREFIX = "remote_run: lost the SSH connection to the client"
 
 
 def json_argument(command: list[str]) -> int | None:
@@ -53,14 +58,26 @@ def main(argv: list[str]) -> int:
     json_at = json_argument(command)
     local_json = None if json_at is None else command[json_at]
     run, fetch, _ = remote_scripts(tester, remote_dir, command, uuid.uuid4().hex, json_at)
-    code = subprocess.run([*ssh, "--", run], check=False).returncode
-    got = subprocess.run([*ssh, "--", fetch], capture_output=True, check=False)
+    # The client's words reach this terminal bounded and escaped (hostout), as every host's do.
+    ran = run_bounded([*ssh, "--", run], None, None)
+    sys.stderr.write(ran.stderr)
+    code = ran.returncode
+    got = run_bounded([*ssh, "--", fetch], None, 120)
+    if code == SSH_FAILED and got.returncode == SSH_FAILED:
+        why = (got.stderr.strip().splitlines() or ["no message"])[-1]
+        print(f"{LOST_PREFIX} ({shown(why)}): the tester's own status is unknown, the trial is void",
+              file=sys.stderr)
+        return code
     if local_json is not None:
+        if got.dropped.get("stdout"):
+            print(f"remote_run: the tester JSON on the client is larger than the {CAPTURE_LIMIT} bytes kept "
+                  f"({got.dropped['stdout']} more): not read", file=sys.stderr)
+            return 1
         if got.returncode == 0:
-            with open(local_json, "wb") as out:
+            with open(local_json, "w") as out:
                 out.write(got.stdout)
         elif code == 0:
-            print(f"remote_run: tester JSON not found on the client: {got.stderr.decode().strip()}",
+            print(f"remote_run: tester JSON not found on the client: {shown(got.stderr.strip())}",
                   file=sys.stderr)
             return 1
     return code

@@ -2,7 +2,9 @@
 
 One master connection per host (ControlMaster/ControlPersist) carries every command; each remote
 command is logged with host, exit status and duration (logger `xlatbench.ssh`, and `SshTransport.log`).
-`LocalShell` runs the same snippets on this machine (unit tests: fake sysfs and /proc trees).
+`LocalShell` runs the same snippets on this machine (unit tests: fake sysfs and /proc trees). Every output
+is read with a bound and escaped (hostout.run_bounded): what a command printed past the bound is counted in
+`Completed.dropped` and logged, never held.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 from ..transports import StepError
+from .hostout import run_bounded
 from .undo import XdpRelease, remember_process
 
 LOG = logging.getLogger("xlatbench.ssh")
@@ -29,7 +32,8 @@ BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerA
 
 @dataclass(frozen=True)
 class Completed:
-    """One remote command: host, exit status, duration (s), output."""
+    """One remote command: host, exit status, duration (s), output (bounded and escaped: hostout), and the
+    bytes per stream read past the bound and dropped."""
 
     host: str
     command: str
@@ -37,6 +41,7 @@ class Completed:
     duration_s: float
     stdout: str
     stderr: str
+    dropped: dict[str, int] = field(default_factory=dict)
 
 
 class Shell(Protocol):
@@ -113,14 +118,16 @@ class SshTransport:
     def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> Completed:
         started = time.monotonic()
         try:
-            done = subprocess.run(self.argv(host, script), input=stdin if stdin is not None else "",
-                                  capture_output=True, text=True, timeout=self.timeout_s, check=False)
+            done = run_bounded(self.argv(host, script), stdin, self.timeout_s)
         except subprocess.TimeoutExpired:
             raise StepError(f"{host}: `{_short(script)}` did not finish in {self.timeout_s:.0f} s") from None
         result = Completed(host, script, done.returncode, round(time.monotonic() - started, 4),
-                           done.stdout, done.stderr)
+                           done.stdout, done.stderr, done.dropped)
         self.log.append(result)
         LOG.info("host=%s exit=%d %.3f s: %s", host, done.returncode, result.duration_s, _short(script))
+        if done.dropped:  # the caller reports it (preflight: a problem; a trial's reading: the host lost)
+            LOG.info("host=%s: output of `%s` cut: %s", host, _short(script, 80),
+                        ", ".join(f"{n} bytes of {s} dropped" for s, n in done.dropped.items()))
         if check and done.returncode == 255:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise StepError(f"{host}: ssh {self.destinations[host]} failed (exit 255): {last}")
@@ -143,7 +150,8 @@ class SshTransport:
 
     def log_records(self) -> list[dict[str, object]]:
         return [{"host": c.host, "exit": c.returncode, "duration_s": c.duration_s,
-                 "command": _short(c.command)} for c in self.log]
+                 "command": _short(c.command), **({"dropped_bytes": c.dropped} if c.dropped else {})}
+                for c in self.log]
 
 
 class LocalShell:
@@ -154,10 +162,9 @@ class LocalShell:
 
     def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> Completed:
         started = time.monotonic()
-        done = subprocess.run(["sh", "-c", script], input=stdin or "", capture_output=True, text=True,
-                              timeout=60, check=False)
+        done = run_bounded(["sh", "-c", script], stdin, 60)
         elapsed = time.monotonic() - started
-        result = Completed(host, script, done.returncode, elapsed, done.stdout, done.stderr)
+        result = Completed(host, script, done.returncode, elapsed, done.stdout, done.stderr, done.dropped)
         self.log.append(result)
         if check and done.returncode != 0:
             message = done.stderr.strip()

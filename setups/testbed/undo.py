@@ -222,7 +222,7 @@ def down_script(statefile: str) -> str:
     what it uses, such as its XDP program, is undone after it ends), run the state file's lines newest
     first (each tolerated to fail, reported), then delete it; delete the tester's result
     files of killed trials (`trial-*.json`, and the `.tmp-PID` file xlatperf writes before renaming) and
-    the then empty directories.
+    the then empty directories that `up` created (note_created_dirs).
     Prints `undone: LINE`, `failed: LINE` and `stopped tester PID` lines."""
     path, waiting = shlex.quote(statefile), shlex.quote(pending_file(statefile))
     role_dir = shlex.quote(statefile.rsplit("/", 1)[0])
@@ -235,7 +235,39 @@ def down_script(statefile: str) -> str:
             f"else echo \"failed: $line\"; fi; "
             f"done; rm -f {path}; fi; "
             f"rm -f {role_dir}/trial-*.json {role_dir}/trial-*.json.tmp-*; "
-            f"rmdir {role_dir} \"$(dirname {role_dir})\" 2>/dev/null; true")
+            f"{remove_created_dirs(statefile.rsplit('/', 1)[0])}; true")
+
+
+def created_dirs_file(role_dir: str) -> str:
+    """Which of a host's role directory and its parent `up` created (`note_created_dirs`)."""
+    return f"{role_dir}/dirs.created"
+
+
+MADE_MARK = ".xlatbench-made"  # in the parent of the role directories, when `up` created it
+
+
+def note_created_dirs(role_dir: str) -> str:
+    """Snippet run first by `up`: create the role directory and its parent, writing down those that were
+    not there (the role directory in `dirs.created`, the parent, which the roles of one file system share,
+    by a mark file in it), so that `down` removes only what the suite made (an operator's empty directory
+    stays)."""
+    q = shlex.quote
+    parent = role_dir.rsplit("/", 1)[0]
+    return (f"if [ ! -d {q(parent)} ]; then mkdir -p {q(parent)} && : > {q(f'{parent}/{MADE_MARK}')}; fi; "
+            f"if [ -d {q(role_dir)} ]; then made=''; else made={q(role_dir)}; fi; "
+            f"mkdir -p {q(role_dir)} && printf '%s\\n' $made > {q(created_dirs_file(role_dir))}")
+
+
+def remove_created_dirs(role_dir: str) -> str:
+    """Snippet removing, if empty, the role directory `note_created_dirs` wrote down, then the parent if
+    `up` made it and nothing but its mark is left there."""
+    q = shlex.quote
+    listed, parent = q(created_dirs_file(role_dir)), role_dir.rsplit("/", 1)[0]
+    mark = q(f"{parent}/{MADE_MARK}")
+    return (f"if [ -f {listed} ]; then d=$(cat {listed}); rm -f {listed}; for x in $d; do "
+            f"rmdir \"$x\" 2>/dev/null; done; fi; "
+            f"if [ -f {mark} ] && [ -z \"$(ls -A {q(parent)} | grep -vxF {MADE_MARK})\" ]; then "
+            f"rm -f {mark} && rmdir {q(parent)} 2>/dev/null; fi")
 
 
 def stop_testers(role_dir: str) -> str:

@@ -376,3 +376,24 @@ def test_an_impossible_core_count_is_refused_before_anything_is_up(
     assert run_campaign(CampaignRun(parse_campaign(data, "t.toml", store), progress=False)) == 1
     assert ups == []
     assert "cannot run 1 core(s)" in capsys.readouterr().err
+
+
+def test_a_void_idle_run_leaves_a_trial_failed_record(tmp_path: Path, monkeypatch) -> None:
+    """A host lost (or its samples unreadable) during an idle capture: the campaign stops and the store holds
+    a trial-failed record naming the idle run and the cause (before: nothing was stored)."""
+    from xlatbench.scripts import campaign as campaign_mod
+    from xlatbench.setups.testbed.chain import HostLost
+
+    def lost(self: object, measurer: object, duration: float, rate: float) -> None:
+        raise HostLost("dut1 (d1): unreadable CPU idle samples (dut1: `date +%s.%N (the idle sampler)` ...)")
+
+    monkeypatch.setattr(campaign_mod.IdleCapture, "_measure", lost)
+    store = tmp_path / "r.jsonl"
+    run = campaign_mod.CampaignRun(parse_campaign(fake_campaign(store, idle={"runs": 1}), "t.toml", store),
+                                   progress=False)
+    with pytest.raises(HostLost):
+        run.run()
+    failed = [r for r in records(store) if r["type"] == "trial-failed"]
+    assert len(failed) == 1 and failed[0]["key"].startswith("trial-failed:idle:sim/cores1/run1/idle:")
+    assert failed[0]["failure"] == {"kind": "HostLost", "idle_run": 1, "reason": "dut1 (d1): unreadable CPU "
+                                    "idle samples (dut1: `date +%s.%N (the idle sampler)` ...)"}

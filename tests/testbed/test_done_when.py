@@ -368,7 +368,7 @@ def test_done_when(hosts: SshHosts, inventory: Path, tmp_path: Path,
         hosts.restart_sshd("dut2")
         refused = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-        assert "dut2: a previous run left state" in refused.stderr and "testbed down" in refused.stderr
+        assert "dut2: the testbed is up" in refused.stderr and "testbed down" in refused.stderr
         assert main(["testbed", "down", str(inventory)]) == 0
         capsys.readouterr()
         done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
