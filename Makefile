@@ -99,7 +99,7 @@ HARDENING ?= 1
 test: lint test-cpp test-py $(if $(filter 1,$(HARDENING)),test-hardening)
 
 demo: build-demo
-	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/xlatbench demo
+	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/xlatbench demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(BUILD)
