@@ -114,7 +114,8 @@ def verdict(evidence: Evidence) -> Verdict:
         result.evidence.append(f"left out of every figure here ({evidence.runs} idle run(s) counted): "
                                + "; ".join(evidence.excluded))
     shares = _share_loads(evidence, result)
-    cores = _core_moments(evidence, result)
+    blocked = not evidence.separate_hosts and _placement_blocks(evidence, result)
+    cores = [] if blocked else _core_moments(evidence, result)
     duts = sorted(set(evidence.dut_cpus) | set(shares))
     moments = _moments(cores, shares)
     drop_side = _failing_drops(evidence.failing, evidence, result)
@@ -124,13 +125,14 @@ def verdict(evidence: Evidence) -> Verdict:
     elif evidence.runs == 0 and evidence.excluded:
         result.reason = "every idle run was left out of the idle mean: nothing at the rate to judge"
     else:
-        _decide(evidence, result, duts, moments, drop_side)
+        _decide(evidence, result, duts, moments, drop_side, blocked)
     return result
 
 
 def _decide(evidence: Evidence, result: Verdict, duts: list[str], moments: list[Moment],
-            drop_side: str | None) -> None:
-    """Name the bottleneck in `result`, or say in its reason why none is named."""
+            drop_side: str | None, blocked: bool = False) -> None:
+    """Name the bottleneck in `result`, or say in its reason why none is named. blocked: per-CPU time could
+    not be charged to one DUT (the placement's reason, if it gave one, stands when nothing else decides)."""
     both: list[int] = []
     clear: dict[str, list[int]] = {}
     near: dict[str, list[int]] = {}
@@ -183,7 +185,10 @@ def _decide(evidence: Evidence, result: Verdict, duts: list[str], moments: list[
         result.reason = (f"{dut} is saturated but {other}'s load is unknown" if other else
                          f"{dut} is saturated but nothing was recorded of the other DUT")
     else:
-        result.reason = "no DUT showed saturation"
+        if result.reason:  # the placement's own: a full CPU both DUTs shared
+            return
+        result.reason = ("no DUT's translator showed saturation, and per-CPU time could not be charged to "
+                         "one DUT (see the placement below)") if blocked else "no DUT showed saturation"
         if tester:
             result.reason += f"; the test system was: {tester[1]}"
         if drop_side:
@@ -362,10 +367,9 @@ def _moments(cores: list[Moment], shares: dict[str, Load]) -> list[Moment]:
 
 def _core_moments(evidence: Evidence, result: Verdict) -> list[Moment]:
     """Each DUT's busiest core second by second (its active cores; every DUT's seconds present), or over
-    the run when no per-second figures were recorded; [] when per-CPU time cannot be charged to a DUT. Adds
+    the run when no per-second figures were recorded (the caller skips it when per-CPU time cannot be charged
+    to a DUT: _placement_blocks). Adds
     each DUT's whole-run means and the time shape of its busiest core as evidence."""
-    if not evidence.separate_hosts and _placement_blocks(evidence, result):
-        return []
     if evidence.separate_hosts:
         result.evidence.append("each DUT's CPU figures are its own host's (active cores: "
                                + ", ".join(f"{dut} CPU {_cpu_list(c)}" for dut, c in

@@ -67,6 +67,16 @@ def test_verdict_on_known_evidence(name):
         assert phrase in found.text(), found.text()
 
 
+def test_the_headline_says_when_the_duts_shared_a_cpu():
+    """Both DUTs on CPU 1: the reason itself (not only the evidence below it) says the shared CPU was full,
+    or, when it was not, that per-CPU time could not be charged to one DUT (the demo's case on 2 vCPUs)."""
+    shared = {"dut1": (1,), "dut2": (1,)}
+    full = verdict(evidence({"dut1": 38.9, "dut2": 39.6}, {"1": cpu(1.0)}, shared, {}))
+    assert full.reason.startswith("both DUTs ran on CPU 1, which was full"), full.text()
+    busy = verdict(evidence({"dut1": 42.9, "dut2": 52.0}, {"1": cpu(8.0)}, shared, {}))
+    assert "could not be charged to one DUT" in busy.reason, busy.text()
+
+
 def test_a_busy_multithreaded_translator_is_not_called_saturated_by_its_cpu_share():
     # 95 % of "one CPU" from a multi-threaded translator says nothing of saturation; CPUs were idle.
     given = evidence({"dut1": 95.0, "dut2": 20.0}, {"1": cpu(30.0), "2": cpu(60.0)}, DISJOINT, {},
