@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...cpulist import parse_user_cpu_list
 from ...setups.paper import TOPOLOGIES
 from ..hostinfo import affinity_cpus
 from ..measurers import ChainMeasurer
@@ -87,8 +88,6 @@ def emulation_config(topology: str, **options: Any) -> Any:
 
 def _cpu_list(key: str, text: str) -> tuple[int, ...]:
     """'0,1' or '[0, 1]' as a tuple of CPU numbers; anything else is the user's error, said plainly."""
-    from ...cpulist import parse_user_cpu_list
-
     try:
         return parse_user_cpu_list(text)
     except ValueError:
@@ -174,7 +173,6 @@ class ChainEnvironment(Environment):
 
     def plan(self, count: int) -> DutPlan:
         """Where the DUTs run at `count` cores: the campaign's cpu_map entry, else the placement rule."""
-        from ...cpulist import parse_user_cpu_list
         from ...setups.paper import topology
         from ...setups.placement import duts_of, plan_dut_cpus
 

@@ -59,7 +59,7 @@ from .machine import (
 from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
 from .remote_idle import samples_from
-from .ssh import SshTransport
+from .ssh import SSH_FAILED, SshTransport
 from .undo import moving_nics, note_created_dirs, sysctl_snapshot
 
 # One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
@@ -351,7 +351,7 @@ class TestbedChain:
             done = self.shell.capture(role, script, check=False)
         except StepError as err:
             raise self.lost(role, f"no answer over SSH ({err})") from None
-        if done.returncode == 255:
+        if done.returncode == SSH_FAILED:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise self.lost(role, f"SSH failed reading {what} ({last})")
         if check and done.returncode != 0:

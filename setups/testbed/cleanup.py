@@ -8,7 +8,7 @@ from typing import Any
 from ..transports import StepError
 from .inventory import Inventory
 from .machine import ORDER, each, hotplugs
-from .ssh import Shell
+from .ssh import SSH_FAILED, Shell
 from .undo import down_script, pending
 
 
@@ -23,7 +23,7 @@ def down_all(inventory: Inventory, shell: Shell) -> dict[str, Any]:
             out = shell.capture(role, down_script(inventory.statefile(role)), check=False)
         except StepError as err:
             return {"unreachable": str(err)}
-        if out.returncode == 255:
+        if out.returncode == SSH_FAILED:
             return {"unreachable": (out.stderr.strip().splitlines() or ["ssh failed"])[-1]}
         lines = out.stdout.splitlines()
         report: dict[str, Any] = {"undone": [line[8:] for line in lines if line.startswith("undone: ")],
@@ -51,7 +51,7 @@ def leftovers(inventory: Inventory, shell: Shell) -> dict[str, str]:
         except StepError as err:
             left[role] = f"unreachable: {err}"
             continue
-        if done.returncode == 255:
+        if done.returncode == SSH_FAILED:
             left[role] = "unreachable: " + (done.stderr.strip().splitlines() or ["ssh failed"])[-1]
         elif done.stdout.strip():
             left[role] = done.stdout.strip()

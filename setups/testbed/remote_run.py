@@ -19,9 +19,9 @@ import uuid
 
 from ...procs import is_tester_json
 from .hostout import CAPTURE_LIMIT, run_bounded, shown
+from .ssh import SSH_FAILED
 from .undo import identity_file, remember_process
 
-SSH_FAILED = 255  # what ssh exits with when it fails itself (and when the remote command died of a signal)
 LOST_PREFIX = "remote_run: lost the SSH connection to the client"
 
 

@@ -26,6 +26,7 @@ from .hostout import run_bounded
 from .undo import XdpRelease, remember_process
 
 LOG = logging.getLogger("xlatbench.ssh")
+SSH_FAILED = 255  # what ssh exits with when it fails itself (and when the remote command died of a signal)
 BASE_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
                 "-o", "ControlMaster=auto", "-o", "ControlPersist=120")
 
@@ -128,7 +129,7 @@ class SshTransport:
         if done.dropped:  # the caller reports it (preflight: a problem; a trial's reading: the host lost)
             LOG.info("host=%s: output of `%s` cut: %s", host, _short(script, 80),
                         ", ".join(f"{n} bytes of {s} dropped" for s, n in done.dropped.items()))
-        if check and done.returncode == 255:
+        if check and done.returncode == SSH_FAILED:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise StepError(f"{host}: ssh {self.destinations[host]} failed (exit 255): {last}")
         if check and done.returncode != 0:
