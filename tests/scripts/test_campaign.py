@@ -14,6 +14,7 @@ import fakechain
 import pytest
 
 from xlatbench.data.store import ResultStore
+from xlatbench.scripts import measurers
 from xlatbench.scripts.campaign import CampaignMismatch, CampaignRun
 from xlatbench.scripts.campaignfile import CampaignFileError, load_campaign, parse_campaign
 from xlatbench.scripts.environments import emulated, simulated
@@ -127,6 +128,9 @@ def test_chain_campaign_records_dut_cpu_counters_and_cores(tmp_path: Path, monke
         pytest.skip("needs 2 CPUs")
     for key, value in fakechain.env_with_fake_tester(tmp_path, 5000, FAKE_REALTIME="1").items():
         monkeypatch.setenv(key, value)
+    # The hypervisor's steal on this VM is the machine's, not the campaign's: an idle run with 2 % or more of
+    # a CPU stolen is left out of the idle mean (seen in CI-like load: 2.3 %), so the test sets none.
+    monkeypatch.setattr(measurers, "steal_between", lambda before, after: {})
     fakechain.LOG.clear()
     store = tmp_path / "c.jsonl"
     results = CampaignRun(parse_campaign(chain_campaign(store, idle_runs=2), "c.toml", store),
@@ -150,7 +154,7 @@ def test_chain_campaign_records_dut_cpu_counters_and_cores(tmp_path: Path, monke
     assert all(len(r["samples"]) >= 2 for r in idle)
     assert set(idle[0]["samples"][0]["cpus"]["0"]) >= {"usr", "sys", "softirq", "idle"}
     mean = next(r for r in stored if r["type"] == "idle-mean")
-    assert mean["per_second"][0]["runs"] == 2
+    assert mean["per_second"][0]["runs"] == 2, json.dumps(mean.get("excluded"))
 
 
 def test_ctrl_c_stores_finished_trials_and_tears_down(tmp_path: Path, monkeypatch) -> None:
