@@ -126,6 +126,6 @@ def procedure_delay_plot(bars: dict[str, dict[str, float]], path: Path) -> Path:
     ax.set_ylabel("ms (log scale)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title("Latency and PDV at the throughput rate, round trip\n(medians over the trials; whole "
-                 "trials, no warm-up cut; xlatperf)", fontsize=8)
+    ax.set_title("Latency (tagged queries) and PDV (whole trials) at the throughput rate, round trip\n"
+                 "(medians over the trials; xlatperf)", fontsize=8)
     return save_figure(fig, path, dpi=100)

@@ -85,6 +85,8 @@ class TesterOptions:
     sender_cpus, receiver_cpus: CPU lists for the tester's threads, e.g. "0" (None: tester's default).
     rcvbuf_bytes, sndbuf_bytes: socket buffer sizes, bytes (None: tester's default).
     domain, qtype, subnet: query names (None: tester's defaults, dns64perf.test / AAAA / 10.0.0.0/16).
+    latency_from_s: the latency figures cover only the queries sent at least this long after the first, s
+        (RFC 8219 §7.2's tagged queries; 0: every query; set by the latency procedure, not the campaign file).
     io: "socket" (UDP sockets, one per flow) or "xdp" (AF_XDP on the client host's interface, flows without
         sockets: one thread pair, fixed ports, up to MAX_XDP_FLOWS; the chain names the interface and each
         flow's address, several addresses when one address's ports from first_port do not hold them).
@@ -105,6 +107,7 @@ class TesterOptions:
     subnet: str | None = None
     io: str = "socket"
     extra_args: tuple[str, ...] = ()
+    latency_from_s: float = 0.0
     __test__ = False  # a name pytest would otherwise try to collect
 
     def __post_init__(self) -> None:
@@ -207,6 +210,8 @@ def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: 
             argv += [flag, str(value)]
     if options.io != "socket":  # the default, and a tester build older than --io knows no such option
         argv += ["--io", options.io]
+    if options.latency_from_s > 0:
+        argv += ["--latency-from", _num(options.latency_from_s)]
     return [*argv, *place_args(place), *options.extra_args, "--json", str(json_path), "--quiet"]
 
 

@@ -38,6 +38,7 @@ struct Config {
     double send_tolerance = 1e-5;         // allowed relative excess of the send window
     double send_tolerance_s = 2e-3;       // allowed absolute excess of the send window (s)
     double max_lag_s = 0.02;              // largest allowed delay of one query behind schedule (s)
+    double latency_from_s = 0;            // latency covers queries sent this long after query 0 or later (s)
     std::string json_path;                // empty: no JSON file
     std::string run_id;                   // empty: a random one
     bool quiet = false;

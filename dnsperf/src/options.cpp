@@ -170,6 +170,11 @@ void add_verdict_and_output_options(CLI::App& app, Config& config) {
                    "(0: no limit)")
         ->type_name("S")->group(verdict);
 
+    app.add_option("--latency-from", config.latency_from_s,
+                   "the latency figures cover only the queries sent at least this long after the first (RFC "
+                   "8219 §7.2's tagged queries: 60 of a 120 s trial), s (0: every query)")
+        ->type_name("S")->group(verdict);
+
     const char* output = "Output";
     app.add_option("-j,--json", config.json_path, "write the results as one JSON document to FILE (a regular file or a new name in an existing directory; - for stdout)")
         ->type_name("FILE")->group(output);
@@ -347,6 +352,9 @@ void plan_timing(const Config& c, Plan& plan) {
           "--send-tolerance-abs must be 0.." + format_number(kMaxWindowS) + " s");
     check(std::isfinite(c.max_lag_s) && c.max_lag_s >= 0 && c.max_lag_s <= kMaxWindowS,
           "--max-lag must be 0.." + format_number(kMaxWindowS) + " s (0: no check)");
+    check(std::isfinite(c.latency_from_s) && c.latency_from_s >= 0 && c.latency_from_s < plan.scheduled_window_s,
+          "--latency-from " + format_number(c.latency_from_s) + " s must be at least 0 and shorter than the " +
+              format_number(plan.scheduled_window_s) + " s schedule (no query would be tagged)");
     plan.effective_send_tolerance_s = std::max(c.send_tolerance * plan.scheduled_window_s, c.send_tolerance_s);
     // --max-lag 0 turns the lag check off, not the bound: a sender may then run up to one more window late
     // (twice the schedule), which still ends every trial.

@@ -135,6 +135,7 @@ json config_json(const Plan& plan) {
         {"send_tolerance", c.send_tolerance},
         {"send_tolerance_abs_s", c.send_tolerance_s},
         {"max_lag_s", c.max_lag_s},
+        {"latency_from_s", c.latency_from_s},
         {"ring_slots_per_socket", plan.ring_slots},
         {"io", c.io},
         {"flow_order", c.flow_order},
@@ -265,7 +266,11 @@ json latency_json(const TrialResult& trial) {
     const auto latency = [&h](double p) { return h.count() ? json(seconds(static_cast<std::int64_t>(h.percentile(p)))) : json(nullptr); };
     return json{
         {"unit", "s"},
-        {"of", "valid replies: kernel receive time minus the time just before the query's sendmmsg"},
+        {"of", trial.latency_from_s > 0
+                   ? "valid replies to the queries sent at least from_s after query 0: kernel receive time "
+                     "minus the time just before the query's sendmmsg"
+                   : "valid replies: kernel receive time minus the time just before the query's sendmmsg"},
+        {"from_s", trial.latency_from_s},
         {"resolution_s", LatencyHistogram::kResolutionNs / 1e9},
         {"relative_resolution", LatencyHistogram::kRelativeResolution},
         {"count", h.count()},

@@ -257,7 +257,8 @@ public:
           pair_(pair),
           feeders_(std::move(feeders)),
           stats_(pair.result.receive),
-          recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)) {
+          recv_tick_ns_(std::llround(shared.plan.config.recv_tick_s * 1e9)),
+          latency_from_ns_(std::llround(shared.plan.config.latency_from_s * 1e9)) {
         // Only a socket (or flow) whose IDs wrap can see its epoch-0 answers spelled again: those
         // get a bit per ID (a pair's channels take its queries in turn, so all wrap or none do; shared
         // channels take every pair's queries in turn: the whole schedule's).
@@ -302,7 +303,8 @@ public:
         case ReplyKind::valid:
             ++stats_.valid;
             ++by_query.valid;
-            pair_.latency.record(static_cast<std::uint64_t>(outcome.latency_ns));
+            if (outcome.sent_ns - shared_.start_ns >= latency_from_ns_)
+                pair_.latency.record(static_cast<std::uint64_t>(outcome.latency_ns));
             break;
         case ReplyKind::late:
             ++stats_.late;
@@ -444,6 +446,7 @@ private:
     ReceiverStats& stats_;
     std::vector<std::vector<std::uint64_t>> epoch0_answered_;  // per socket (flow), a bit per ID: epoch 0's query answered
     std::int64_t recv_tick_ns_;
+    std::int64_t latency_from_ns_;  // only queries sent this long after query 0 or later count for latency
 };
 
 int cpu_for(const std::vector<int>& cpus, unsigned index) {
@@ -706,6 +709,7 @@ TrialResult run_trial(const Plan& plan, std::ostream* progress, const std::atomi
     result.interrupted = stop.load();
     result.io = backend->finish(udp);
     result.latency = LatencyHistogram(max_latency_ns);
+    result.latency_from_s = plan.config.latency_from_s;
     result.send_lag = LatencyHistogram(kMaxLagRecordedNs);
     merge_pairs(shared, pairs, result);
     return result;

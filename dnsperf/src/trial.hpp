@@ -118,6 +118,7 @@ struct PairResult {
 struct TrialResult {
     std::vector<PairResult> pairs;
     LatencyHistogram latency{1};
+    double latency_from_s = 0;           // the histogram covers queries sent this long after query 0 or later
     LatencyHistogram send_lag{1};        // per sendmmsg call: delay of its first query behind schedule
     std::vector<SeriesRow> series;
     std::int64_t start_realtime_ns = 0;

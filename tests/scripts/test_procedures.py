@@ -127,9 +127,10 @@ def test_latency_and_pdv_are_medians_of_known_per_trial_figures() -> None:
     tables = latency_tables(trials)
     lat_row = tables[0].rows[0]
     assert lat_row[4:7] == ["2.000", "20.000", "3 of 3"]
-    assert lat_row[7] == "not RFC 8219 §7.2 compliant: 3 repetitions of 5 s"
+    # These records predate the tag (no from_s, no tagged_after_s): the whole trial, and the row says so.
+    assert lat_row[7] == "not RFC 8219 §7.2 compliant: 3 repetitions of 5 s; whole trials, no warm-up cut"
     assert tables[1].rows[0][4:7] == ["19.900", "9.500", "29.800"]
-    assert "no warm-up is cut" in tables[0].title
+    assert "tagged queries" in tables[0].title
 
 
 def test_lost_queries_make_the_worst_case_infinite_and_tester_limited_trials_stay_out() -> None:
@@ -147,7 +148,7 @@ def test_lost_queries_make_the_worst_case_infinite_and_tester_limited_trials_sta
 def test_rfc_compliant_settings_say_so() -> None:
     trials = [trial("latency", i, latency_doc(0.0001, 0.001, 0.01), repetitions=20, duration=120)
               for i in range(1, 21)]
-    assert latency_tables(trials)[0].rows[0][7] == "20 × 120 s (RFC 8219 §7.2)"
+    assert latency_tables(trials)[0].rows[0][7] == "20 × 120 s (RFC 8219 §7.2); whole trials, no warm-up cut"
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +217,9 @@ def test_the_report_shows_the_procedure_tables_and_figures(tmp_path: Path) -> No
     ({"kind": "flr", "search": "nope"}, "search 'nope' names no [[search]] table"),
     ({"kind": "flr", "method": "mlrsearch"}, "method 'mlrsearch' is not one of the campaign's methods"),
     ({"kind": "flr", "duration": 5}, "unknown key(s) ['duration']"),
+    ({"kind": "pdv", "tagged_after_s": 10}, "tagged_after_s is for kind = \"latency\" only"),
+    ({"kind": "latency", "duration_s": 5, "tagged_after_s": 5}, "tagged_after_s must be a whole number"),
+    ({"kind": "latency", "tagged_after_s": 1.5}, "tagged_after_s must be a whole number"),
 ])
 def test_bad_procedure_tables_are_refused_in_one_line(tmp_path: Path, table: dict, says: str) -> None:
     data = campaign_data()
@@ -239,7 +243,8 @@ def test_rfc_defaults_and_the_loopback_campaign_file() -> None:
     data = campaign_data()
     data["procedure"] = [{"kind": "latency"}, {"kind": "pdv"}, {"kind": "flr"}]
     latency, pdv, flr = parse_campaign(data, "procs.toml", Path("unused.jsonl")).procedures
-    assert (latency.repetitions, latency.duration_s) == (20, 120.0)
+    assert (latency.repetitions, latency.duration_s, latency.tagged_after_s) == (20, 120.0, 60)
+    assert pdv.tagged_after_s == 0
     assert (pdv.repetitions, pdv.duration_s) == (20, 60.0)
     assert flr.steps() == [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
     demo = load_campaign(REPO / "campaigns" / "procedures-loopback.toml")
@@ -265,3 +270,39 @@ def test_until_lossless_stops_a_repetition_after_that_many_clean_steps(tmp_path:
     data["procedure"][2]["until_lossless"] = -1
     with pytest.raises(CampaignFileError, match="until_lossless must be an integer >= 0"):
         parse_campaign(data, "procs.toml", store)
+
+
+def test_latency_counts_only_the_tagged_seconds_and_says_so() -> None:
+    # Three seconds of a trial: 1000 queries each; the first second lost 500 (a warm-up), the tagged seconds
+    # (after 1 s) none. The tester's histogram (from_s = 1) holds only tagged replies; the all-queries
+    # percentile must count the tagged queries only: the 99.9th percentile is then a measured delay, where
+    # over the whole trial (1/6 lost) it would be infinite.
+    tagged = trial("latency", 1, {**latency_doc(0.0001, 0.001, 0.01), "from_s": 1.0}, sent=3000, valid=2500)
+    tagged.raw["series"] = [{"second": 1, "sent": 1000, "valid": 500},
+                            {"second": 2, "sent": 1000, "valid": 1000},
+                            {"second": 3, "sent": 1000, "valid": 1000}]
+    figures = delay_figures([tagged], "latency")[0]
+    assert figures.worst == pytest.approx(0.01) and figures.typical == pytest.approx(0.001)
+    assert latency_tables([tagged])[0].rows[0][7] == ("not RFC 8219 §7.2 compliant: 3 repetitions of 5 s; "
+                                                      "queries sent after 1 s")
+
+
+def test_latency_trials_ask_the_tester_for_the_tag_and_the_others_do_not(tmp_path: Path) -> None:
+    store = tmp_path / "r.jsonl"
+    data = campaign_data()
+    data["procedure"][0]["tagged_after_s"] = 3
+    run(store, data)
+    records = procedure_records(store)
+    by_kind = {kind: {r.context.tester["options"]["latency_from_s"] for r in records if r.procedure == kind}
+               for kind in ("latency", "pdv", "flr")}
+    assert by_kind == {"latency": {3.0}, "pdv": {0.0}, "flr": {0.0}}
+    assert {r.spec["tagged_after_s"] for r in records if r.procedure == "latency"} == {3}
+
+
+def test_the_tag_reaches_xlatperfs_command_line() -> None:
+    from xlatbench.scripts.xlatperf import TesterOptions, xlatperf_argv
+
+    argv = xlatperf_argv("xlatperf", "127.0.0.1", 1000, 120, TesterOptions(latency_from_s=60), "/tmp/x.json")
+    assert argv[argv.index("--latency-from") + 1] == "60"
+    plain = xlatperf_argv("xlatperf", "127.0.0.1", 1000, 2, TesterOptions(), "/tmp/x.json")
+    assert "--latency-from" not in plain

@@ -50,7 +50,9 @@ def check_consistency(result: dict) -> None:
     assert sum(t["valid"] for t in threads) == totals["valid"]
     assert sum(row["sent"] for row in result["series"]) == totals["sent"]
     assert sum(row["valid"] for row in result["series"]) == totals["valid"]
-    assert result["latency"]["count"] == totals["valid"]
+    tagged_after_s = result["latency"].get("from_s", 0)  # --latency-from: only queries sent from then on
+    assert result["latency"]["count"] == sum(row["valid"] for row in result["series"]
+                                             if row["second"] > tagged_after_s)
     assert totals["sent"] + totals["unsent"] == result["send"]["scheduled_queries"]
     answered = (totals["valid"] + totals["late"] + totals["rcode_errors"] + totals["nodata"]
                 + totals["truncated"])

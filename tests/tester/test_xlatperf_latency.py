@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pytest
 
 from .helpers import RELAXED_TIMING, check_consistency
-from .peer import Peer, Query, answer_after
+from .peer import Peer, Query, answer_after, reply
 
 DELAY_S = 0.020
 RATE_QPS = 1000  # one query per 1 ms send tick: batches of about one message, so B is the send path alone
@@ -202,3 +202,45 @@ def test_a_big_batch_adds_little_latency_bias(run_xlatperf, validator):
             break
     # The batch's share cut by 5x in a majority of the pairs.
     assert passed >= NEEDED, f"(batch adds, one stamp per call adds) per pair of runs, s: {seen}"
+
+
+# --latency-from: RFC 8219 §7.2 times only the tagged queries, those sent after a given second. The peer keeps
+# a long delay for the queries of the first 0.9 s and a short one after: the tagged figures must hold none of
+# the long ones, and count exactly the valid replies the per-second series gives for the tagged seconds.
+LONG_DELAY_S = 0.100
+SHORT_DELAY_S = 0.001
+LONG_QUERIES = 900  # at 1000 queries/s: those sent in the first 0.9 s
+
+
+def _delay_by_index(peer: Peer, query: Query, source: tuple) -> None:
+    delay = LONG_DELAY_S if query.index() < LONG_QUERIES else SHORT_DELAY_S
+    peer.send_timed(reply(query), source, round(delay * 1e9))
+
+
+@pytest.mark.parametrize("tagged_after_s", [0, 1])
+def test_latency_from_times_only_the_queries_sent_after_it(run_xlatperf, validator, tagged_after_s):
+    with Peer("127.0.0.1", _delay_by_index, rcvbuf=PEER_RCVBUF) as peer:
+        extra = ("--latency-from", str(tagged_after_s)) if tagged_after_s else ()
+        run = run_xlatperf("--server", "127.0.0.1", "--port", str(peer.port), "--rate", str(RATE_QPS),
+                           "--queries", str(QUERIES), "--timeout", str(TIMEOUT_S), *RELAXED_TIMING, *extra)
+    assert not peer.errors
+    assert run.returncode == 0, run.stderr
+    validator.validate(run.result)
+    check_consistency(run.result)
+    lat, series = run.result["latency"], run.result["series"]
+    assert lat["from_s"] == tagged_after_s and run.result["config"]["latency_from_s"] == tagged_after_s
+    tagged_valid = sum(row["valid"] for row in series if row["second"] > tagged_after_s)
+    assert lat["count"] == tagged_valid
+    assert run.result["totals"]["valid"] == QUERIES  # every query answered in time: the known answer
+    if tagged_after_s:
+        assert 0 < lat["count"] <= QUERIES - LONG_QUERIES
+        # None of the long delays is among the tagged queries (a 90 ms margin for a stalled machine).
+        assert lat["max"] < LONG_DELAY_S - 0.01, lat
+    else:
+        assert lat["count"] == QUERIES and lat["max"] >= LONG_DELAY_S - CLOCK_EPS_S, lat
+
+
+def test_latency_from_at_or_beyond_the_schedule_is_refused(run_xlatperf):
+    run = run_xlatperf("--server", "127.0.0.1", "--port", "9", "--rate", "1000", "--duration", "2",
+                       "--latency-from", "2")
+    assert run.returncode != 0 and "--latency-from" in run.stderr and "\n" not in run.stderr.strip()
