@@ -102,6 +102,12 @@ class TestbedEnvironment(Environment):
         self._chain = TestbedChain.up(self._inv(), tester_io=self.tester.io, server_io=self.server_io)
         self._measurer = ChainMeasurer(self._chain, self.tester)
 
+    def set_tester(self, tester: TesterOptions) -> None:
+        """Following trials use these tester options (a sessions sweep's point, a latency procedure's tag)."""
+        self.tester = tester
+        if self._chain is not None:
+            self._measurer = ChainMeasurer(self._chain, tester)
+
     def down(self) -> None:
         if self._chain is not None:
             chain, self._chain = self._chain, None
