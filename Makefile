@@ -32,7 +32,7 @@ test-cpp: build
 	ctest --test-dir $(BUILD) --output-on-failure
 
 test-py: build
-	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/pytest -ra
+	XLATBENCH_BUILD=$(abspath $(BUILD)) $(VENV)/bin/pytest -ra --durations=30
 
 # Hardening of the tester: the reply classifier and the AF_XDP frame parser fuzzed (libFuzzer, seeded
 # with real knotd replies, bare and in frames)
