@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ...procs import dead_processes
 from .. import counters as counters_mod
+from ..backends import linux
 from ..chain import (
     LIST_RECEIVE_QUEUES,
     READ_UDP_TIMEOUTS,
@@ -156,6 +157,19 @@ class EmulatedChain:
                 return host.name
         raise ValueError(f"the {self.topology} chain has no stateful NAT44 gateway: use the nat44 topology")
 
+    def stateful_description(self) -> dict[str, object]:
+        """What keeps the connections: the NAT44's backend (the kernel's netfilter, its version) and rule."""
+        host = self.stateful_host()
+        nat = next(item for item in self.emulation.topology.host(host).items if isinstance(item, Nat44))
+        return {**linux.describe(), "role": "nat44", "host": host, "source": nat.source,
+                "pool": nat.to_address, "netmap": nat.netmap, "new_connections_per_s_cap": nat.new_per_s,
+                "cap_burst_packets": nat.cap_burst}
+
+    def xdp_flow_capacity(self, first_port: int) -> int:
+        """The most AF_XDP flows the client's addresses carry with ports first_port..65535 (the tester's own
+        limit is scripts.xlatperf's)."""
+        return self.emulation.topology.client_sources * (65536 - first_port)
+
     def set_conntrack_table(self, max_entries: int | None, buckets: int | None) -> dict[str, object]:
         """Set the kernel's conntrack table size and hash buckets exactly (root namespace: one table serves
         every namespace) under this chain's lease, restored by `down`; returns {key: {original, now}}."""
@@ -187,6 +201,16 @@ class EmulatedChain:
     def conntrack_count(self, host: str) -> int:
         """`host`'s own conntrack entries now (its namespace's nf_conntrack_count), count."""
         return int(self._in(host, ["cat", CONNTRACK_COUNT]))
+
+    def conntrack_stats(self, host: str) -> dict[str, int]:
+        """`host`'s conntrack statistics summed over CPUs (`conntrack -S`: early_drop counts entries evicted
+        to make room in a full table, drop the packets dropped for want of one), count."""
+        totals: dict[str, int] = {}
+        for word in self._in(host, ["conntrack", "-S"]).split():
+            name, _, value = word.partition("=")
+            if value.isdigit() and name != "cpu":
+                totals[name] = totals.get(name, 0) + int(value)
+        return totals
 
     def conntrack_flush(self, host: str) -> float:
         """Delete `host`'s whole conntrack table (`conntrack -F` in its namespace) and return the wall time
