@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -84,6 +85,9 @@ class EmulatedStatefulMeasurer(StatefulMeasurer):
         if self.tester.io != "xdp":
             raise ValueError("the stateful phases need the tester's AF_XDP flows (io = 'xdp', N flows "
                              f"without sockets), got io = {self.tester.io!r}")
+        if shutil.which("conntrack") is None:
+            raise ValueError("the conntrack CLI is not installed (it flushes and times the DUT's table): run "
+                             "tools/install-deps or apt-get install conntrack")
         self.host = self.chain.stateful_host()  # ValueError: no NAT44 in this chain
         if self.flow_seed == 0:
             self.flow_seed = random.SystemRandom().randrange(1, 1 << 63)
