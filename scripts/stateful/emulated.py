@@ -22,7 +22,13 @@ from typing import Any, Protocol
 
 from ..measurers import ChainMeasurer
 from ..trial import TrialResult
-from ..xlatperf import MAX_XDP_FLOWS, TesterOptions, options_for_sessions, source_first_port
+from ..xlatperf import (
+    MAX_XDP_FLOWS,
+    TesterOptions,
+    options_for_sessions,
+    pseudorandom_flows,
+    source_first_port,
+)
 from .measurer import PhaseOne, PhaseTwo, StatefulConditions, StatefulMeasurer, TableSettings, TearDown
 
 # The UDP timeouts set when the table settings name none, s: an hour outlasts any run on this machine.
@@ -186,9 +192,7 @@ class EmulatedStatefulMeasurer(StatefulMeasurer):
     def _measurer(self, connections: int) -> ChainMeasurer:
         """A chain measurer whose tester has exactly `connections` flows in the kept pseudorandom order."""
         if connections not in self._measurers:
-            order = ("--flow-order", "pseudorandom", "--flow-seed", str(self.flow_seed))
-            tester = options_for_sessions(replace(self.tester, extra_args=(*self.tester.extra_args, *order)),
-                                          connections)
+            tester = options_for_sessions(pseudorandom_flows(self.tester, self.flow_seed), connections)
             self._measurers = {connections: ChainMeasurer(self.chain, tester, self.binary)}
         return self._measurers[connections]
 
