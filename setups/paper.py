@@ -286,7 +286,8 @@ def _single_links(first_hop: Endpoint) -> tuple[Link, ...]:
     )
 
 
-def _single(name: str, description: str, of: str, hosts: tuple[Host, ...], **fields: object) -> Topology:
+def _single(name: str, description: str, of: str | None, hosts: tuple[Host, ...],
+            **fields: object) -> Topology:
     first_hop = (
         Endpoint("napt", "enp5s0f0") if any(h.name == "napt" for h in hosts) else Endpoint("dut1", "enp5s0f0")
     )
@@ -463,7 +464,7 @@ def nat44(nat64_prefix: str = WELL_KNOWN_PREFIX, new_per_s: int | None = None) -
     return _single(
         "nat44",
         "IPv4 tester (10.0.0.0/16) -> stateful NAT44 (onto 198.18.0.0/16) -> IPv4 server",
-        "nat44",
+        None,  # the draft's gateway, no DUT of the paper's chains
         (client, dut, _server_plain(Route(NAT44_POOL, SERVER_GATEWAY))),
         client_address=NAT44_CLIENT,
         server_address=SERVER,
@@ -479,7 +480,7 @@ def _server_plain(*routes: Route) -> Host:
     return Host("server", (Interface("enp5s0f0", (f"{SERVER}/24",)), *routes))
 
 
-SINGLE_DUT = ("plat", "clat", "ce", "br", "nat44")
+SINGLE_DUT = ("plat", "clat", "ce", "br")  # the DUTs of the paper's chains; `nat44` stands alone
 
 
 TOPOLOGIES: dict[str, Callable[[str], Topology]] = {
