@@ -83,6 +83,11 @@ def implementation_label(dut: dict[str, Any]) -> str:
                  for host, v in translators.items() if isinstance(v, dict)]
         return f"{dut.get('topology', '?')}: " + ", ".join(parts)
     kernel = dut.get("kernel")
+    nat44 = dut.get("nat44")
+    if isinstance(kernel, dict) and isinstance(nat44, dict) and nat44:
+        nat = next(iter(nat44.values()))
+        rule = f"{nat.get('nat', 'NAT44')}, {nat.get('nat44', '?')}" if isinstance(nat, dict) else "NAT44"
+        return f"{dut.get('topology', '?')}: linux NAT44 ({rule}, kernel {kernel.get('version', '?')})"
     if isinstance(kernel, dict):
         return f"{dut.get('topology', '?')}: linux forwarding (kernel {kernel.get('version', '?')})"
     server = dut.get("server")

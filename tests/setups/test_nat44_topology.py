@@ -75,3 +75,12 @@ def test_a_timeout_shorter_than_the_run_is_said_in_one_line():
     assert timeout_refusal(3600, 10_000_000, 100_000, phase_two_s=60) is None    # 100 + 60 + 30.5 s
     refusal = timeout_refusal(120, 10_000_000, 100_000, phase_two_s=60)
     assert refusal is not None and "\n" not in refusal and "190.5 s" in refusal
+
+
+def test_a_record_of_the_gateway_names_the_kernels_nat44():
+    from xlatbench.data.records import implementation_label
+
+    dut = {"topology": "nat44", "translators": {}, "kernel": {"implementation": "linux", "version": "6.18"},
+           "nat44": {"dut1": {"implementation": "linux", "nat": "iptables NETMAP",
+                              "nat44": "iptables v1.8.9"}}}
+    assert implementation_label(dut) == "nat44: linux NAT44 (iptables NETMAP, iptables v1.8.9, kernel 6.18)"
