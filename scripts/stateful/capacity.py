@@ -2,7 +2,8 @@
 
 C0 connections the table surely holds, and R0, the safe establishment rate for C0 (given, or measured by the
 establishment-rate search). Exponential search: CT = 2 x CS; RT = the maximum establishment rate of CT
-connections (searched below RS); while RT >= beta x RS, CS, RS = CT, RT and CT doubles. It stops with the
+connections (first one trial at beta x RS: when it fails, RT < beta x RS and the search stops; else RT is
+searched between beta x RS and RS); while RT >= beta x RS, CS, RS = CT, RT and CT doubles. It stops with the
 capacity C between CS and CT. Binary search: C = (CS + CT) / 2 tested by one phase-1 trial at gamma x RS
 (validated at alpha x that rate); it passes when every connection was made (and validated), then CS = C,
 else CT = C, until CT - CS <= E. The final binary steps are single trials rather than a rate search each:
@@ -95,9 +96,13 @@ def table_capacity(measurer: StatefulMeasurer, params: CapacityParameters) -> Ta
     while True:
         if ct > most:
             return TableCapacity(params.c0, r0, cs, rs, ct, None, params.error, BEYOND_TESTER, tuple(steps))
-        rt = _rate(establishment_rate(measurer, ct, params.bracket.below(rs), params.alpha))
-        passed = rt is not None and rt >= params.beta * rs
-        steps.append(CapacityStep("exponential", ct, rt, passed))
+        floor = max(1.0, float(round(params.beta * rs)))
+        rt = None
+        if _trial(measurer, ct, floor, params.alpha):  # RT >= beta x RS: find RT between the two
+            rt = _rate(establishment_rate(measurer, ct, params.bracket.between(floor, rs), params.alpha))
+            rt = floor if rt is None else rt
+        passed = rt is not None
+        steps.append(CapacityStep("exponential", ct, rt if passed else floor, passed))
         if not passed:
             break
         assert rt is not None

@@ -62,10 +62,9 @@ class RateBracket:
         return (self.error_cps is not None and width <= self.error_cps) or \
             (self.error_ratio is not None and width <= self.error_ratio * max(lower, 1.0))
 
-    def below(self, upper: float) -> RateBracket:
-        """The same bracket with its upper bound lowered to `upper` (the capacity search's RS)."""
-        top = max(upper, self.min_cps + 1.0)
-        return RateBracket(top, self.min_cps, self.error_cps, self.error_ratio)
+    def between(self, lower: float, upper: float) -> RateBracket:
+        """The same error over [lower, upper] (the capacity search's [beta x RS, RS])."""
+        return RateBracket(max(upper, lower + 1.0), lower, self.error_cps, self.error_ratio)
 
     def steps(self, near_cps: float | None = None) -> int:
         """Trials of one search over this bracket (the plan's estimate); near_cps: where the answer is
