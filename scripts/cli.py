@@ -366,13 +366,13 @@ def _stateful_plan(campaign: Campaign, plan: list[Any], envs: dict[str, Any],
     searches = dict(campaign.searches)
     total = 0.0
     for setup, cores, point in stateful_points(campaign, counts):
-        for spec in campaign.stateful.procedures:
+        for spec in (s for s in campaign.stateful.procedures if point.runs(s)):
             seconds, how = stateful_time_s(spec, point, searches, expected_cps(campaign.stateful))
             total += seconds
             table, hashes = point.table.max_connections, point.table.hash_size
             print(f"  {setup}, {cores} core(s), {point.connections:,} connections (table "
-                  f"{table or 'as found'}, hash {hashes or 'as found'}): {spec.kind}, {spec.repetitions} "
-                  f"repetitions: ~{_hours(seconds)} ({how})")
+                  f"{table or 'as found'}, hash {hashes or 'as found'}): {spec.kind}, "
+                  f"{point.repetitions_of(spec)} repetitions: ~{_hours(seconds)} ({how})")
     return total
 
 

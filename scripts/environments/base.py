@@ -52,9 +52,8 @@ class Environment:
         raise NotImplementedError
 
     def stateful_measurer(self) -> StatefulMeasurer:
-        """The stateful DUT as RFC 9693's procedures see it (scripts.stateful), once up and set to the
-        current core count; only environments whose kind does not refuse them (stateful_refusal) have one."""
-        raise NotImplementedError("this environment has no stateful DUT")
+        """Once up: RFC 9693's phases against this setup's stateful DUT (ValueError, one line: none)."""
+        raise ValueError(f"the {type(self).__name__} setup has no stateful DUT to run RFC 9693's phases on")
 
     def describe(self) -> dict[str, Any]:
         return {}

@@ -35,7 +35,8 @@ KEYS = {CONNECTION_RATE: _COMMON | _RATE,
         THROUGHPUT: _COMMON | _SETUP | {"search"},
         TEARDOWN: _COMMON | _SETUP | {"expect_teardown_per_s"},
         CAPACITY: _COMMON | _RATE | {"beta", "gamma", "c0", "r0", "error_connections", "expect_capacity"}}
-POINT_KEYS = {"connections", "source_addresses", "source_ports", "table_size", "hash_size", "cores"}
+POINT_KEYS = {"connections", "source_addresses", "source_ports", "table_size", "hash_size", "cores",
+              "procedures", "repetitions", "expect_cps"}
 STATEFUL_KEYS = {"timeout_s", "rest_s", "point"}
 
 
@@ -47,13 +48,24 @@ class StatefulCampaignError(ValueError):
 class Point:
     """One point of the sweep over N: connections (N); source_addresses x source_ports: how the campaign
     file declares the flows (None: not declared); table: the table size, hash size and timeouts set for it;
-    cores: the core counts it is measured at (None: every core count of the campaign)."""
+    cores: the core counts it is measured at (None: every core count of the campaign); procedures: the kinds
+    run at it (None: every one); repetitions: replaces each procedure's own at this point (the draft's 5 at
+    800 M connections); expect_cps: the establishment rate `campaign plan` assumes here, connections/s."""
 
     connections: int
     table: TableSettings
     source_addresses: int | None = None
     source_ports: int | None = None
     cores: tuple[int, ...] | None = None
+    procedures: tuple[str, ...] | None = None
+    repetitions: int | None = None
+    expect_cps: float | None = None
+
+    def runs(self, spec: StatefulSpec) -> bool:
+        return self.procedures is None or spec.kind in self.procedures
+
+    def repetitions_of(self, spec: StatefulSpec) -> int:
+        return self.repetitions or spec.repetitions
 
     @property
     def name(self) -> str:
@@ -189,7 +201,12 @@ def _point(table: Any, index: int, timeout: float | None) -> Point:
         raise StatefulCampaignError(f"{where}: cores must be a list of positive integers, got {cores!r}")
     settings = TableSettings(_integer(table, where, "table_size", None),
                              _integer(table, where, "hash_size", None), timeout)
-    return Point(connections, settings, addresses, ports, None if cores is None else tuple(cores))
+    kinds = table.get("procedures")
+    if kinds is not None and (not isinstance(kinds, list) or not kinds or any(k not in KINDS for k in kinds)):
+        raise StatefulCampaignError(f"{where}: procedures must be a list of {list(KINDS)}, got {kinds!r}")
+    return Point(connections, settings, addresses, ports, None if cores is None else tuple(cores),
+                 None if kinds is None else tuple(kinds), _integer(table, where, "repetitions", None),
+                 _number(table, where, "expect_cps", None, positive=True))
 
 
 def _spec(table: dict[str, Any], index: int, rest: float,
@@ -287,12 +304,15 @@ def procedure_time_s(spec: StatefulSpec, point: Point, searches: dict[str, Searc
     the middle of its bracket); a tear-down N / expect_teardown_per_s (350 000/s, the draft's iptables, if
     not said)."""
     n = point.connections
-    expect = spec.expect_cps or cps
+    expect = spec.expect_cps or point.expect_cps or cps
+    repetitions = point.repetitions_of(spec)
+    if not point.runs(spec):
+        return 0.0, "not run at this point"
     setup = spec.setup_rate_cps or (spec.setup_fraction * expect if expect else None)
     if spec.kind == CONNECTION_RATE:
         assert spec.bracket is not None
         trials, phase_time = _rate_search(spec.bracket, n, expect, spec.alpha, spec.rest_s)
-        return spec.repetitions * phase_time, f"{trials} phase-1 trials a search"
+        return repetitions * phase_time, f"{trials} phase-1 trials a search"
     if setup is None and spec.kind in (THROUGHPUT, TEARDOWN):
         return 0.0, "no estimate: say setup_rate_cps or expect_cps"
     if spec.kind == THROUGHPUT:
@@ -302,11 +322,11 @@ def procedure_time_s(spec: StatefulSpec, point: Point, searches: dict[str, Searc
         span = settings.max_rate_qps - settings.min_rate_qps
         trials = max(1, math.ceil(math.log2(max(span / width, 1))))
         one = n / setup + settings.duration_s + spec.rest_s
-        return spec.repetitions * trials * one, f"{trials} trials a search, phase 1 at {setup:,.0f}/s"
+        return repetitions * trials * one, f"{trials} trials a search, phase 1 at {setup:,.0f}/s"
     if spec.kind == TEARDOWN:
         assert setup is not None
         rate = spec.expect_teardown_per_s or 350_000.0
-        return spec.repetitions * (n / setup + n / rate + spec.rest_s), f"deletion at {rate:,.0f}/s"
+        return repetitions * (n / setup + n / rate + spec.rest_s), f"deletion at {rate:,.0f}/s"
     assert spec.capacity is not None and spec.bracket is not None
     size = spec.expect_capacity or point.table.max_connections or n
     params, rate = spec.capacity, expect or (spec.bracket.min_cps + spec.bracket.max_cps) / 2
@@ -324,7 +344,7 @@ def procedure_time_s(spec: StatefulSpec, point: Point, searches: dict[str, Searc
     binary = max(1, math.ceil(math.log2(max(cs / params.error, 1))))
     total += binary * (1.5 * cs / (params.gamma * rate) + spec.rest_s)
     trials += 1 + binary
-    return spec.repetitions * total, f"{trials} phase-1 trials a search, capacity ~{size:,}"
+    return repetitions * total, f"{trials} phase-1 trials a search, capacity ~{size:,}"
 
 
 def _rate_search(bracket: RateBracket, n: int, expect: float | None, alpha: float | None,

@@ -70,20 +70,22 @@ class StatefulRun:
     def run(self) -> list[StatefulResult]:
         for point in self.plan.points_at(self.session.cores):
             for spec in self.plan.procedures:
-                self._procedure(point, spec)
+                if point.runs(spec):
+                    self._procedure(point, spec)
         return self.results
 
     def _procedure(self, point: Point, spec: StatefulSpec) -> None:
         setup, cores = self.session.spec.name, self.session.cores
         done: list[StatefulResult] = []
-        for rep in range(1, spec.repetitions + 1):
+        repetitions = point.repetitions_of(spec)
+        for rep in range(1, repetitions + 1):
             setup_rate = self._setup_rate(point, spec)
             if spec.kind in (THROUGHPUT, TEARDOWN) and setup_rate is None:
                 self.recorder.progress.say(f"{setup}, {cores} core(s), {point.name}: no {spec.kind} "
                                            "procedure, the connection-rate procedure gave no median to set "
                                            "its phase-1 rate")
                 return
-            done.append(self._repetition(point, spec, rep, setup_rate))
+            done.append(self._repetition(point, spec, rep, repetitions, setup_rate))
         values = [r.value for r in done if r.value is not None]
         shown = f"median {statistics.median(values):,.0f} {UNITS[spec.kind]}" if values else "no figure"
         self.recorder.progress.say(f"{setup}, {cores} core(s), {point.connections:,} connections "
@@ -97,7 +99,7 @@ class StatefulRun:
                  if r.procedure == CONNECTION_RATE and r.point["name"] == point.name and r.value is not None]
         return None if not rates else max(1.0, float(round(spec.setup_fraction * statistics.median(rates))))
 
-    def _repetition(self, point: Point, spec: StatefulSpec, rep: int,
+    def _repetition(self, point: Point, spec: StatefulSpec, rep: int, repetitions: int,
                     setup_rate: float | None) -> StatefulResult:
         session = self.session
         scope = stateful_scope(session.spec.name, session.cores, point.name, spec.kind, rep)
@@ -107,7 +109,7 @@ class StatefulRun:
             self.results.append(stored)
             return stored
         self.recorder.progress.status(f"{session.spec.name} cores={session.cores} {point.name} {spec.kind} "
-                                      f"{rep}/{spec.repetitions}")
+                                      f"{rep}/{repetitions}")
         measurer = RecordingMeasurer(self._source, point.table, self.calls.get(scope, []),
                                      self._storer(point, spec, rep, scope), session.env.clock, spec.rest_s)
         value, error, status, outcome = _measure(measurer, point, spec, setup_rate, self.searches)
