@@ -484,8 +484,10 @@ class CampaignRun:
             str(t.context.setup.get("name")), float(t.result["duration_s"]), t.rest_before_s, t.wall_s)
             for t in trials))
         if stored:
+            calls = sum(isinstance(r, StatefulTrial) for r in stored)
             progress.say(f"resuming {c.name}: {len(trials)} trials already in {c.store} are replayed, "
-                         "not measured again")
+                         "not measured again"
+                         + (f" (and {calls} calls of RFC 9693 procedures)" if calls else ""))
         replay = {(t.search.id, t.search.step): _trial_record(t) for t in trials}
         self.completed = completed_searches(stored, replay)
         idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun | ProcedureTrial | StatefulResult)}
