@@ -185,7 +185,9 @@ def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Camp
         testers = [tester if s is None else options_for_sessions(tester, s) for s in sessions or (None,)]
     except ValueError as err:
         raise CampaignFileError(f"[campaign] {err}") from None
-    if any(registry.kind(setup.kind).runs_tester for setup in setups):
+    # RFC 9693's phase 2 sends over the N flows phase 1 made, not over the tester's sockets: a campaign of
+    # them alone (no method) has no socket budget to check.
+    if methods and any(registry.kind(setup.kind).runs_tester for setup in setups):
         for search_name, settings in searches:
             for options in testers:
                 check_outstanding(search_name, settings, options, swept=bool(sessions))
