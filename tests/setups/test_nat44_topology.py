@@ -84,3 +84,23 @@ def test_a_record_of_the_gateway_names_the_kernels_nat44():
            "nat44": {"dut1": {"implementation": "linux", "nat": "iptables NETMAP",
                               "nat44": "iptables v1.8.9"}}}
     assert implementation_label(dut) == "nat44: linux NAT44 (iptables NETMAP, iptables v1.8.9, kernel 6.18)"
+
+
+def test_the_demo_campaign_states_its_known_answers_where_the_dut_sets_them():
+    """campaigns/stateful-demo.toml: the table size K of its point is the gateway's conntrack_max, the cap R
+    is the setup's, and its N stays below K (every phase 1 of the rate search fits the table)."""
+    from pathlib import Path
+
+    from xlatbench.scripts.campaignfile import load_campaign
+
+    campaign = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "stateful-demo.toml")
+    (setup,) = campaign.setups
+    options = setup.params["options"]
+    assert setup.params["topology"] == "nat44"
+    assert (options["conntrack_max"], options["new_connection_cap"]) == (25000, 5000)
+    assert campaign.stateful is not None
+    (point,) = campaign.stateful.points
+    assert point.table.max_connections == options["conntrack_max"] > point.connections
+    config = EmulationConfig("nat44", new_connection_cap=options["new_connection_cap"])
+    nat = next(i for i in config.chain_topology().host("dut1").items if isinstance(i, Nat44))
+    assert nat.cap_burst == 500
