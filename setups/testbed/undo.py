@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath as Path
 
 from ..backends import registry
+from ..backends.statetable import ROOT_NETNS
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
@@ -149,9 +150,13 @@ def record_script(step: Step, statefile: str) -> str | None:
     """The shell snippet that writes the step's undo line to `statefile` (None: nothing to record)."""
     if isinstance(step, Cmd) and step.check:
         a = step.argv
+        where = ""
+        if a[:len(ROOT_NETNS)] == ROOT_NETNS and a[len(ROOT_NETNS)] == "sysctl":
+            # a global sysctl written in the initial namespace (conntrack's table size): read, restored there
+            a, where = a[len(ROOT_NETNS):], shlex.join(ROOT_NETNS) + " "
         if a[0] == "sysctl":
             key = next(arg for arg in a[1:] if "=" in arg).split("=", 1)[0]
-            return _append_dynamic(statefile, f"sysctl -qw {key}=$(sysctl -n {key})")
+            return _append_dynamic(statefile, f"{where}sysctl -qw {key}=$({where}sysctl -n {key})")
         if a[:2] == ("ethtool", "-K") and len(a) == 5:
             iface, feature = a[2], a[3]
             name = {"tx": "tx-checksumming", "rx": "rx-checksumming", "gro": "generic-receive-offload",

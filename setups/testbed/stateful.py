@@ -1,0 +1,150 @@
+"""RFC 9693 on a real testbed: which host of the inventory's topology keeps the stateful NAT's connections
+(and in which namespace), the steps that set that table for one point of a sweep (journalled in the host's
+state file before each change and undone by `testbed down`, shown by `testbed dry-run --table-*`), and the
+DUT-side operations of the stateful measurer over SSH: count the entries, delete them all timed on the host.
+
+The table itself (what a setting writes, how it is counted and deleted) is its backend's
+(setups/backends/statetable.py): the kernel's conntrack for an iptables/nftables NAT44, or a translator's
+own session table. Every reading is bounded (hostout) and an SSH failure is the transport's (ssh.py): a
+lost host while a trial needs it is `HostLost` (chain.py), a reading that is not a number is one line
+naming the host and the command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..backends.statetable import (
+    ConntrackTable,
+    Flush,
+    StateTable,
+    TableError,
+    TableSpec,
+    parse_count,
+    parse_flush,
+)
+from ..steps import Step
+from ..topology import Nat44, Plat
+from .bringup import batch_script
+from .hostout import parse_error
+from .inventory import Inventory
+from .machine import TestbedError, machine_of, machine_topology
+from .ssh import Shell
+
+
+@dataclass(frozen=True)
+class StatefulDut:
+    """Where the stateful NAT of a testbed keeps its connections.
+
+    role: the inventory's machine (dut1, dut2); netns: the namespace on it (None: the host's own);
+    table: what holds the connections; implementation: who made them, in words (recorded)."""
+
+    role: str
+    netns: str | None
+    table: StateTable
+    implementation: str
+
+    def describe(self) -> dict[str, Any]:
+        return {"host": self.role, "netns": self.netns, "table": self.table.name,
+                "implementation": self.implementation, "settings": self.table.applies()}
+
+
+class Reader(Protocol):
+    """What reads a host during a trial (TestbedChain.read: HostLost when SSH fails)."""
+
+    def read(self, role: str, script: str, what: str, check: bool = False) -> str: ...
+
+
+def stateful_dut(inventory: Inventory) -> StatefulDut:
+    """The stateful NAT of the inventory's topology: the PLAT (a translator's own session table, else the
+    kernel's conntrack of its NAT44), else a NAT44 (the MAP-T CE's napt namespace). TestbedError (one line)
+    for a topology without one."""
+    topo = machine_topology(inventory)
+    choice = inventory.backends()
+    for host, role in topo.translators().items():
+        if isinstance(role, Plat):
+            backend = choice.deployment(role)
+            own = backend.state_table(role)
+            netns = host if topo.host(host).parent else None
+            what = f"{backend.name} PLAT" + ("" if own else " with the kernel's NAT44 behind it")
+            return StatefulDut(machine_of(topo, host), netns, own or ConntrackTable(), what)
+    for host in topo.hosts:
+        if any(isinstance(item, Nat44) for item in host.items):
+            netns = host.name if host.parent else None
+            where = f" in namespace {netns}" if netns else ""
+            return StatefulDut(machine_of(topo, host.name), netns, ConntrackTable(),
+                               f"kernel NAT44 (iptables SNAT){where}")
+    raise TestbedError(f"{inventory.path}: topology {inventory.topology_name} has no stateful NAT (no PLAT, "
+                       "no NAT44): use topology 464xlat (the PLAT) or mapt (the CE's NAPT44)")
+
+
+def table_steps(dut: StatefulDut, spec: TableSpec) -> list[Step]:
+    """The steps putting `spec` in force on the DUT's table (TestbedError for a setting it lacks)."""
+    try:
+        return dut.table.settings_steps(spec, dut.netns)
+    except TableError as err:
+        raise TestbedError(f"{dut.role}: {err}") from None
+
+
+def read_settings(reader: Reader, dut: StatefulDut) -> dict[str, str]:
+    """The table's settings as the host reports them (recorded beside what was asked)."""
+    out = reader.read(dut.role, dut.table.settings_script(dut.netns), "the table settings")
+    found = {}
+    for line in out.splitlines():
+        key, sep, value = line.partition("=") if "=" in line else line.partition(":")
+        if sep:
+            found[key.strip()] = value.strip()
+    return found
+
+
+def apply_table(shell: Shell, reader: Reader, inventory: Inventory, dut: StatefulDut,
+                spec: TableSpec) -> dict[str, Any]:
+    """Put `spec` in force, each step journalled in the host's state file first (undo.py: `down` restores
+    the value each step found); -> what was asked, what applies and what the host then reports."""
+    steps = table_steps(dut, spec)
+    if steps:
+        shell.capture(dut.role, "sh -s", stdin=batch_script(steps, inventory.statefile(dut.role)))
+    return {**dut.describe(), "asked": dataclasses.asdict(spec), "in_force": read_settings(reader, dut)}
+
+
+def count(reader: Reader, dut: StatefulDut, udp_only: bool = False) -> int:
+    """The number of entries in the DUT's table (udp_only: its IPv4 UDP ones, what the tester's flows
+    make; listed, so slower on a large table)."""
+    script = dut.table.udp_count_script(dut.netns) if udp_only else dut.table.count_script(dut.netns)
+    out = reader.read(dut.role, script, "the connection count", check=True)
+    value = parse_count(out)
+    if value is None:
+        raise parse_error(dut.role, script, "one whole number (the table's entries)", out)
+    return value
+
+
+def flush(reader: Reader, dut: StatefulDut) -> Flush:
+    """Delete the whole table, timed on the host (TestbedError, one line, where the table cannot be)."""
+    try:
+        script = dut.table.flush_script(dut.netns)
+    except TableError as err:
+        raise TestbedError(f"{dut.role}: {err}") from None
+    out = reader.read(dut.role, script, "the table's deletion", check=True)
+    done = parse_flush(out)
+    if done is None:
+        raise parse_error(dut.role, "conntrack -F (timed)", "`BEFORE AFTER T0_NS T1_NS`, whole numbers", out)
+    return done
+
+
+def dry_run_steps(inventory: Inventory, spec: TableSpec) -> tuple[StatefulDut, list[Step], list[str]]:
+    """What `testbed dry-run --table-*` shows: the DUT, the steps setting `spec` (each journalled first),
+    and comment lines saying what each setting sets and how the table is counted and deleted."""
+    dut = stateful_dut(inventory)
+    steps = table_steps(dut, spec)
+    where = f"namespace {dut.netns} on {dut.role}" if dut.netns else dut.role
+    lines = [f"### stateful table: {dut.table.name} of the {dut.implementation} ({where}); set per point, "
+             "before phase 1 (each step's undo line recorded first)"]
+    lines += [f"# {key}: {text}" for key, text in dut.table.applies().items()]
+    lines.append(f"# count: {dut.table.count_script(dut.netns)}")
+    try:
+        lines.append(f"# delete, timed: {dut.table.flush_script(dut.netns)}")
+    except TableError as err:
+        lines.append(f"# delete: {err}")
+    return dut, steps, lines
