@@ -201,7 +201,8 @@ class JoolSessionTable(StateTable):
 
     name = "jool NAT64 session table"
 
-    def settings_steps(self, spec: TableSpec, netns: str | None) -> list[Step]:
+    def settings_steps(self, spec: TableSpec, netns: str | None,
+                       initial_netns: str | None = None) -> list[Step]:
         spec.check()
         if spec.max_connections is not None or spec.hash_size is not None:
             raise TableError("Jool 4.1 has no session-table size nor hash size to set (its BIB and session "
@@ -222,7 +223,7 @@ class JoolSessionTable(StateTable):
                 "hash_size": "not settable (Jool's BIB and session tables are trees)",
                 "timeout_s": "jool global update udp-timeout (H:MM:SS, >= 2 min; goes with the instance)"}
 
-    def settings_script(self, netns: str | None) -> str:
+    def settings_script(self, netns: str | None, initial_netns: str | None = None) -> str:
         return in_netns(netns, "jool global display | grep -i udp-timeout")
 
     def count_script(self, netns: str | None) -> str:

@@ -7,8 +7,9 @@ Two tables exist. The kernel's connection tracking (netfilter conntrack) holds t
 iptables/nftables NAT44: the draft's Figure 1 gateway, the PLAT's NAT44 behind a stateless NAT64, the MAP-T
 CE's NAPT44. Its size (`nf_conntrack_max`) and hash size (`nf_conntrack_buckets`, the same as
 /sys/module/nf_conntrack/parameters/hashsize) are ONE pair for the whole kernel: a child network namespace
-only reads a copy, so they are written in the initial namespace (`nsenter --net=/proc/1/ns/net`, a no-op
-where the shell runs there already); its UDP timeouts and its entries are per namespace. A translator that
+only reads a copy, so they are written in the initial namespace: the SSH session's own on a real host, or
+(`nsenter --net=FILE`) the file the inventory names for it (`initial_netns`) where the session runs in
+another (the suite's sshd hosts); its UDP timeouts and its entries are per namespace. A translator that
 keeps a session table of its own (a stateful NAT64 in the kernel) provides its own `StateTable` through its
 backend (`BackendBase.state_table`).
 """
@@ -22,8 +23,6 @@ from dataclasses import dataclass
 
 from ..steps import Cmd, Step
 
-# Run a command in the initial network namespace (where conntrack's global limits are writable).
-ROOT_NETNS = ("nsenter", "--net=/proc/1/ns/net")
 CONNTRACK_MAX = "net.netfilter.nf_conntrack_max"
 CONNTRACK_BUCKETS = "net.netfilter.nf_conntrack_buckets"
 CONNTRACK_UDP_TIMEOUTS = ("net.netfilter.nf_conntrack_udp_timeout",
@@ -67,6 +66,11 @@ class Flush:
         return self.before - self.after
 
 
+def in_initial_netns(initial_netns: str | None) -> tuple[str, ...]:
+    """The argv prefix running a command in the host's initial network namespace (see the docstring)."""
+    return () if initial_netns is None else ("nsenter", f"--net={initial_netns}")
+
+
 def in_netns(netns: str | None, script: str) -> str:
     """`script` run in namespace `netns` of the host (None: the host's own)."""
     return script if netns is None else f"ip netns exec {shlex.quote(netns)} sh -c {shlex.quote(script)}"
@@ -78,7 +82,8 @@ class StateTable(ABC):
     name: str = ""          # what holds the connections, in words (recorded)
 
     @abstractmethod
-    def settings_steps(self, spec: TableSpec, netns: str | None) -> list[Step]:
+    def settings_steps(self, spec: TableSpec, netns: str | None,
+                       initial_netns: str | None = None) -> list[Step]:
         """The steps that put `spec` in force (TableError, one line, for a setting the table lacks)."""
 
     @abstractmethod
@@ -90,7 +95,7 @@ class StateTable(ABC):
         """Prints the number of entries in the table: one integer."""
 
     @abstractmethod
-    def settings_script(self, netns: str | None) -> str:
+    def settings_script(self, netns: str | None, initial_netns: str | None = None) -> str:
         """Prints the settings in force, `KEY = VALUE` or `KEY: VALUE` lines (recorded)."""
 
     @abstractmethod
@@ -110,13 +115,15 @@ class ConntrackTable(StateTable):
 
     name = "netfilter conntrack"
 
-    def settings_steps(self, spec: TableSpec, netns: str | None) -> list[Step]:
+    def settings_steps(self, spec: TableSpec, netns: str | None,
+                       initial_netns: str | None = None) -> list[Step]:
         spec.check()
+        root = in_initial_netns(initial_netns)
         steps: list[Step] = []
         if spec.max_connections is not None:
-            steps.append(Cmd((*ROOT_NETNS, "sysctl", "-w", f"{CONNTRACK_MAX}={spec.max_connections}")))
+            steps.append(Cmd((*root, "sysctl", "-w", f"{CONNTRACK_MAX}={spec.max_connections}")))
         if spec.hash_size is not None:
-            steps.append(Cmd((*ROOT_NETNS, "sysctl", "-w", f"{CONNTRACK_BUCKETS}={spec.hash_size}")))
+            steps.append(Cmd((*root, "sysctl", "-w", f"{CONNTRACK_BUCKETS}={spec.hash_size}")))
         if spec.timeout_s is not None:
             seconds = math.ceil(spec.timeout_s)
             for key in CONNTRACK_UDP_TIMEOUTS:
@@ -125,18 +132,19 @@ class ConntrackTable(StateTable):
         return steps
 
     def applies(self) -> dict[str, str]:
-        return {"max_connections": f"{CONNTRACK_MAX} (global: the whole kernel's, set in the initial "
+        return {"max_connections": f"{CONNTRACK_MAX} (global: the whole kernel's, written in the initial "
                                    "namespace)",
-                "hash_size": f"{CONNTRACK_BUCKETS} (global, = /sys/module/nf_conntrack/parameters/hashsize)",
+                "hash_size": f"{CONNTRACK_BUCKETS} (global, = /sys/module/nf_conntrack/parameters/hashsize; "
+                             "the kernel rounds it up to whole pages of buckets, 512 per 4 KiB page)",
                 "timeout_s": f"{CONNTRACK_UDP_TIMEOUTS[0]} and _stream (per namespace), whole seconds, "
                              "rounded up"}
 
     def count_script(self, netns: str | None) -> str:
         return in_netns(netns, f"cat {CONNTRACK_COUNT}")
 
-    def settings_script(self, netns: str | None) -> str:
-        root = shlex.join(ROOT_NETNS)
-        found = " ".join(f"{root} sysctl {key};" for key in (CONNTRACK_MAX, CONNTRACK_BUCKETS))
+    def settings_script(self, netns: str | None, initial_netns: str | None = None) -> str:
+        root = shlex.join((*in_initial_netns(initial_netns), "sysctl"))
+        found = " ".join(f"{root} {key};" for key in (CONNTRACK_MAX, CONNTRACK_BUCKETS))
         return f"{found} {in_netns(netns, 'sysctl ' + ' '.join(CONNTRACK_UDP_TIMEOUTS))}"
 
     def udp_count_script(self, netns: str | None) -> str:

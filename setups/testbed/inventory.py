@@ -55,7 +55,7 @@ RX_FLOW_HASH = ("check", "apply")
 # the backends that have one (`own_build`).
 BINARY_KEYS = {f"{b.name}_binary": b.name for b in registry.every() if b.own_build}
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
-             "proc_root", "tester", *BINARY_KEYS}
+             "proc_root", "tester", "initial_netns", *BINARY_KEYS}
 # An interface name as the kernel takes it that no command can read as an option (a leading '-') or a path
 # ('.', '..'): letters, digits and '_.:-'.
 IFNAME_RE = re.compile(r"^(?!-)(?!\.\.?$)[A-Za-z0-9_.:-]{1,15}$")
@@ -67,7 +67,7 @@ SAFE_PATH = "letters, digits and ._/+- only (no spaces or shell characters), not
 # An SSH destination: user@host, an alias, a bracketed IPv6 address; no option, no shell character.
 SSH_DEST_RE = re.compile(r"^(?!-)[A-Za-z0-9._@:%\[\]+-]{1,255}$")
 # Host keys only some roles use: another role's entry for them is refused (never silently ignored).
-ROLE_KEYS = {"tester": ("client",), "proc_stat": DUTS, "proc_root": DUTS,
+ROLE_KEYS = {"tester": ("client",), "proc_stat": DUTS, "proc_root": DUTS, "initial_netns": DUTS,
              **{key: DUTS for key in BINARY_KEYS}}
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -87,7 +87,10 @@ class HostEntry:
     sysfs_root / proc_stat / proc_root: where /sys (CPU hotplug, NICs' IRQ lists), /proc/stat and /proc (IRQ
     affinities, /proc/interrupts) are (tests redirect them to fake trees).
     tester: the xlatperf binary on the client. binary: a DUT's own build of its backend's program (the
-    inventory's `<backend>_binary`), or None for the one the backend names.
+    inventory's `<backend>_binary`), or None for the one the backend names. initial_netns: a file naming the
+    host's initial network namespace (`ip netns attach NAME 1` makes /run/netns/NAME), where the kernel's
+    global settings (conntrack's table and hash size) are written, when the SSH session runs in another
+    namespace (the suite's sshd hosts); None: the session's own (a real host's sshd runs in the initial one).
     """
 
     role: str
@@ -101,6 +104,7 @@ class HostEntry:
     proc_root: str = "/proc"
     tester: str = "xlatperf"
     binary: str | None = None
+    initial_netns: str | None = None
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,8 @@ def _host(role: str, raw: Any, variants: dict[str, str], fail: Any) -> HostEntry
             raise fail(f"{key}.management", f"{management!r}: give the address without a scope (%...)")
     paths = {k: raw.get(k, d) for k, d in (("sysfs_root", "/sys"), ("proc_stat", "/proc/stat"),
                                            ("proc_root", "/proc"),
-                                           ("tester", "xlatperf"), (f"{backend}_binary", None))}
+                                           ("tester", "xlatperf"), (f"{backend}_binary", None),
+                                           ("initial_netns", None))}
     for k, value in paths.items():
         if value is not None and (not isinstance(value, str) or not SAFE_PATH_RE.match(value)):
             raise fail(f"{key}.{k}", f"must be a path of {SAFE_PATH}")

@@ -39,12 +39,14 @@ class StatefulDut:
     """Where the stateful NAT of a testbed keeps its connections.
 
     role: the inventory's machine (dut1, dut2); netns: the namespace on it (None: the host's own);
-    table: what holds the connections; implementation: who made them, in words (recorded)."""
+    table: what holds the connections; implementation: who made them, in words (recorded);
+    initial_netns: the inventory's file naming the host's initial namespace (None: the session's own)."""
 
     role: str
     netns: str | None
     table: StateTable
     implementation: str
+    initial_netns: str | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"host": self.role, "netns": self.netns, "table": self.table.name,
@@ -69,13 +71,16 @@ def stateful_dut(inventory: Inventory) -> StatefulDut:
             own = backend.state_table(role)
             netns = host if topo.host(host).parent else None
             what = f"{backend.name} PLAT" + ("" if own else " with the kernel's NAT44 behind it")
-            return StatefulDut(machine_of(topo, host), netns, own or ConntrackTable(), what)
+            role_ = machine_of(topo, host)
+            return StatefulDut(role_, netns, own or ConntrackTable(), what,
+                               inventory.hosts[role_].initial_netns)
     for host in topo.hosts:
         if any(isinstance(item, Nat44) for item in host.items):
             netns = host.name if host.parent else None
             where = f" in namespace {netns}" if netns else ""
-            return StatefulDut(machine_of(topo, host.name), netns, ConntrackTable(),
-                               f"kernel NAT44 (iptables SNAT){where}")
+            role_ = machine_of(topo, host.name)
+            return StatefulDut(role_, netns, ConntrackTable(), f"kernel NAT44 (iptables SNAT){where}",
+                               inventory.hosts[role_].initial_netns)
     raise TestbedError(f"{inventory.path}: topology {inventory.topology_name} has no stateful NAT (no PLAT, "
                        "no NAT44): use topology 464xlat (the PLAT) or mapt (the CE's NAPT44)")
 
@@ -83,14 +88,14 @@ def stateful_dut(inventory: Inventory) -> StatefulDut:
 def table_steps(dut: StatefulDut, spec: TableSpec) -> list[Step]:
     """The steps putting `spec` in force on the DUT's table (TestbedError for a setting it lacks)."""
     try:
-        return dut.table.settings_steps(spec, dut.netns)
+        return dut.table.settings_steps(spec, dut.netns, dut.initial_netns)
     except TableError as err:
         raise TestbedError(f"{dut.role}: {err}") from None
 
 
 def read_settings(reader: Reader, dut: StatefulDut) -> dict[str, str]:
     """The table's settings as the host reports them (recorded beside what was asked)."""
-    out = reader.read(dut.role, dut.table.settings_script(dut.netns), "the table settings")
+    out = reader.read(dut.role, dut.table.settings_script(dut.netns, dut.initial_netns), "the table settings")
     found = {}
     for line in out.splitlines():
         key, sep, value = line.partition("=") if "=" in line else line.partition(":")

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath as Path
 
 from ..backends import registry
-from ..backends.statetable import ROOT_NETNS
 from ..steps import Cmd, Comment, Daemon, Step, WriteFile
 
 
@@ -151,9 +150,9 @@ def record_script(step: Step, statefile: str) -> str | None:
     if isinstance(step, Cmd) and step.check:
         a = step.argv
         where = ""
-        if a[:len(ROOT_NETNS)] == ROOT_NETNS and a[len(ROOT_NETNS)] == "sysctl":
+        if a[0] == "nsenter" and a[1].startswith("--net=") and a[2] == "sysctl":
             # a global sysctl written in the initial namespace (conntrack's table size): read, restored there
-            a, where = a[len(ROOT_NETNS):], shlex.join(ROOT_NETNS) + " "
+            a, where = a[2:], shlex.join(a[:2]) + " "
         if a[0] == "sysctl":
             key = next(arg for arg in a[1:] if "=" in arg).split("=", 1)[0]
             return _append_dynamic(statefile, f"{where}sysctl -qw {key}=$({where}sysctl -n {key})")
