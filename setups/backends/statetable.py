@@ -107,6 +107,10 @@ class StateTable(ABC):
         """Prints the number of IPv4 UDP entries (what the tester's flows make); by default the count."""
         return self.count_script(netns)
 
+    def stats_script(self, netns: str | None) -> str | None:
+        """Prints the table's statistics as `NAME=VALUE` words (per CPU; summed by the reader); None: none."""
+        return None
+
 
 class ConntrackTable(StateTable):
     """The kernel's connection tracking: `nf_conntrack_max`, `nf_conntrack_buckets` (global, written in the
@@ -146,6 +150,10 @@ class ConntrackTable(StateTable):
         root = shlex.join((*in_initial_netns(initial_netns), "sysctl"))
         found = " ".join(f"{root} {key};" for key in (CONNTRACK_MAX, CONNTRACK_BUCKETS))
         return f"{found} {in_netns(netns, 'sysctl ' + ' '.join(CONNTRACK_UDP_TIMEOUTS))}"
+
+    def stats_script(self, netns: str | None) -> str | None:
+        # per CPU: found, invalid, insert, insert_failed, drop, early_drop (evicted from a full table) ...
+        return in_netns(netns, "conntrack -S")
 
     def udp_count_script(self, netns: str | None) -> str:
         # conntrack prints one line per entry on stdout, its summary on stderr.

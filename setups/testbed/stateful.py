@@ -138,6 +138,31 @@ def flush(reader: Reader, dut: StatefulDut) -> Flush:
     return done
 
 
+def stats(reader: Reader, dut: StatefulDut) -> dict[str, int]:
+    """The table's statistics summed over the host's CPUs (conntrack: early_drop counts entries evicted to
+    admit new ones in a full table, drop the packets dropped for want of one), count; {} where it has none."""
+    script = dut.table.stats_script(dut.netns)
+    if script is None:
+        return {}
+    totals: dict[str, int] = {}
+    for word in reader.read(dut.role, script, "the table's statistics", check=True).split():
+        name, _, value = word.partition("=")
+        if value.isdigit() and name != "cpu":
+            totals[name] = totals.get(name, 0) + int(value)
+    return totals
+
+
+def seconds_of(value: str) -> int | None:
+    """`1800` or `0:30:00` (H:MM:SS, Jool's, with an optional fraction) -> whole seconds; None: neither."""
+    parts = value.strip().split(".")[0].split(":")
+    if not parts or not all(p.isdigit() for p in parts) or len(parts) > 3:
+        return None
+    total = 0
+    for part in parts:
+        total = total * 60 + int(part)
+    return total
+
+
 def dry_run_steps(inventory: Inventory, spec: TableSpec) -> tuple[StatefulDut, list[Step], list[str]]:
     """What `testbed dry-run --table-*` shows: the DUT, the steps setting `spec` (each journalled first),
     and comment lines saying what each setting sets and how the table is counted and deleted."""
