@@ -13,6 +13,7 @@ from typing import Any
 from ..clock import Clock, RealClock
 from ..nat44 import Cycle
 from ..overhead import Overhead
+from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer, TrialResult
 from ..xlatperf import TesterOptions
 
@@ -49,6 +50,10 @@ class Environment:
 
     def measurer(self) -> Measurer:
         raise NotImplementedError
+
+    def stateful_measurer(self) -> StatefulMeasurer:
+        """Once up: RFC 9693's phases against this setup's stateful DUT (ValueError, one line: none)."""
+        raise ValueError(f"the {type(self).__name__} setup has no stateful DUT to run RFC 9693's phases on")
 
     def describe(self) -> dict[str, Any]:
         return {}

@@ -22,6 +22,8 @@ from ...setups.paper import TOPOLOGIES
 from ..hostinfo import affinity_cpus
 from ..measurers import ChainMeasurer
 from ..nat44 import Cycle, chain_refusal, udp_timeout
+from ..stateful.emulated import EmulatedStatefulMeasurer
+from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer
 from ..xlatperf import TesterOptions, flows, source_first_port
 from .base import Environment, EnvironmentKind, SetupSpec
@@ -200,6 +202,15 @@ class ChainEnvironment(Environment):
     def measurer(self) -> Measurer:
         assert self._measurer is not None, "environment not up"
         return self._measurer
+
+    def stateful_measurer(self) -> StatefulMeasurer:
+        """RFC 9693's phases against the chain's stateful NAT44 (the `nat44` topology), with this setup's
+        tester (io = "xdp"); ValueError, one line, for a chain without one or a socket tester."""
+        assert self._chain is not None, "environment not up"
+        if not hasattr(self._chain, "stateful_host"):
+            raise ValueError(f"the {self.topology} chain ({type(self._chain).__name__}) cannot run RFC "
+                             "9693's phases: it has no conntrack controls")
+        return EmulatedStatefulMeasurer(self._chain, self.tester)
 
     def describe(self) -> dict[str, Any]:
         if self._chain is None:
