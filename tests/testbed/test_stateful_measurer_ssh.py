@@ -1,10 +1,9 @@
-"""RFC 9693's phases on a testbed: the stateful measurer of the emulation (scripts.stateful.emulated)
-drives the
-PLAT's NAT44 on the sshd hosts (464XLAT, tayga backend: dut2's conntrack) through TestbedChain's conntrack
-controls over SSH, with xlatperf's AF_XDP flows on the client host. Known answers from dut2's own count:
-phase 1 of N makes exactly N entries, phase 2 makes none, the tear-down removes exactly N; with the table's
-size set to C < N (the kernel's global nf_conntrack_max, written in the initial namespace) phase 1 ends with
-C entries and does not pass. Every value is back after the chain goes down."""
+"""RFC 9693's phases on a testbed: the stateful measurer of the emulation (scripts.stateful.emulated) drives
+the PLAT's NAT44 on the sshd hosts (464XLAT, tayga backend: dut2's conntrack) through TestbedChain's
+conntrack controls over SSH, with xlatperf's AF_XDP flows on the client host. Known answers from dut2's own
+count: phase 1 of N makes exactly N entries, phase 2 makes none, the tear-down removes exactly N; with the
+table's size set to C < N (the kernel's global nf_conntrack_max, written in the initial namespace) phase 1
+ends with C entries and does not pass. Every value is back after the chain goes down."""
 
 from __future__ import annotations
 
