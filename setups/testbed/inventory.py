@@ -32,7 +32,7 @@ from ...cpulist import parse_user_cpu_list
 from ..backends import Backend, registry
 from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
 from ..plan import BackendChoice
-from ..topology import Topology
+from ..topology import Interface, Nat44, Topology
 
 ROLES = ("client", "dut1", "dut2", "server")
 DUTS = ("dut1", "dut2")
@@ -47,7 +47,7 @@ TESTBED_TOPOLOGIES = tuple(t for t in TOPOLOGIES if {"dut1", "dut2"} <= {h.name 
 # A backend's variant option (`variant_option.flag`) is a top-level key too.
 VARIANT_KEYS = {option.flag: name for name, option in registry.variant_options().items()}
 TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "rundir",
-            "rx_flow_hash", *VARIANT_KEYS}
+            "rx_flow_hash", "nat44", *VARIANT_KEYS}
 # What preflight does with a test interface that hashes UDP flows on addresses only: refuse with the command
 # (check), or set the paper's `sdfn` itself, journalled and undone by down (apply).
 RX_FLOW_HASH = ("check", "apply")
@@ -120,6 +120,7 @@ class Inventory:
     rundir_root: str = "/run/xlatbench-testbed"
     extra: dict[str, Any] = field(default_factory=dict)
     rx_flow_hash: str = "check"
+    nat44: bool = False  # baseline only: dut1 is a stateful NAT44 gateway (the scalability draft's Figure 1)
 
     def rundir(self, role: str) -> str:
         """Where a host keeps this testbed's files (state file, configs, pid files); per role, so that
@@ -132,12 +133,30 @@ class Inventory:
     def topology(self) -> Topology:
         """The paper's topology; its tester sends from the client host's one configured address (the
         testbed puts no further client addresses on a real host: AF_XDP flows stay within its ports)."""
-        return replace(topology(self.topology_name, self.nat64_prefix), client_sources=1)
+        topo = replace(topology(self.topology_name, self.nat64_prefix), client_sources=1)
+        return nat44_gateway(topo) if self.nat44 else topo
 
     def backends(self) -> BackendChoice:
         """The DUTs' backend instances per translator role: CLAT/CE are dut1's, PLAT/BR dut2's."""
         d1, d2 = self.hosts["dut1"].backend, self.hosts["dut2"].backend
         return BackendChoice.of_roles({"clat": d1, "ce": d1, "plat": d2, "br": d2})
+
+
+def nat44_gateway(topo: Topology) -> Topology:
+    """The baseline with dut1 a stateful NAT44 gateway (the scalability draft's Figure 1, dut2 a router
+    behind it): the client's network leaving dut1 toward dut2 gets dut1's own address on that link (iptables
+    SNAT, ports kept when free), so the server's replies come back to dut1 without a route of their own."""
+    link = next(link for link in topo.links if link.name == "dut1-dut2")
+    end = link.a if link.a.host == "dut1" else link.b
+    dut1 = topo.host("dut1")
+    outside = next(i for i in dut1.items if isinstance(i, Interface) and i.name == end.interface)
+    client = topo.host("client")
+    inside = next(i for i in client.items if isinstance(i, Interface))
+    nat = Nat44(str(ipaddress.ip_interface(inside.addresses[0]).network), end.interface,
+                str(ipaddress.ip_interface(outside.addresses[0]).ip))
+    hosts = tuple(replace(h, items=(*h.items, nat)) if h.name == "dut1" else h for h in topo.hosts)
+    return replace(topo, hosts=hosts, description=topo.description.replace(
+        "DUT1 (IPv4 forwarding)", "DUT1 (stateful NAT44: iptables SNAT to its DUT1-DUT2 address)"))
 
 
 def load_inventory(path: str | Path) -> Inventory:
@@ -193,9 +212,15 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
     if rx_flow_hash not in RX_FLOW_HASH:
         raise fail("rx_flow_hash", "choose check (refuse a NIC that hashes UDP on addresses only) or apply "
                    "(set the paper's sdfn, undone by down)")
+    nat44 = data.get("nat44", False)
+    if not isinstance(nat44, bool):
+        raise fail("nat44", "true (dut1 a stateful NAT44 gateway, topology baseline) or false")
+    if nat44 and topo != "baseline":
+        raise fail("nat44", f"only topology baseline takes it (dut1 then source-NATs the client's network); "
+                            f"{topo} has its own stateful part: remove it")
     hosts = _hosts(data.get("hosts"), variants, fail)
     inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, variants, rundir_root,
-                          rx_flow_hash=rx_flow_hash)
+                          rx_flow_hash=rx_flow_hash, nat44=nat44)
     _check_whole(inventory, fail)
     return inventory
 

@@ -25,7 +25,7 @@ from ..backends.statetable import (
     parse_count,
     parse_flush,
 )
-from ..steps import Step
+from ..steps import Cmd, Step
 from ..topology import Nat44, Plat
 from .bringup import batch_script
 from .hostout import parse_error
@@ -111,7 +111,34 @@ def apply_table(shell: Shell, reader: Reader, inventory: Inventory, dut: Statefu
     steps = table_steps(dut, spec)
     if steps:
         shell.capture(dut.role, "sh -s", stdin=batch_script(steps, inventory.statefile(dut.role)))
-    return {**dut.describe(), "asked": dataclasses.asdict(spec), "in_force": read_settings(reader, dut)}
+    in_force = read_settings(reader, dut)
+    for step in steps:
+        wrong = not_in_force(step, in_force)
+        if wrong:
+            raise TestbedError(f"{dut.role}: {wrong}")
+    return {**dut.describe(), "asked": dataclasses.asdict(spec), "in_force": in_force}
+
+
+# The kernel allocates conntrack's hash in whole pages: it rounds a bucket count up by less than this (8 bytes
+# per bucket; 64 KiB pages at most).
+BUCKET_ROUNDING = 65536 // 8
+
+
+def not_in_force(step: Step, in_force: dict[str, str]) -> str | None:
+    """Why a sysctl step's value is not what the host now reports, in one line (None: it is). Debian's
+    `sysctl -w` exits 0 when the kernel refuses a read-only key (conntrack's table size in a child
+    namespace), so every value is read back."""
+    if not isinstance(step, Cmd) or "sysctl" not in step.argv:
+        return None
+    key, _, asked = step.argv[-1].partition("=")
+    found = in_force.get(key)
+    ok = found == asked or (key.endswith("buckets") and found is not None and found.isdigit()
+                            and int(asked) <= int(found) < int(asked) + BUCKET_ROUNDING)
+    if ok:
+        return None
+    fix = (" (a child namespace only reads it: set this DUT's initial_netns, or reach the host with an sshd "
+           "in its initial namespace)" if "conntrack_max" in key or "buckets" in key else "")
+    return f"{key} is {found} after setting {asked}: the kernel did not take it{fix}"
 
 
 def count(reader: Reader, dut: StatefulDut, udp_only: bool = False) -> int:

@@ -19,7 +19,15 @@ from xlatbench.setups.steps import Cmd
 from xlatbench.setups.testbed.hostout import HostOutputError
 from xlatbench.setups.testbed.inventory import InventoryError, parse_inventory
 from xlatbench.setups.testbed.machine import TestbedError
-from xlatbench.setups.testbed.stateful import count, flush, seconds_of, stateful_dut, stats, table_steps
+from xlatbench.setups.testbed.stateful import (
+    apply_table,
+    count,
+    flush,
+    seconds_of,
+    stateful_dut,
+    stats,
+    table_steps,
+)
 from xlatbench.setups.testbed.undo import record_script
 
 INIT = "/run/netns/init-x"
@@ -164,3 +172,34 @@ def test_dry_run_shows_the_point_and_its_undo(tmp_path: Path, capsys: pytest.Cap
     assert main(["testbed", "dry-run", str(path), "--table-timeout", "0"]) == 1
     assert capsys.readouterr().err == ("xlatbench testbed: --table-*: timeout_s must be a number of seconds "
                                        ">= 1, got 0.0\n")
+
+
+class Shell:
+    """Takes every script and runs nothing (the host's answers come from a Lying reader)."""
+
+    def __init__(self) -> None:
+        self.scripts: list[str] = []
+
+    def capture(self, host: str, script: str, check: bool = True, stdin: str | None = None) -> None:
+        self.scripts.append(stdin or script)
+
+
+def test_a_value_the_kernel_did_not_take_is_refused_in_one_line() -> None:
+    """Debian's sysctl -w exits 0 on a read-only key (conntrack's table size in a child namespace): the
+    values are read back, the buckets allowed the kernel's rounding up to whole pages."""
+    inv, shell = inventory(initial=None), Shell()
+    dut = stateful_dut(inv)
+    found = ("net.netfilter.nf_conntrack_max = 262144\nnet.netfilter.nf_conntrack_buckets = 1536\n"
+             "net.netfilter.nf_conntrack_udp_timeout = 600\n"
+             "net.netfilter.nf_conntrack_udp_timeout_stream = 600\n")
+    applied = apply_table(shell, Lying(found), inv, dut, TableSpec(hash_size=1025, timeout_s=600))
+    assert applied["in_force"]["net.netfilter.nf_conntrack_buckets"] == "1536"
+    assert "sysctl -w net.netfilter.nf_conntrack_buckets=1025" in shell.scripts[0]
+    with pytest.raises(TestbedError) as err:
+        apply_table(shell, Lying(found), inv, dut, TableSpec(max_connections=50_000))
+    assert str(err.value) == ("dut2: net.netfilter.nf_conntrack_max is 262144 after setting 50000: the "
+                              "kernel did not take it (a child namespace only reads it: set this DUT's "
+                              "initial_netns, or reach the host with an sshd in its initial namespace)")
+    with pytest.raises(TestbedError, match="^dut2: net.netfilter.nf_conntrack_udp_timeout is 600 after "
+                                           "setting 900: the kernel did not take it$"):
+        apply_table(shell, Lying(found), inv, dut, TableSpec(timeout_s=900))

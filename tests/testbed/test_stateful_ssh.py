@@ -45,9 +45,9 @@ print(len({s.getsockname()[1] for s in socks}))
 
 @pytest.fixture
 def initial_netns(hosts: SshHosts) -> Iterator[str]:
-    """/run/netns/NAME naming this machine's initial network namespace, for dut2's `initial_netns` (its sshd
-    runs in a child namespace, where conntrack's table and hash size are read-only); removed afterwards (the
-    name only: the namespace is the machine's own)."""
+    """/run/netns/NAME naming this machine's initial network namespace, for the DUTs' `initial_netns`
+    (their sshd runs in a child namespace, where conntrack's table and hash size are read-only); removed
+    afterwards (the name only: the namespace is the machine's own)."""
     name = f"init-{hosts.prefix}"
     subprocess.run(["ip", "netns", "attach", name, str(os.getpid())], check=True)
     try:
@@ -58,7 +58,10 @@ def initial_netns(hosts: SshHosts) -> Iterator[str]:
 
 def stateful_inventory(hosts: SshHosts, tmp_path: Path, initial: str) -> Path:
     path = tayga_inventory(hosts, tmp_path)
-    path.write_text(path.read_text().replace("[hosts.dut2]", f'[hosts.dut2]\ninitial_netns = "{initial}"'))
+    text = path.read_text()
+    for dut in ("dut1", "dut2"):
+        text = text.replace(f"[hosts.{dut}]", f'[hosts.{dut}]\ninitial_netns = "{initial}"')
+    path.write_text(text)
     return path
 
 
