@@ -19,6 +19,7 @@ from xlatbench.setups.steps import Cmd
 from xlatbench.setups.testbed.hostout import HostOutputError
 from xlatbench.setups.testbed.inventory import InventoryError, parse_inventory
 from xlatbench.setups.testbed.machine import TestbedError
+from xlatbench.setups.testbed.preflight import stateful_warnings
 from xlatbench.setups.testbed.stateful import (
     apply_table,
     count,
@@ -203,3 +204,15 @@ def test_a_value_the_kernel_did_not_take_is_refused_in_one_line() -> None:
     with pytest.raises(TestbedError, match="^dut2: net.netfilter.nf_conntrack_udp_timeout is 600 after "
                                            "setting 900: the kernel did not take it$"):
         apply_table(shell, Lying(found), inv, dut, TableSpec(timeout_s=900))
+
+
+def test_preflight_warns_where_the_stateful_host_lacks_conntrack() -> None:
+    facts = {"conntrack_cli": "no"}
+    found = {"dut1": ({"conntrack_cli": "no"}, {}), "dut2": (facts, {})}
+    assert stateful_warnings(inventory(), found) == [
+        "dut2: conntrack (conntrack-tools) is not installed: the stateful measurements (RFC 9693) cannot "
+        "empty and time its table there: apt-get install conntrack"]
+    assert stateful_warnings(inventory(), {"dut2": ({"conntrack_cli": "yes"}, {})}) == []
+    assert stateful_warnings(inventory(dut2="jool"), found) == []  # Jool's table needs none
+    assert stateful_warnings(inventory("baseline"), found) == []  # no stateful part
+    assert stateful_warnings(inventory(), {"dut2": "unreachable: ..."}) == []  # said elsewhere
