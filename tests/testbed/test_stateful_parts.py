@@ -16,6 +16,7 @@ from xlatbench.cli import main
 from xlatbench.setups.backends.jool import JoolSessionTable
 from xlatbench.setups.backends.statetable import ConntrackTable, TableError, TableSpec, parse_flush
 from xlatbench.setups.steps import Cmd
+from xlatbench.setups.testbed.bringup import plan
 from xlatbench.setups.testbed.hostout import HostOutputError
 from xlatbench.setups.testbed.inventory import InventoryError, parse_inventory
 from xlatbench.setups.testbed.machine import TestbedError
@@ -216,3 +217,17 @@ def test_preflight_warns_where_the_stateful_host_lacks_conntrack() -> None:
     assert stateful_warnings(inventory(dut2="jool"), found) == []  # Jool's table needs none
     assert stateful_warnings(inventory("baseline"), found) == []  # no stateful part
     assert stateful_warnings(inventory(), {"dut2": "unreachable: ..."}) == []  # said elsewhere
+
+
+def test_the_figure_1_gateway_leaves_by_the_inventorys_nic() -> None:
+    data = copy.deepcopy(good())
+    data["topology"], data["nat44"] = "baseline", True
+    inv = parse_inventory(data)
+    dut = stateful_dut(inv)
+    assert (dut.role, dut.netns, type(dut.table)) == ("dut1", None, ConntrackTable)
+    rules = [s for s in shells(plan(inv)["dut1"]) if s.startswith("iptables")]
+    assert rules == ["iptables -t nat -A POSTROUTING -s 192.168.0.0/24 -o eth2 -p udp -j SNAT --to-source "
+                     "198.51.100.1"]  # dut1's NIC on link dut1-dut2 and its address there
+    data["topology"] = "464xlat"
+    with pytest.raises(InventoryError, match="nat44: only topology baseline takes it"):
+        parse_inventory(data)
