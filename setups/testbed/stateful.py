@@ -138,7 +138,7 @@ def not_in_force(step: Step, in_force: dict[str, str]) -> str | None:
         return None
     fix = (" (a child namespace only reads it: set this DUT's initial_netns, or reach the host with an sshd "
            "in its initial namespace)" if "conntrack_max" in key or "buckets" in key else "")
-    return f"{key} is {found} after setting {asked}: the kernel did not take it{fix}"
+    return f"{key} is {found or '(unreadable)'} after setting {asked}: the kernel did not take it{fix}"
 
 
 def count(reader: Reader, dut: StatefulDut, udp_only: bool = False) -> int:
