@@ -23,6 +23,8 @@ from ...setups.testbed.remote_idle import IdleSampler
 from ..measurers import ChainMeasurer
 from ..nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, chain_refusal
 from ..overhead import Overhead
+from ..stateful.emulated import EmulatedStatefulMeasurer
+from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer, TrialResult
 from ..xlatperf import TesterOptions, flows, source_first_port
 from .base import Environment, EnvironmentKind, SetupSpec
@@ -145,6 +147,19 @@ class TestbedEnvironment(Environment):
     def measurer(self) -> Measurer:
         assert self._measurer is not None, "environment not up"
         return self._measurer
+
+    def stateful_measurer(self) -> StatefulMeasurer:
+        """RFC 9693's phases against the testbed's stateful NAT (the PLAT's, or the MAP-T CE's NAPT44), the
+        same measurer as in emulation over the chain's conntrack controls (over SSH, each setting journalled);
+        ValueError, one line, for a testbed without one or a socket tester."""
+        assert self._chain is not None, "environment not up"
+        from ...setups.testbed.machine import TestbedError
+
+        try:
+            self._chain.stateful_host()
+        except TestbedError as err:
+            raise ValueError(str(err)) from None
+        return EmulatedStatefulMeasurer(self._chain, self.tester)
 
     def describe(self) -> dict[str, Any]:
         if self._chain is not None:

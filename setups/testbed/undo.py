@@ -149,9 +149,13 @@ def record_script(step: Step, statefile: str) -> str | None:
     """The shell snippet that writes the step's undo line to `statefile` (None: nothing to record)."""
     if isinstance(step, Cmd) and step.check:
         a = step.argv
+        where = ""
+        if a[0] == "nsenter" and a[1].startswith("--net=") and a[2] == "sysctl":
+            # a global sysctl written in the initial namespace (conntrack's table size): read, restored there
+            a, where = a[2:], shlex.join(a[:2]) + " "
         if a[0] == "sysctl":
             key = next(arg for arg in a[1:] if "=" in arg).split("=", 1)[0]
-            return _append_dynamic(statefile, f"sysctl -qw {key}=$(sysctl -n {key})")
+            return _append_dynamic(statefile, f"{where}sysctl -qw {key}=$({where}sysctl -n {key})")
         if a[:2] == ("ethtool", "-K") and len(a) == 5:
             iface, feature = a[2], a[3]
             name = {"tx": "tx-checksumming", "rx": "rx-checksumming", "gro": "generic-receive-offload",
