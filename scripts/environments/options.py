@@ -86,8 +86,9 @@ def check_values(table: dict[str, Any], where: str, rules: dict[str, Check]) -> 
 
 
 # The topologies whose setups have a stateful DUT for RFC 9693's procedures (Environment.stateful_measurer):
-# the scalability draft's single NAT44 gateway.
-STATEFUL_TOPOLOGIES = ("nat44",)
+# the scalability draft's single NAT44 gateway, the PLAT alone (its kernel NAT44), the MAP-T CE alone (its
+# napt NAT44, at most its port set's flows).
+STATEFUL_TOPOLOGIES = ("nat44", "plat", "ce")
 
 
 def stateful_topology_refusal(kind: str, topology: object) -> str | None:

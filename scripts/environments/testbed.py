@@ -28,7 +28,7 @@ from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer, TrialResult
 from ..xlatperf import TesterOptions, flows, source_first_port
 from .base import Environment, EnvironmentKind, SetupSpec
-from .options import OptionError, check_values, known_topology, stateful_topology_refusal
+from .options import OptionError, check_values, known_topology
 from .testerfit import check_chain
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
@@ -159,7 +159,7 @@ class TestbedEnvironment(Environment):
             self._chain.stateful_host()
         except TestbedError as err:
             raise ValueError(str(err)) from None
-        return EmulatedStatefulMeasurer(self._chain, self.tester)
+        return EmulatedStatefulMeasurer(self._chain, self.tester, local_memory=False)
 
     def describe(self) -> dict[str, Any]:
         if self._chain is not None:
@@ -249,10 +249,15 @@ class TestbedKind(EnvironmentKind):
         check_values(table, where, self.rules)
 
     def stateful_refusal(self, setup: SetupSpec) -> str | None:
-        """By the inventory's topology (check() loaded it)."""
-        inventory = str(setup.params["inventory"])
-        topology = setup.params.get("topology") or load_inventory(inventory).topology_name
-        return stateful_topology_refusal(self.name, topology)
+        """By the inventory (check() loaded it): its stateful NAT (the PLAT, the CE's NAPT44, a baseline's
+        `nat44 = true` gateway), one line when it has none."""
+        from ...setups.testbed.machine import TestbedError
+        from ...setups.testbed.stateful import stateful_dut
+        try:
+            stateful_dut(load_inventory(str(setup.params["inventory"])))
+        except TestbedError as err:
+            return f"kind {self.name!r}: {err}"
+        return None
 
     def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
         """[server] io as the environment's server_io; XDP mode refused where a translator would drop Knot

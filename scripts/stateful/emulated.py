@@ -30,6 +30,7 @@ from ..xlatperf import (
     source_first_port,
 )
 from .measurer import PhaseOne, PhaseTwo, StatefulConditions, StatefulMeasurer, TableSettings, TearDown
+from .memory import budget, memory_refusal
 
 # The UDP timeouts set when the table settings name none, s: an hour outlasts any run on this machine.
 DEFAULT_TIMEOUT_S = 3600
@@ -72,20 +73,26 @@ def timeout_refusal(timeout_s: float, connections: int, setup_rate_qps: float, p
 
 @dataclass
 class EmulatedStatefulMeasurer(StatefulMeasurer):
-    """RFC 9693's phases against the stateful NAT44 of an emulated chain (the `nat44` topology).
+    """RFC 9693's phases against the stateful NAT of an emulated chain: the `nat44` gateway, the PLAT's NAT44
+    (`plat`: conntrack in the PLAT's namespace), the MAP-T CE's NAPT44 (`ce`: conntrack in its `napt`
+    namespace, at most the CE's port set's flows).
 
     chain: the emulated chain, up. tester: xlatperf options with io = "xdp" (each phase gets as many flows
     as connections from them: options_for_sessions). flow_seed: the RFC 4814 order's key, the same in every
     phase (0: drawn once here, recorded in conditions()). binary: xlatperf (None: the build's).
+    local_memory: the DUT's kernel is this machine's (emulation), so N is checked against its memory
+    (scripts.stateful.memory) before a phase; a testbed's DUT is another host.
     """
 
     chain: Any
     tester: TesterOptions
     flow_seed: int = 0
     binary: Path | None = None
+    local_memory: bool = True
     _table: TableSettings = field(default_factory=TableSettings, init=False)
     _applied: dict[str, object] = field(default_factory=dict, init=False)
     _measurers: dict[int, ChainMeasurer] = field(default_factory=dict, init=False)
+    _memory: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
         if self.tester.io != "xdp":
@@ -118,9 +125,20 @@ class EmulatedStatefulMeasurer(StatefulMeasurer):
         self._applied = {"root_sysctls": root, "udp_timeouts_s": timeouts}
 
     def max_connections(self) -> int:
+        return self._flow_limit()[0]
+
+    def _flow_limit(self) -> tuple[int, str]:
+        """The most connections a phase may make here and why: the tester's flows or what the chain
+        carries (a MAP-T CE's port set)."""
         first_port = source_first_port(self.tester)
         assert first_port is not None  # io = "xdp" always has one
-        return min(MAX_XDP_FLOWS, self.chain.xdp_flow_capacity(first_port))
+        limit = getattr(self.chain, "stateful_flow_limit", None)  # the emulated chain says why
+        most, why = limit(first_port) if limit else (
+            self.chain.xdp_flow_capacity(first_port), "the tester's AF_XDP flows over the client's addresses "
+                                                      "and ports")
+        if most > MAX_XDP_FLOWS:
+            return MAX_XDP_FLOWS, "the tester's AF_XDP flows"
+        return most, why
 
     # -- the phases ---------------------------------------------------------------------------------
     def establish(self, connections: int, rate_qps: float) -> PhaseOne:
@@ -156,18 +174,26 @@ class EmulatedStatefulMeasurer(StatefulMeasurer):
         description = self.chain.stateful_description()
         table = replace(self._table, **_none_to_read(self._table, self.chain.conntrack_table()))
         return StatefulConditions(
-            implementation=str(description.get("implementation", "unknown")), role="nat44", table=table,
+            implementation=str(description.get("implementation", "unknown")),
+            role=str(description.get("role", "nat44")), table=table,
             extra={"dut": description, "flow_seed": self.flow_seed, "flow_order": "pseudorandom (RFC 4814)",
-                   "table_read": self.chain.conntrack_table(), **self._applied})
+                   "table_read": self.chain.conntrack_table(), "memory": self._memory, **self._applied})
 
     # -- helpers ------------------------------------------------------------------------------------
     def _check(self, connections: int, setup_rate_qps: float, phase_two_s: float) -> None:
-        """Refuse, in one line and before anything runs, N out of range, a rate that is not positive, and a
-        timeout shorter than the run."""
-        most = self.max_connections()
+        """Refuse, in one line and before anything runs, N out of range (what limits it named), N that the
+        kernel's memory cannot hold (the arithmetic printed), a rate that is not positive, and a timeout
+        shorter than the run."""
+        most, why = self._flow_limit()
         if not 1 <= connections <= most:
-            raise ValueError(f"connections must be 1-{most} (the tester's AF_XDP flows over the chain's "
-                             f"client addresses and ports), got {connections}")
+            raise ValueError(f"connections must be 1-{most} ({why}), got {connections}")
+        if self.local_memory:
+            buckets = self._table.hash_size or self.chain.conntrack_table().get("nf_conntrack_buckets", 0)
+            found = budget(connections, buckets)
+            self._memory = found.line()
+            refusal = memory_refusal(found)
+            if refusal:
+                raise ValueError(refusal)
         if setup_rate_qps <= 0:
             raise ValueError(f"the phase-1 rate must be positive, got {setup_rate_qps} connections/s")
         assert self._table.timeout_s is not None  # apply() always sets it

@@ -20,7 +20,7 @@ from ..chain import (
     receive_queue_count,
     xdp_flow_sources,
 )
-from ..topology import Nat44
+from ..topology import Nat44, Plat
 from . import rootsysctl
 from .cleanup import down
 from .cpusets import set_dut_cpus
@@ -151,23 +151,57 @@ class EmulatedChain:
 
     # -- the stateful DUT's connection table (RFC 9693; scripts.stateful.emulated drives it) -----------
     def stateful_host(self) -> str:
-        """The DUT host whose NAT44 keeps the connections (ValueError when the chain has none)."""
-        for host in self.emulation.topology.hosts:
+        """The DUT host whose kernel conntrack keeps the connections: the one with a NAT44 (the `nat44`
+        gateway, the MAP-T CE's `napt`), else the PLAT's host when its NAT44 is the kernel's (a stateless
+        NAT64 beside nftables; a PLAT keeping a session table of its own is refused). ValueError: none."""
+        topology = self.emulation.topology
+        for host in topology.hosts:
             if any(isinstance(item, Nat44) for item in host.items):
                 return host.name
-        raise ValueError(f"the {self.topology} chain has no stateful NAT44 gateway: use the nat44 topology")
+        for host, role in topology.translators().items():
+            if isinstance(role, Plat):
+                backend = self.emulation.choice.deployment(role)
+                if backend.state_table(role) is not None:
+                    raise ValueError(f"the {backend.name} PLAT keeps its sessions in a table of its own, "
+                                     "which the emulated stateful measurer does not read: use a PLAT "
+                                     "backend whose NAT44 is the kernel's")
+                return host
+        raise ValueError(f"the {self.topology} chain has no stateful NAT: use topology nat44, plat or ce")
 
     def stateful_description(self) -> dict[str, object]:
-        """What keeps the connections: the NAT44's backend (the kernel's netfilter, its version) and rule."""
+        """What keeps the connections: the NAT44's backend (the kernel's netfilter, its version) and rule; for
+        the PLAT its translator's backend (implementation, version) and the NAT44 beside it."""
         host = self.stateful_host()
-        nat = next(item for item in self.emulation.topology.host(host).items if isinstance(item, Nat44))
-        return {**linux.describe(), **linux.nat44_description(nat), "role": "nat44", "host": host,
-                "version": linux.describe()["version"]}
+        kernel = linux.describe()
+        items = self.emulation.topology.host(host).items
+        nat = next((item for item in items if isinstance(item, Nat44)), None)
+        if nat is not None:
+            role = "napt44" if self.emulation.topology.host(host).parent else "nat44"
+            return {**kernel, **linux.nat44_description(nat), "role": role, "host": host,
+                    "version": kernel["version"]}
+        plat = self.emulation.topology.translators()[host]
+        info = self.emulation.choice.renderer(plat).describe(plat)
+        return {"implementation": f"{info.get('implementation')} PLAT + kernel NAT44",
+                "translator": info.get("implementation"), "translator_version": info.get("version"),
+                "nat": info.get("nat44"), "role": "plat-nat44", "host": host, "version": kernel["version"],
+                "kernel": kernel}
 
     def xdp_flow_capacity(self, first_port: int) -> int:
-        """The most AF_XDP flows the client's addresses carry with ports first_port..65535 (the tester's own
-        limit is scripts.xlatperf's)."""
-        return self.emulation.topology.client_sources * (65536 - first_port)
+        """The most AF_XDP flows the client's addresses carry with ports first_port..65535, within what the
+        chain carries (a MAP-T CE's port set; the tester's own limit is scripts.xlatperf's)."""
+        return self.stateful_flow_limit(first_port)[0]
+
+    def stateful_flow_limit(self, first_port: int) -> tuple[int, str]:
+        """The most distinct flows (connections) the chain takes from the tester, and why (one phrase)."""
+        topology = self.emulation.topology
+        sources = topology.client_sources * (65536 - first_port)
+        carried = topology.max_flows()
+        if carried is not None and carried < sources:
+            why = ("the MAP-T CE's port set: its napt maps every flow into it" if topology.name == "ce"
+                   else "the chain's NAT44 ports toward the server's one address and port")
+            return carried, why
+        return sources, (f"{topology.client_sources} client address(es) x ports {first_port}-65535 of the "
+                         "tester's AF_XDP flows")
 
     def set_conntrack_table(self, max_entries: int | None, buckets: int | None) -> dict[str, object]:
         """Set the kernel's conntrack table size and hash buckets exactly (root namespace: one table serves
