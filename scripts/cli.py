@@ -302,12 +302,17 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     envs = {s.name: make_environment(s, campaign.tester) for s in campaign.setups}
     if args.dut_cores is not None and args.dut_cores < 1:
         raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
-    plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
+    planned = {name: (args.dut_cores, None) if args.dut_cores else env.plan_cores()
+               for name, env in envs.items()}
+    cores_of = {name: count for name, (count, _) in planned.items()}
+    plan = planned_searches(campaign, cores_of)
     measured = setup_overheads(campaign.store, envs)
     overheads = {name: found or default_overhead(campaign.setup(name).kind, campaign.tester.timeout_s)
                  for name, found in measured.items()}
     total = extra_total = opening_total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
+    for note in (note for _, note in planned.values() if note):
+        print(f"  {note}")
     for key in plan:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
@@ -339,7 +344,7 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         print(f"  {spec.kind} procedure: {spec.repetitions} repetitions x {len(spec.fractions)} step(s) of "
               f"{spec.duration_s:g} s x {idle_configurations(plan)} configurations"
               + (f" ({note})" if (note := compliance(spec.kind, spec.repetitions, spec.duration_s)) else ""))
-    stateful = _stateful_plan(campaign, plan, envs, args.dut_cores)
+    stateful = _stateful_plan(campaign, cores_of)
     total += stateful
     for name, found in overheads.items():
         print(f"  per-trial overhead of {name}: {found.per_trial_s:.2f} s ({found.source})")
@@ -356,13 +361,11 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stateful_plan(campaign: Campaign, plan: list[Any], envs: dict[str, Any],
-                   dut_cores: int | None) -> float:
+def _stateful_plan(campaign: Campaign, cores_of: dict[str, int]) -> float:
     """Print each RFC 9693 procedure's time at each (setup, cores, point) and return their sum, s."""
     if campaign.stateful is None:
         return 0.0
-    counts = {s.name: [c for c in campaign.cores if c <= (dut_cores or envs[s.name].max_cores())]
-              for s in campaign.setups}
+    counts = {s.name: [c for c in campaign.cores if c <= cores_of[s.name]] for s in campaign.setups}
     searches = dict(campaign.searches)
     total = 0.0
     for setup, cores, point in stateful_points(campaign, counts):

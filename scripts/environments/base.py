@@ -35,6 +35,10 @@ class Environment:
     def max_cores(self) -> int:
         return 1
 
+    def plan_cores(self) -> tuple[int, str | None]:
+        """The core count `campaign plan` assumes and, when it is not what the DUTs have, why (one line)."""
+        return self.max_cores(), None
+
     def refuse_cores(self, counts: list[int]) -> None:
         """Raise (one line) when one of these core counts (each <= max_cores) cannot be set up; called
         before anything is brought up, so a campaign fails before its first up/down."""

@@ -20,6 +20,7 @@ from ...setups.testbed.chain import HostLost
 from ...setups.testbed.inventory import DUTS, Inventory, InventoryError, load_inventory
 from ...setups.testbed.knot import knot_xdp_refusal
 from ...setups.testbed.remote_idle import IdleSampler
+from ...setups.transports import StepError
 from ..measurers import ChainMeasurer
 from ..nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, chain_refusal
 from ..overhead import Overhead
@@ -118,6 +119,17 @@ class TestbedEnvironment(Environment):
     def max_cores(self) -> int:
         return min(len(dut_cpu_order(self._inv(), self.preflight(), dut)) for dut in DUTS)
 
+    def plan_cores(self) -> tuple[int, str | None]:
+        """The preflight's count when the hosts answer; else (a plan on paper, placeholder hosts) what the
+        inventory allows: CPU 0 plus each DUT's offline_cpus, the fewest over the DUTs."""
+        try:
+            return self.max_cores(), None
+        except TestbedSetupError:
+            inv = self._inv()
+            count = min(1 + len(inv.hosts[dut].offline_cpus) for dut in DUTS)
+            return count, (f"{self.inventory}: its hosts did not pass the preflight (not reached?): planned "
+                           f"at {count} core(s), CPU 0 + the inventory's offline_cpus")
+
     def per_dut_cpus(self, count: int) -> dict[str, list[int]]:
         """Per DUT the CPUs online for `count` cores; one-line error when a DUT cannot run exactly that."""
         inv, found = self._inv(), self.preflight()
@@ -173,7 +185,7 @@ class TestbedEnvironment(Environment):
     def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
         return chain_refusal(self._chain, flows(self.tester), source_first_port(self.tester), cycles)
 
-    def probe_trial_overhead(self) -> Overhead:
+    def probe_trial_overhead(self) -> Overhead | None:
         """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which
         changes nothing there), plus the tester's reply timeout after its send window."""
         from ...setups.testbed.chain import probe_trial_overhead
@@ -182,6 +194,8 @@ class TestbedEnvironment(Environment):
         shell = transport_for(self._inv())
         try:
             found = probe_trial_overhead(self._inv(), shell)
+        except StepError:
+            return None  # hosts not reached (a plan on paper): the stated default stands in
         finally:
             shell.close()
         trips = ", ".join(f"{role} {1000 * s:.0f} ms" for role, s in found["ssh_round_trip_s"].items())

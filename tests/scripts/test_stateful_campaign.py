@@ -182,3 +182,33 @@ def _toml(table: dict) -> str:
                         lines.append(f"[[{key}.{sub}]]")
                         scalars(entry)
     return "\n".join(lines) + "\n"
+
+
+def test_the_drafts_campaign_file_plans_as_written(capsys, monkeypatch) -> None:
+    """`xlatbench campaign plan campaigns/scalability-draft.toml`, its testbed setup as written (the
+    baseline's nat44 gateway; placeholder hosts that do not answer): planned at the inventory's 16 cores,
+    800 M connections on paper, the total printed."""
+    monkeypatch.chdir(REPO)
+    assert cli_main(["campaign", "plan", str(DRAFT)]) == 0
+    out = capsys.readouterr().out
+    assert "planned at 16 core(s), CPU 0 + the inventory's offline_cpus" in out
+    assert "16 core(s), 800,000,000 connections (table 1073741824, hash 268435456): connection-rate" in out
+    total = out.splitlines()[-1]
+    assert "RFC 9693 procedures: ~" in total and total.split("total: ~")[1].startswith(tuple("0123456789"))
+    hours = float(total.split("total: ~")[1].split(" h")[0])
+    assert 50 < hours < 200
+
+
+@pytest.mark.parametrize("topology", ["nat44", "plat", "ce"])
+def test_the_emulated_stateful_topologies_are_taken(topology: str) -> None:
+    table = data()
+    table["setup"] = [{"name": "s", "kind": "chain", "topology": topology}]
+    assert parse_campaign(table, "stateful.toml").stateful is not None
+
+
+def test_a_topology_without_a_stateful_nat_is_one_line() -> None:
+    table = data()
+    table["setup"] = [{"name": "s", "kind": "chain", "topology": "clat"}]
+    with pytest.raises(CampaignFileError) as err:
+        parse_campaign(table, "stateful.toml")
+    assert "use topology 'nat44' or 'plat' or 'ce'" in str(err.value) and "\n" not in str(err.value)
