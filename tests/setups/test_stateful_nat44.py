@@ -28,6 +28,7 @@ from xlatbench.scripts.stateful.emulated import EmulatedStatefulMeasurer
 from xlatbench.scripts.stateful.measurer import TableSettings
 from xlatbench.scripts.xlatperf import TesterOptions
 from xlatbench.setups.emulation import EmulatedChain, EmulationConfig, down, leftovers, rootsysctl
+from xlatbench.setups.emulation.check import check
 
 pytestmark = [pytest.mark.root]
 
@@ -81,6 +82,15 @@ def stateful(prefix) -> Iterator[tuple[EmulatedChain, EmulatedStatefulMeasurer, 
         yield chain, EmulatedStatefulMeasurer(chain, TESTER), before
     finally:
         chain.down()
+
+
+def test_setup_check_sees_the_netmapped_source_and_describe_names_the_nat44(stateful):
+    chain, _, _ = stateful
+    verdict = check(chain.emulation)
+    assert verdict["ok"], verdict["failures"]
+    nat = chain.describe()["nat44"]["dut1"]
+    assert (nat["nat"], nat["pool"], nat["new_connections_per_s_cap"]) == ("iptables NETMAP", "198.18.0.0/16",
+                                                                          CAP_PER_S)
 
 
 def test_phase_one_makes_exactly_n_connections(stateful):
