@@ -129,6 +129,12 @@ class EnvironmentKind:
         """Refuse now a tester this environment cannot carry (most: the sweep's most flows; cycles: every
         kind of trial the campaign runs, with the rest after it)."""
 
+    def stateful_refusal(self, setup: SetupSpec) -> str | None:
+        """Why this setup cannot run RFC 9693's procedures (one line), or None when it has a stateful DUT
+        (Environment.stateful_measurer)."""
+        return (f"kind {self.name!r} has no stateful DUT for RFC 9693's procedures (connection-rate, "
+                "throughput-connections, teardown, table-capacity)")
+
     def tester_is_local(self, setup: SetupSpec) -> bool:
         """xlatperf runs on this machine (its sockets count against this process's limits)."""
         return False

@@ -27,7 +27,16 @@ from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer
 from ..xlatperf import TesterOptions, flows, source_first_port
 from .base import Environment, EnvironmentKind, SetupSpec
-from .options import OptionError, check_values, cpu_map, cpus, known_topology, of_type, only
+from .options import (
+    OptionError,
+    check_values,
+    cpu_map,
+    cpus,
+    known_topology,
+    of_type,
+    only,
+    stateful_topology_refusal,
+)
 from .testerfit import check_chain
 
 if TYPE_CHECKING:
@@ -234,6 +243,9 @@ class EmulatedKind(EnvironmentKind):
     keys = frozenset({"topology", "options", "factory", "cpu_map"})
     rules = {"topology": known_topology, "factory": of_type(str, "a string 'package.module:function'"),
              "options": of_type(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": cpu_map}
+
+    def stateful_refusal(self, setup: SetupSpec) -> str | None:
+        return stateful_topology_refusal(self.name, setup.params.get("topology"))
 
     def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
         """--topology, --chain-option KEY=VALUE (each value read by option_value) and --chain-factory."""

@@ -28,7 +28,7 @@ from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer, TrialResult
 from ..xlatperf import TesterOptions, flows, source_first_port
 from .base import Environment, EnvironmentKind, SetupSpec
-from .options import OptionError, check_values, known_topology
+from .options import OptionError, check_values, known_topology, stateful_topology_refusal
 from .testerfit import check_chain
 
 SAMPLE_INTERVAL_S = IdleSampler.interval_s  # the DUT hosts' sampling period, s
@@ -241,6 +241,12 @@ class TestbedKind(EnvironmentKind):
             raise OptionError(f"{where} topology: {topology!r}, but inventory {path} describes "
                               f"{inventory.topology_name!r}: drop topology or make them agree")
         check_values(table, where, self.rules)
+
+    def stateful_refusal(self, setup: SetupSpec) -> str | None:
+        """By the inventory's topology (check() loaded it)."""
+        inventory = str(setup.params["inventory"])
+        topology = setup.params.get("topology") or load_inventory(inventory).topology_name
+        return stateful_topology_refusal(self.name, topology)
 
     def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
         """[server] io as the environment's server_io; XDP mode refused where a translator would drop Knot

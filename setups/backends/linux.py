@@ -67,6 +67,14 @@ def _nat44_cap(item: Nat44) -> list[Step]:
     ]
 
 
+def nat44_description(item: Nat44) -> dict[str, object]:
+    """What a record says of a NAT44 the kernel does: the rule's kind, source, pool and cap."""
+    return {"implementation": "linux", "nat": "iptables NETMAP" if item.netmap else "iptables SNAT",
+            "source": item.source, "pool": item.to_address, "ports": item.ports,
+            "new_connections_per_s_cap": item.new_per_s, "cap_burst_packets": item.cap_burst,
+            "nat44": _iptables_version()}
+
+
 def plat_snat(table: str, out_interface: str, source: str, to_address: str,
               netmap: str | None = None) -> list[Step]:
     """The PLAT's stateful NAT44 in the kernel (nftables): `source` leaving `out_interface` gets

@@ -161,9 +161,8 @@ class EmulatedChain:
         """What keeps the connections: the NAT44's backend (the kernel's netfilter, its version) and rule."""
         host = self.stateful_host()
         nat = next(item for item in self.emulation.topology.host(host).items if isinstance(item, Nat44))
-        return {**linux.describe(), "role": "nat44", "host": host, "source": nat.source,
-                "pool": nat.to_address, "netmap": nat.netmap, "new_connections_per_s_cap": nat.new_per_s,
-                "cap_burst_packets": nat.cap_burst}
+        return {**linux.describe(), **linux.nat44_description(nat), "role": "nat44", "host": host,
+                "version": linux.describe()["version"]}
 
     def xdp_flow_capacity(self, first_port: int) -> int:
         """The most AF_XDP flows the client's addresses carry with ports first_port..65535 (the tester's own

@@ -22,7 +22,7 @@ from ..chain import client_interface, server_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
 from ..plan import BackendChoice, computing_backends, render, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Comment, Step
-from ..topology import Topology
+from ..topology import Nat44, Topology
 from ..transports import Netns, Transport
 from . import rootsysctl
 from .cleanup import down, existing_namespaces
@@ -399,6 +399,10 @@ class Emulation:
             "client_interface": client_interface(self.topology),  # where a tester with io = "xdp" binds
             "notes": list(self.topology.notes),
         }
+        stateful = {host.name: linux.nat44_description(item) for host in self.topology.hosts
+                    for item in host.items if isinstance(item, Nat44)}
+        if stateful and not roles:  # a gateway whose only role is the kernel's NAT44 (the nat44 topology)
+            info["nat44"] = stateful
         if not info["paper_prefix"]:
             info["notes"] = [
                 *self.topology.notes,

@@ -75,3 +75,32 @@ def test_a_timeout_shorter_than_the_run_is_said_in_one_line():
     assert timeout_refusal(3600, 10_000_000, 100_000, phase_two_s=60) is None    # 100 + 60 + 30.5 s
     refusal = timeout_refusal(120, 10_000_000, 100_000, phase_two_s=60)
     assert refusal is not None and "\n" not in refusal and "190.5 s" in refusal
+
+
+def test_a_record_of_the_gateway_names_the_kernels_nat44():
+    from xlatbench.data.records import implementation_label
+
+    dut = {"topology": "nat44", "translators": {}, "kernel": {"implementation": "linux", "version": "6.18"},
+           "nat44": {"dut1": {"implementation": "linux", "nat": "iptables NETMAP",
+                              "nat44": "iptables v1.8.9"}}}
+    assert implementation_label(dut) == "nat44: linux NAT44 (iptables NETMAP, iptables v1.8.9, kernel 6.18)"
+
+
+def test_the_demo_campaign_states_its_known_answers_where_the_dut_sets_them():
+    """campaigns/stateful-demo.toml: the table size K of its point is the gateway's conntrack_max, the cap R
+    is the setup's, and its N stays below K (every phase 1 of the rate search fits the table)."""
+    from pathlib import Path
+
+    from xlatbench.scripts.campaignfile import load_campaign
+
+    campaign = load_campaign(Path(__file__).resolve().parents[2] / "campaigns" / "stateful-demo.toml")
+    (setup,) = campaign.setups
+    options = setup.params["options"]
+    assert setup.params["topology"] == "nat44"
+    assert (options["conntrack_max"], options["new_connection_cap"]) == (25000, 5000)
+    assert campaign.stateful is not None
+    (point,) = campaign.stateful.points
+    assert point.table.max_connections == options["conntrack_max"] > point.connections
+    config = EmulationConfig("nat44", new_connection_cap=options["new_connection_cap"])
+    nat = next(i for i in config.chain_topology().host("dut1").items if isinstance(i, Nat44))
+    assert nat.cap_burst == 500
