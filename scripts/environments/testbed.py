@@ -263,13 +263,15 @@ class TestbedKind(EnvironmentKind):
         check_values(table, where, self.rules)
 
     def stateful_refusal(self, setup: SetupSpec) -> str | None:
-        """By the inventory (check() loaded it): its stateful NAT (the PLAT, the CE's NAPT44, a baseline's
-        `nat44 = true` gateway), one line when it has none."""
+        """By the inventory (check() loaded it): a testbed has a stateful DUT where its topology has a
+        stateful NAT (setups.testbed.stateful: the 464XLAT PLAT, the MAP-T CE's NAPT44, the baseline with
+        `nat44 = true`, the scalability draft's Figure 1 gateway)."""
         from ...setups.testbed.machine import TestbedError
         from ...setups.testbed.stateful import stateful_dut
+
         try:
             stateful_dut(load_inventory(str(setup.params["inventory"])))
-        except TestbedError as err:
+        except (TestbedError, InventoryError) as err:
             return f"kind {self.name!r}: {err}"
         return None
 

@@ -228,6 +228,10 @@ def test_the_figure_1_gateway_leaves_by_the_inventorys_nic() -> None:
     rules = [s for s in shells(plan(inv)["dut1"]) if s.startswith("iptables")]
     assert rules == ["iptables -t nat -A POSTROUTING -s 192.168.0.0/24 -o eth2 -p udp -j SNAT --to-source "
                      "198.51.100.1"]  # dut1's NIC on link dut1-dut2 and its address there
+    step = next(s for s in plan(inv)["dut1"] if isinstance(s, Cmd) and s.argv[0] == "iptables")
+    record = record_script(step, "/run/x/undo.sh")
+    assert record is not None and record.startswith("if nft list table ip nat >/dev/null 2>&1; then ")
+    assert "nft delete table ip nat" in record  # a nat table the step made goes with its last rule
     data["topology"] = "464xlat"
     with pytest.raises(InventoryError, match="nat44: only topology baseline takes it"):
         parse_inventory(data)
