@@ -182,3 +182,15 @@ def _toml(table: dict) -> str:
                         lines.append(f"[[{key}.{sub}]]")
                         scalars(entry)
     return "\n".join(lines) + "\n"
+
+
+def test_a_point_of_the_capacity_search_alone_stays_out_of_the_metrics_tables(tmp_path: Path) -> None:
+    table = data()
+    table["stateful"]["point"][1]["procedures"] = ["table-capacity"]
+    store = tmp_path / "s.jsonl"
+    run(store, table)
+    write_report(store, tmp_path / "report")
+    csv = (tmp_path / "report" / "tables.csv").read_text()
+    connections = [line for line in csv.splitlines() if line.startswith("num. conn.,")]
+    assert connections and all("320,000" not in line for line in connections)   # no metrics column for it
+    assert "table size 400,000" in csv
