@@ -165,7 +165,7 @@ FILES = [
     Bad(
         "unknown topology",
         render(setup='kind = "chain"\ntopology = "foo"'),
-        ("[[setup]] #1 topology", "one of ['baseline', '464xlat', 'mapt', 'plat', 'clat', 'ce', 'br']",
+        ("[[setup]] #1 topology", "one of ['baseline', '464xlat', 'mapt', 'plat', 'clat', 'ce', 'br', 'nat44']",
          "'foo'"),
     ),
     Bad("chain without topology", render(setup='kind = "chain"'), ("[[setup]] #1", "needs topology")),
