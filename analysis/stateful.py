@@ -20,6 +20,7 @@ from .tables import Table
 
 CONNECTION_RATE, THROUGHPUT, TEARDOWN, CAPACITY = ("connection-rate", "throughput-connections", "teardown",
                                                    "table-capacity")
+METRICS = (CONNECTION_RATE, THROUGHPUT, TEARDOWN)  # the kinds of the cores and connections tables
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ def stateful_tables(records: Iterable[Record]) -> list[Table]:
     tables: list[Table] = []
     shown: set[tuple[str, int, str]] = set()
     for setup in dict.fromkeys(c.setup for c in cells):
-        mine = [c for c in cells if c.setup == setup]
+        everything = [c for c in cells if c.setup == setup]
+        mine = [c for c in everything if any(c.results.get(k) for k in METRICS)]
         for point in dict.fromkeys(c.name for c in mine):
             row = sorted((c for c in mine if c.name == point), key=lambda c: c.cores)
             if len(row) >= 2:
@@ -76,7 +78,7 @@ def stateful_tables(records: Iterable[Record]) -> list[Table]:
             row = [c for c in mine if c.cores == cores]
             if len(row) >= 2 or any((c.setup, c.cores, c.name) not in shown for c in row):
                 tables.append(_metrics_table(row, against_cores=False))
-        tables += [_capacity_table(c) for c in mine if c.results.get(CAPACITY)]
+        tables += [_capacity_table(c) for c in everything if c.results.get(CAPACITY)]
     return tables
 
 
@@ -131,7 +133,7 @@ def _teardown_rows(cells: list[Cell]) -> list[list[str]]:
     full = [[float(r.outcome["full_delete_s"]) for r in c.results.get(TEARDOWN, [])] for c in cells]
     empty = [[float(r.outcome["empty_delete_s"]) for r in c.results.get(TEARDOWN, [])] for c in cells]
     removed = [[int(r.outcome["removed"]) for r in c.results.get(TEARDOWN, [])] for c in cells]
-    rows = [["tear-down: num. experiments", *[str(len(f)) for f in full]],
+    rows = [["tear-down: num. experiments", *[str(len(f)) if f else "-" for f in full]],
             ["full contr. del. median (s)", *[_seconds(_median(f)) for f in full]],
             ["full contr. del. min (s)", *[_seconds(min(f) if f else None) for f in full]],
             ["full contr. del. max (s)", *[_seconds(max(f) if f else None) for f in full]],

@@ -212,3 +212,15 @@ def test_a_topology_without_a_stateful_nat_is_one_line() -> None:
     with pytest.raises(CampaignFileError) as err:
         parse_campaign(table, "stateful.toml")
     assert "use topology 'nat44' or 'plat' or 'ce'" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_point_of_the_capacity_search_alone_stays_out_of_the_metrics_tables(tmp_path: Path) -> None:
+    table = data()
+    table["stateful"]["point"][1]["procedures"] = ["table-capacity"]
+    store = tmp_path / "s.jsonl"
+    run(store, table)
+    write_report(store, tmp_path / "report")
+    csv = (tmp_path / "report" / "tables.csv").read_text()
+    connections = [line for line in csv.splitlines() if line.startswith("num. conn.,")]
+    assert connections and all("320,000" not in line for line in connections)   # no metrics column for it
+    assert "table size 400,000" in csv

@@ -105,3 +105,20 @@ def test_bad_parameters_are_refused_in_one_line(make, message: str) -> None:
     with pytest.raises(StatefulParameterError) as err:
         make()
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_capacity_says_when_c0_is_not_safe_or_the_flows_run_out() -> None:
+    bracket = RateBracket(max_cps=1_000_000, error_cps=1000)
+    too_big = table_capacity(FakeStatefulDut(table_size=500, max_cps=100_000),
+                             CapacityParameters(c0=1000, bracket=bracket, beta=0.2, gamma=0.4))
+    assert too_big.status == "c0-not-safe" and too_big.capacity is None
+    short = table_capacity(FakeStatefulDut(table_size=100_000, max_cps=100_000, max_flows=30_000),
+                           CapacityParameters(c0=1000, bracket=bracket, beta=0.2, gamma=0.4))
+    assert short.status == "tester-limited" and short.capacity is None and short.cs == 16_000
+
+
+def test_a_tester_that_cannot_offer_the_rate_is_never_the_duts_loss() -> None:
+    dut = FakeStatefulDut(table_size=10_000_000, max_cps=500_000, tester_cps=200_000)
+    found = establishment_rate(dut, 100_000, RateBracket(max_cps=1_000_000, error_cps=1000))
+    assert found.status == "tester-limited" and found.rate_cps is None
+    assert not any(s.tester_limited and s.passed for s in found.steps)
