@@ -92,6 +92,7 @@ class HtmlReport:
     table_notes: dict[str, str] = field(default_factory=dict)
     glance: list[str] = field(default_factory=list)
     procedures: list[Table] = field(default_factory=list)  # RFC 8219 latency, PDV, FLR (analysis.procedures)
+    stateful: list[Table] = field(default_factory=list)  # RFC 9693's four measurements (analysis.stateful)
 
 
 def table_html(table: Table, note: str = "") -> str:
@@ -140,13 +141,18 @@ def render(report: HtmlReport) -> str:
         sections.append(f'<section id="glance" class="glance"><h2>At a glance</h2><ul>{items}</ul></section>')
     narrow = all(len(t.header) <= 3 for t in report.tables)  # one or two core counts: two tables a row
     tables = "".join(table_html(t, report.table_notes.get(t.title, "")) for t in report.tables)
-    sections.append(_section("throughput", "Throughput",
-                             f'<div class="tbls">{tables}</div>' if narrow else tables))
+    if report.tables or not report.stateful:  # RFC 9693 procedures alone have no throughput search
+        sections.append(_section("throughput", "Throughput",
+                                 f'<div class="tbls">{tables}</div>' if narrow else tables))
     if report.latency is not None:
         sections.append(_section("latency", "Latency", table_html(report.latency, report.latency_note)))
     if report.procedures:
         sections.append(_section("procedures", "RFC 8219 latency, PDV and frame loss rate",
                                  "".join(table_html(t) for t in report.procedures)))
+    if report.stateful:
+        sections.append(_section("stateful", "RFC 9693: stateful NAT (connection establishment rate, "
+                                 "throughput over N connections, tear-down rate, table capacity)",
+                                 "".join(table_html(t) for t in report.stateful)))
     if report.verdicts:
         sections.append(_section("bottleneck", "Bottleneck verdicts",
                                  "".join(verdict_html(v) for v in report.verdicts)))
@@ -163,6 +169,7 @@ def render(report: HtmlReport) -> str:
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (
         ("throughput", "Throughput"), ("latency", "Latency"),
         *((("procedures", "RFC 8219 procedures"),) if report.procedures else ()),
+        *((("stateful", "RFC 9693"),) if report.stateful else ()),
         ("bottleneck", "Bottleneck"), ("figures", "Figures"), ("conditions", "Conditions"),
         ("campaign", "Campaign file")))
     lead = "".join(f'<p class="sub">{escape(p)}</p>' for p in report.lead)

@@ -21,6 +21,7 @@ from .mlrsearch import MLRSEARCH, mlrsearch_tables
 from .procedures import latency_tables, procedure_figures
 from .series import Campaign, load_campaign
 from .sessions import sessions_tables, throughput_vs_sessions
+from .stateful import stateful_tables
 from .tables import Table, comparison_tables, throughput_table
 from .tester_warnings import warnings_text
 
@@ -36,7 +37,8 @@ def tables_of(campaign: Campaign) -> list[Table]:
     agreement = agreement_table(campaign.series)
     tables += [agreement] if agreement is not None else []
     return (tables + sessions_tables(campaign.series, campaign.records)
-            + measured_tables(campaign.series) + latency_tables(campaign.records))
+            + measured_tables(campaign.series) + latency_tables(campaign.records)
+            + stateful_tables(campaign.records))
 
 
 def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
@@ -69,9 +71,12 @@ def write_report(store: Path, out_dir: Path) -> tuple[Path, str]:
     report = out_dir / "report.md"
     report.write_text(text)
     procedures = latency_tables(records)  # RFC 8219's procedures: a section of their own in report.html
-    html = html_report(campaign, records, [t for t in tables if t not in procedures], verdicts, figures)
+    stateful = stateful_tables(records)  # RFC 9693's, too
+    html = html_report(campaign, records, [t for t in tables if t not in procedures and t not in stateful],
+                       verdicts, figures)
     html.latency, html.latency_note = latency, resolution_text(latencies)
     html.procedures = procedures
+    html.stateful = stateful
     write_html(html, out_dir / "report.html")
     return report, text
 

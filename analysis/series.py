@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..data.records import Provenance, Record, SummaryEntry, TrialEntry, provenance
+from ..data.records import Provenance, Record, StatefulResult, SummaryEntry, TrialEntry, provenance
 from ..data.store import ResultStore, StoreError
 from .evidence import Evidence, evidence_from, shared_with_test_system
 from .joinkey import JoinKey, join_key, trial_key
@@ -119,7 +119,7 @@ def load_campaign(path: Path) -> Campaign:
     if not records:
         raise ReportError(f"{path} holds no records: run a campaign first (xlatbench campaign run FILE)")
     summaries = [r for r in records if isinstance(r, SummaryEntry)]
-    if not summaries:
+    if not summaries and not any(isinstance(r, StatefulResult) for r in records):
         raise ReportError(f"{path} has {len(records)} records but no finished search summary yet: "
                           "let the campaign finish (or resume it) and report again")
     first = records[0].context

@@ -6,7 +6,8 @@ the implementation label) and a body by type: "trial" (one trial of a search), "
 outcome), "summary" (a repeated search at one core count), "idle-run" (one full-length trial at the median
 rate with per-second CPU samples), "idle-mean" (the per-second mean of the idle runs) and "procedure-trial"
 (one trial of an RFC 8219 latency, PDV or frame loss rate procedure at the found throughput:
-scripts.procedures).
+scripts.procedures), "stateful-trial" (one call of an RFC 9693 procedure on a stateful DUT: phase 1, phase 2
+or a tear-down) and "stateful-result" (one repetition of an RFC 9693 procedure: scripts.stateful).
 
 Version 2 added the "implementation" label to the envelope, version 3 "sessions", the tester's distinct
 flows, version 4 (this module) "rate_of" on the idle records (which search's median they offered, and
@@ -83,6 +84,11 @@ def implementation_label(dut: dict[str, Any]) -> str:
                  for host, v in translators.items() if isinstance(v, dict)]
         return f"{dut.get('topology', '?')}: " + ", ".join(parts)
     kernel = dut.get("kernel")
+    nat44 = dut.get("nat44")
+    if isinstance(kernel, dict) and isinstance(nat44, dict) and nat44:
+        nat = next(iter(nat44.values()))
+        rule = f"{nat.get('nat', 'NAT44')}, {nat.get('nat44', '?')}" if isinstance(nat, dict) else "NAT44"
+        return f"{dut.get('topology', '?')}: linux NAT44 ({rule}, kernel {kernel.get('version', '?')})"
     if isinstance(kernel, dict):
         return f"{dut.get('topology', '?')}: linux forwarding (kernel {kernel.get('version', '?')})"
     server = dut.get("server")
@@ -654,9 +660,82 @@ class ProcedureTrial(FlatRecord):
         _rate_of(self)
 
 
+def stateful_scope(setup: str, cores: int, point: str, procedure: str, repetition: int) -> str:
+    """One repetition of an RFC 9693 procedure at one point: "setup/coresN/POINT/procedure/repR" (POINT:
+    scripts.stateful.procedures.Point.name, "nN-tT-hH")."""
+    return f"{sweep_point(setup, cores)}/{point}/{procedure}/rep{repetition}"
+
+
+def stateful_trial_key(scope: str, call: int) -> str:
+    return f"stateful:{scope}/call{call}"
+
+
+def stateful_result_key(scope: str) -> str:
+    return f"stateful-result:{scope}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatefulTrial(FlatRecord):
+    """One call of an RFC 9693 procedure on the stateful DUT (scripts.stateful.measurer): procedure (its
+    kind), point (the sweep's point: connections, declared flows, table size, hash size, timeouts),
+    repetition (from 1), call (its index within the repetition, from 0), method ("establish",
+    "over_established", "tear_down"), args (what it was asked), result (PhaseOne, PhaseTwo or TearDown as a
+    dict, without the tester's raw document), raw (that document, or None), conditions
+    (StatefulConditions: implementation, role, table settings in force), rest_before_s and wall_s, s. A
+    resumed campaign replays these instead of measuring again."""
+
+    TYPE: ClassVar[str] = "stateful-trial"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("procedure", "procedure", str), ("point", "point", dict), ("repetition", "repetition", int),
+        ("call", "call", int), ("method", "method", str), ("args", "args", dict), ("result", "result", dict),
+        ("raw", "raw", OPTIONAL_DICT), ("conditions", "conditions", dict),
+        ("rest_before_s", "rest_before_s", NUMBER), ("wall_s", "wall_s", NUMBER))
+    procedure: str
+    point: dict[str, Any]
+    repetition: int
+    call: int
+    method: str
+    args: dict[str, Any]
+    result: dict[str, Any]
+    raw: dict[str, Any] | None
+    conditions: dict[str, Any]
+    rest_before_s: float
+    wall_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatefulResult(FlatRecord):
+    """One repetition of an RFC 9693 procedure at one point: procedure, point and repetition as in
+    StatefulTrial; spec (the [[procedure]] table as parsed); value: its figure (connections/s for
+    "connection-rate" and "teardown", queries/s for "throughput-connections", entries for
+    "table-capacity"), None when the search gave none; unit; error: the search's final bracket width in that
+    unit (None where there is none); status ("ok", "upper-bound-not-failed", "below-lower-bound",
+    "tester-limited", "c0-not-safe", "incomplete"); outcome: the search's dataclass as a dict; conditions:
+    StatefulConditions as a dict; calls: how many StatefulTrial records it took."""
+
+    TYPE: ClassVar[str] = "stateful-result"
+    FIELDS: ClassVar[tuple[tuple[str, str, type | tuple[type, ...]], ...]] = (
+        ("procedure", "procedure", str), ("point", "point", dict), ("repetition", "repetition", int),
+        ("spec", "spec", dict), ("value", "value", OPTIONAL_NUMBER), ("unit", "unit", str),
+        ("error", "error", OPTIONAL_NUMBER), ("status", "status", str), ("outcome", "outcome", dict),
+        ("conditions", "conditions", dict), ("calls", "calls", int))
+    procedure: str
+    point: dict[str, Any]
+    repetition: int
+    spec: dict[str, Any]
+    value: float | None
+    unit: str
+    error: float | None
+    status: str
+    outcome: dict[str, Any]
+    conditions: dict[str, Any]
+    calls: int
+
+
 READERS: dict[str, Callable[[dict[str, Any]], Record]] = {  # type -> reader
     cls.TYPE: cls.from_json
-    for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean, TrialFailed, ProcedureTrial)}
+    for cls in (TrialEntry, SearchEntry, SummaryEntry, IdleRun, IdleMean, TrialFailed, ProcedureTrial,
+                StatefulTrial, StatefulResult)}
 
 
 def record_from_json(data: dict[str, Any]) -> Record:

@@ -35,6 +35,8 @@ from ..data.records import (
     RateOf,
     Record,
     SearchEntry,
+    StatefulResult,
+    StatefulTrial,
     Stats,
     SummaryEntry,
     TrialEntry,
@@ -70,6 +72,10 @@ from .search import (
     TrialRunner,
     repeat_search,
 )
+from .stateful.measurer import StatefulMeasurer
+from .stateful.procedures import expected_cps
+from .stateful.procedures import procedure_time_s as stateful_time_s
+from .stateful.run import StatefulRun, stored_calls
 from .trial import Measurer, TrialResult
 from .xlatperf import TesterError, TesterOptions, flows
 
@@ -148,7 +154,8 @@ def eta_estimates(campaign: Campaign, plan: list[ConfigKey], overheads: Mapping[
         found = overheads.get(key.setup)
         trials = estimate_search_trials(settings, key.method) if found is not None else 0.0
         searches.append(estimate_search_s(settings, key.method) + (trials_overhead_s(found, trials) or 0.0))
-    procedures = procedures_estimate_s(campaign, plan)
+    procedures = procedures_estimate_s(campaign, plan) + \
+        stateful_estimate_s(campaign, setup_core_counts(plan, campaign))
     if not campaign.idle.runs:
         return searches, procedures
     extra_idle = sum(idle_overhead_s(overheads.get(setup), runs) or 0.0
@@ -161,6 +168,34 @@ def procedures_estimate_s(campaign: Campaign, plan: list[ConfigKey]) -> float:
     trials x (duration + rest)."""
     return idle_configurations(plan) * sum(procedure_time_s(spec, campaign.settings(spec.search).rest_s)
                                            for spec in campaign.procedures)
+
+
+def setup_core_counts(plan: list[ConfigKey], campaign: Campaign) -> dict[str, list[int]]:
+    """Per setup, the core counts it runs at (from the plan; a campaign without searches: every one)."""
+    found: dict[str, list[int]] = {}
+    for key in plan:
+        found.setdefault(key.setup, [])
+        if key.cores not in found[key.setup]:
+            found[key.setup].append(key.cores)
+    return found or {s.name: list(campaign.cores) for s in campaign.setups}
+
+
+def stateful_points(campaign: Campaign, cores: Mapping[str, list[int]]) -> list[tuple[str, int, Any]]:
+    """Every (setup, cores, point) the stateful procedures run at, in order."""
+    if campaign.stateful is None:
+        return []
+    return [(setup, count, point) for setup, counts in cores.items() for count in counts
+            for point in campaign.stateful.points_at(count)]
+
+
+def stateful_estimate_s(campaign: Campaign, cores: Mapping[str, list[int]]) -> float:
+    """Time of every RFC 9693 procedure of the campaign, s (scripts.stateful.procedures.procedure_time_s)."""
+    if campaign.stateful is None:
+        return 0.0
+    searches = dict(campaign.searches)
+    cps = expected_cps(campaign.stateful)
+    return sum(stateful_time_s(spec, point, searches, cps)[0]
+               for _, _, point in stateful_points(campaign, cores) for spec in campaign.stateful.procedures)
 
 
 @dataclass
@@ -209,6 +244,15 @@ class SetupSession:
         self.runner.measurer = None
 
     def measurer(self) -> Measurer:
+        self._ready()
+        return self.env.measurer()
+
+    def stateful_measurer(self) -> StatefulMeasurer:
+        """The environment's stateful DUT, up and set to the current cores (RFC 9693's procedures)."""
+        self._ready()
+        return self.env.stateful_measurer()
+
+    def _ready(self) -> None:
         if self.before_measuring is not None:
             self.before_measuring(self)  # e.g. refuse a resume that would mix code, testers or hosts
         if not self._up:
@@ -222,7 +266,6 @@ class SetupSession:
         if self._applied_cores != self.cores:
             self.dut_cpus = self.env.set_cores(self.cores)
             self._applied_cores = self.cores
-        return self.env.measurer()
 
     def close(self) -> None:
         if self._up:
@@ -289,6 +332,10 @@ def warning_lines_of(setup: str, cores: int, result: TrialResult) -> list[str]:
             for warning in result.warnings]
 
 
+# Records of something measured (their context is the run's): what a resume's provenance check guards.
+MEASURED = (TrialEntry, IdleRun, ProcedureTrial, StatefulTrial)
+
+
 class Recorder:
     """Builds the campaign's records and appends each new one to the store once (keys already stored are
     skipped). new_trials: trials measured (not replayed) and stored by this run."""
@@ -299,8 +346,7 @@ class Recorder:
         self.guard = guard  # called with each newly measured record before it is stored
         self.keys = {r.key for r in stored}
         # The context of every trial and idle run, stored or new: what a summary of them takes.
-        self.contexts: dict[str, Context] = {r.key: r.context for r in stored
-                                             if isinstance(r, TrialEntry | IdleRun | ProcedureTrial)}
+        self.contexts: dict[str, Context] = {r.key: r.context for r in stored if isinstance(r, MEASURED)}
         self.new_trials = 0
 
     def context(self, session: SetupSession) -> Context:
@@ -319,11 +365,11 @@ class Recorder:
 
     def append(self, record: Record) -> None:
         if record.key not in self.keys:
-            if self.guard is not None and isinstance(record, TrialEntry | IdleRun | ProcedureTrial):
+            if self.guard is not None and isinstance(record, MEASURED):
                 self.guard(record)
             self.store.append(record)
             self.keys.add(record.key)
-            if isinstance(record, TrialEntry | IdleRun | ProcedureTrial):
+            if isinstance(record, MEASURED):
                 self.contexts[record.key] = record.context
 
     def trial(self, record: TrialRecord, config: ConfigKey, session: SetupSession) -> None:
@@ -402,6 +448,8 @@ class CampaignRun:
     progress: bool = True
     results: list[ConfigResult] = field(default_factory=list)
     recorder: Recorder | None = None
+    stateful_results: list[StatefulResult] = field(default_factory=list)
+    _calls: dict[str, list[Any]] = field(default_factory=dict)  # stored RFC 9693 calls by scope
     completed: dict[str, SearchOutcome] = field(default_factory=dict)  # searches a resumed store finished
     allow_mixed: bool = False  # let a resume add records of another suite commit, tester build or host
     stored_provenance: set[Provenance] = field(default_factory=set)
@@ -436,11 +484,14 @@ class CampaignRun:
             str(t.context.setup.get("name")), float(t.result["duration_s"]), t.rest_before_s, t.wall_s)
             for t in trials))
         if stored:
+            calls = sum(isinstance(r, StatefulTrial) for r in stored)
             progress.say(f"resuming {c.name}: {len(trials)} trials already in {c.store} are replayed, "
-                         "not measured again")
+                         "not measured again"
+                         + (f" (and {calls} calls of RFC 9693 procedures)" if calls else ""))
         replay = {(t.search.id, t.search.step): _trial_record(t) for t in trials}
         self.completed = completed_searches(stored, replay)
-        idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun | ProcedureTrial)}
+        idle_stored = {r.key: r for r in stored if isinstance(r, IdleRun | ProcedureTrial | StatefulResult)}
+        self._calls = stored_calls(stored)
         try:
             for setup in c.setups:
                 self._run_setup(SetupSession(setup, envs[setup.name], replay, c.tester, self._check_mixing,
@@ -464,6 +515,10 @@ class CampaignRun:
                     if self.campaign.idle.runs:
                         IdleCapture(self._recorder(), self.results, session, idle_stored).run()
                     ProcedureRun(self._recorder(), self.results, session, idle_stored).run()
+                if self.campaign.stateful is not None:
+                    self.stateful_results += StatefulRun(
+                        self._recorder(), session, self.campaign.stateful, dict(self.campaign.searches),
+                        idle_stored, self._calls).run()
         finally:
             session.close()
 

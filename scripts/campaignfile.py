@@ -1,5 +1,6 @@
 """Campaign files (TOML): topologies x core counts x tester sessions x search settings x idle capture x
-RFC 8219 procedures ([[procedure]]: scripts.procedures), validated up front and turned into a `Campaign`.
+RFC 8219 procedures ([[procedure]]: scripts.procedures) x RFC 9693's stateful procedures ([stateful] and
+their [[procedure]] kinds: scripts.stateful.procedures), validated up front and turned into a `Campaign`.
 
 Every table rejects keys it does not know, so a typo fails at once with the key's name instead of running a
 38-hour campaign with a default. A [[setup]] table is its environment kind's to check (scripts/environments/:
@@ -24,6 +25,7 @@ from .environments.testerfit import check_local_sockets
 from .nat44 import Cycle
 from .procedures import ProcedureError, ProcedureSpec, parse_procedures
 from .search import MLRSEARCH, RFC8219, SearchSettings, check_method
+from .stateful.procedures import StatefulCampaignError, StatefulPlan, is_stateful, parse_stateful
 from .xlatperf import (
     MAX_OUTSTANDING_PER_SOCKET,
     TesterOptions,
@@ -78,6 +80,7 @@ class Campaign:
     sessions: tuple[int, ...] = ()
     server_io: str = "socket"
     procedures: tuple[ProcedureSpec, ...] = ()  # [[procedure]] tables: latency, PDV, FLR (scripts.procedures)
+    stateful: StatefulPlan | None = None  # [stateful] and RFC 9693's [[procedure]] kinds (scripts.stateful)
 
     def session_counts(self) -> tuple[int | None, ...]:
         """The sweep's session counts in order; (None,) without a sweep."""
@@ -130,20 +133,25 @@ def parse_campaign(data: dict[str, Any], file: str, store: Path | None = None) -
 
 
 def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Campaign:
-    only(data, "top level", {"campaign", "search", "tester", "idle", "setup", "server", "procedure"})
+    only(data, "top level",
+         {"campaign", "search", "tester", "idle", "setup", "server", "procedure", "stateful"})
+    raw_procedures = data.get("procedure")
+    stateful_tables = [(i, t) for i, t in enumerate(raw_procedures)
+                       if is_stateful(t)] if isinstance(raw_procedures, list) else []
     head = _table(data, "campaign")
     only(head, "[campaign]", {"name", "store", "methods", "cores", "sessions"})
     name = _str(head, "name", "[campaign]")
     methods = tuple(_list(head, "methods", "[campaign]", [RFC8219]))
     for method in methods:
         _method(method, "[campaign] methods")
-    if not methods:
-        raise CampaignFileError("[campaign] methods is empty")
+    if not methods and not (stateful_tables or "stateful" in data):
+        raise CampaignFileError("[campaign] methods is empty (only a campaign of RFC 9693 procedures may run "
+                                "no throughput search)")
     cores = tuple(_list(head, "cores", "[campaign]", list(DEFAULT_CORES)))
     if not cores or any(not isinstance(c, int) or c < 1 for c in cores):
         raise CampaignFileError(f"[campaign] cores must be a list of positive integers, got {list(cores)}")
     store_path = store or Path(head.get("store", f"results/{name}.jsonl"))
-    searches = _searches(data.get("search"))
+    searches = _searches(data.get("search")) if data.get("search") is not None or methods else ()
     tester = _dataclass(TesterOptions, _table(data, "tester", required=False), "[tester]",
                         convert={"extra_args": tuple})
     for key in ("sender_cpus", "receiver_cpus"):
@@ -152,16 +160,22 @@ def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Camp
             tester = replace(tester, **{key: spelled})
     idle = _dataclass(IdleSpec, _table(data, "idle", required=False), "[idle]")
     _method(idle.method, "[idle] method")
-    if idle.method not in methods:
+    if idle.method not in methods and (methods or idle.runs):
         raise CampaignFileError(f"[idle] method {idle.method!r} is not one of the campaign's methods "
                                 f"{list(methods)}")
     if idle.search is not None and idle.search not in {n for n, _ in searches}:
         raise CampaignFileError(f"[idle] search {idle.search!r} names no [[search]] table")
     if idle.runs < 0 or idle.interval_s <= 0:
         raise CampaignFileError("[idle] runs must be >= 0 and interval_s > 0")
+    others = [t for t in raw_procedures if not is_stateful(t)] if isinstance(raw_procedures, list) \
+        else raw_procedures
+    if others and not methods:
+        raise CampaignFileError("RFC 8219's [[procedure]] kinds (latency, pdv, flr) need a throughput "
+                                "search: [campaign] methods is empty")
     try:
-        procedures = parse_procedures(data.get("procedure"), [n for n, _ in searches], methods)
-    except ProcedureError as err:
+        procedures = parse_procedures(others or None, [n for n, _ in searches], methods)
+        stateful = parse_stateful(data.get("stateful"), stateful_tables, dict(searches))
+    except (ProcedureError, StatefulCampaignError) as err:
         raise CampaignFileError(str(err)) from None
     server_io = _server_io(_table(data, "server", required=False))
     setups = tuple(registry.kind(setup.kind).with_server_io(setup, server_io, _where(setup, i))
@@ -171,13 +185,20 @@ def _parse_campaign(data: dict[str, Any], file: str, store: Path | None) -> Camp
         testers = [tester if s is None else options_for_sessions(tester, s) for s in sessions or (None,)]
     except ValueError as err:
         raise CampaignFileError(f"[campaign] {err}") from None
-    if any(registry.kind(setup.kind).runs_tester for setup in setups):
+    # RFC 9693's phase 2 sends over the N flows phase 1 made, not over the tester's sockets: a campaign of
+    # them alone (no method) has no socket budget to check.
+    if methods and any(registry.kind(setup.kind).runs_tester for setup in setups):
         for search_name, settings in searches:
             for options in testers:
                 check_outstanding(search_name, settings, options, swept=bool(sessions))
     most = max(flows(options) for options in testers)
+    if stateful is not None:
+        for i, setup in enumerate(setups):
+            refusal = registry.kind(setup.kind).stateful_refusal(setup)
+            if refusal:
+                raise CampaignFileError(f"{_where(setup, i)}: {refusal}")
     campaign = Campaign(name, file, store_path, methods, cores, searches, tester, idle, setups,
-                        campaign_sha256(data), sessions, server_io, procedures)
+                        campaign_sha256(data), sessions, server_io, procedures, stateful)
     cycles = trial_cycles(campaign)
     for i, setup in enumerate(setups):
         registry.kind(setup.kind).check_tester(setup, tester, most, cycles, _where(setup, i))

@@ -26,13 +26,16 @@ from .campaign import (
     planned_searches,
     procedures_estimate_s,
     sessions_text,
+    stateful_points,
 )
-from .campaignfile import check_outstanding, load_campaign, parse_campaign
+from .campaignfile import Campaign, check_outstanding, load_campaign, parse_campaign
 from .environments import registry
 from .environments.registry import make_environment
 from .methodbench import PLAN_TESTER_FRACTION, opening_trials, print_seed_sets, print_suite, seed_sets
 from .overhead import default_overhead, idle_overhead_s, setup_overheads, trials_overhead_s
 from .search import METHODS, MLRSEARCH, RFC8219, SearchSettings, check_method, verdict
+from .stateful.procedures import expected_cps
+from .stateful.procedures import procedure_time_s as stateful_time_s
 from .xlatperf import TESTER_IO, TesterOptions
 
 
@@ -279,7 +282,7 @@ def run_campaign(run: CampaignRun) -> int:
                   f"{run.campaign.store}; fix the cause and run the same command again to resume)",
                   file=sys.stderr)
             return 1
-    if not results:
+    if not results and not run.stateful_results:
         print(f"xlatbench {run.campaign.name}: measured nothing: no core count of "
               f"{list(run.campaign.cores)} could run on any setup (see the skipped core counts above)",
               file=sys.stderr)
@@ -299,12 +302,17 @@ def _campaign_plan(args: argparse.Namespace) -> int:
     envs = {s.name: make_environment(s, campaign.tester) for s in campaign.setups}
     if args.dut_cores is not None and args.dut_cores < 1:
         raise ValueError(f"--dut-cores must be at least 1, got {args.dut_cores}")
-    plan = planned_searches(campaign, {name: args.dut_cores or env.max_cores() for name, env in envs.items()})
+    planned = {name: (args.dut_cores, None) if args.dut_cores else env.plan_cores()
+               for name, env in envs.items()}
+    cores_of = {name: count for name, (count, _) in planned.items()}
+    plan = planned_searches(campaign, cores_of)
     measured = setup_overheads(campaign.store, envs)
     overheads = {name: found or default_overhead(campaign.setup(name).kind, campaign.tester.timeout_s)
                  for name, found in measured.items()}
     total = extra_total = opening_total = 0.0
     print(f"campaign {campaign.name!r} -> {campaign.store}")
+    for note in (note for _, note in planned.values() if note):
+        print(f"  {note}")
     for key in plan:
         settings = campaign.settings(key.search)
         estimate = estimate_search_s(settings, key.method)
@@ -336,19 +344,39 @@ def _campaign_plan(args: argparse.Namespace) -> int:
         print(f"  {spec.kind} procedure: {spec.repetitions} repetitions x {len(spec.fractions)} step(s) of "
               f"{spec.duration_s:g} s x {idle_configurations(plan)} configurations"
               + (f" ({note})" if (note := compliance(spec.kind, spec.repetitions, spec.duration_s)) else ""))
+    stateful = _stateful_plan(campaign, cores_of)
+    total += stateful
     for name, found in overheads.items():
         print(f"  per-trial overhead of {name}: {found.per_trial_s:.2f} s ({found.source})")
     searches = sum(estimate_search_s(campaign.settings(k.search), k.method) for k in plan)
     idle_total = idle_estimate_s(campaign, plan) if campaign.idle.runs else 0.0
     print(f"searches: ~{_hours(searches)} of trials; opening trials above the tester's reach: "
           f"~{_hours(opening_total)}; idle capture: ~{_hours(idle_total)}; RFC 8219 procedures: "
-          f"~{_hours(procedures)}; overhead beyond the trials: "
+          f"~{_hours(procedures)}; RFC 9693 procedures: ~{_hours(stateful)}; overhead beyond the trials: "
           f"~{_hours(extra_total)}; total: ~{_hours(total)} (all of them; simulated setups take no real "
           "time; every search estimated by simulating it on a DUT at a quarter of max_rate_qps, 1 % "
           f"per-trial noise; opening trials: with a tester that sends at most "
           f"{100 * PLAN_TESTER_FRACTION:.0f} % of max_rate_qps)"
           + (f"; as if the DUTs had {args.dut_cores} cores" if args.dut_cores else ""))
     return 0
+
+
+def _stateful_plan(campaign: Campaign, cores_of: dict[str, int]) -> float:
+    """Print each RFC 9693 procedure's time at each (setup, cores, point) and return their sum, s."""
+    if campaign.stateful is None:
+        return 0.0
+    counts = {s.name: [c for c in campaign.cores if c <= cores_of[s.name]] for s in campaign.setups}
+    searches = dict(campaign.searches)
+    total = 0.0
+    for setup, cores, point in stateful_points(campaign, counts):
+        for spec in (s for s in campaign.stateful.procedures if point.runs(s)):
+            seconds, how = stateful_time_s(spec, point, searches, expected_cps(campaign.stateful))
+            total += seconds
+            table, hashes = point.table.max_connections, point.table.hash_size
+            print(f"  {setup}, {cores} core(s), {point.connections:,} connections (table "
+                  f"{table or 'as found'}, hash {hashes or 'as found'}): {spec.kind}, "
+                  f"{point.repetitions_of(spec)} repetitions: ~{_hours(seconds)} ({how})")
+    return total
 
 
 def _points(plan: list[Any]) -> dict[str, int]:

@@ -162,6 +162,17 @@ def options_for_sessions(options: TesterOptions, sessions: int) -> TesterOptions
     return replace(options, threads=threads, ports_per_thread=sessions // threads)
 
 
+def pseudorandom_flows(options: TesterOptions, seed: int) -> TesterOptions:
+    """The options with AF_XDP flows sent in RFC 4814 pseudorandom order keyed by `seed` (each flow once per
+    round; the same seed gives the same order, so RFC 9693's phases run over the same flows alike)."""
+    if options.io != "xdp":
+        raise ValueError(f"a pseudorandom flow order needs io = 'xdp' (AF_XDP flows), got {options.io!r}")
+    if not 0 < seed < 1 << 64:
+        raise ValueError(f"the flow seed must be 1 .. 2^64 - 1, got {seed}")
+    return replace(options, extra_args=(*options.extra_args, "--flow-order", "pseudorandom",
+                                        "--flow-seed", str(seed)))
+
+
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 

@@ -286,7 +286,8 @@ def _single_links(first_hop: Endpoint) -> tuple[Link, ...]:
     )
 
 
-def _single(name: str, description: str, of: str, hosts: tuple[Host, ...], **fields: object) -> Topology:
+def _single(name: str, description: str, of: str | None, hosts: tuple[Host, ...],
+            **fields: object) -> Topology:
     first_hop = (
         Endpoint("napt", "enp5s0f0") if any(h.name == "napt" for h in hosts) else Endpoint("dut1", "enp5s0f0")
     )
@@ -429,12 +430,57 @@ def br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
     )
 
 
+# -- the stateful NAT44 gateway (draft-lencse-v6ops-transition-scalability Figure 1; issue 33) ----------
+# Our choices (the draft prints no addresses): the tester's private side is 10.0.0.0/16 (RFC 1918), so that
+# its AF_XDP flows may come from up to 65 533 addresses (10.0.0.2-10.0.255.254) x 64 512 ports (1024-65535);
+# the NAT44 maps that /16 one to one onto 198.18.0.0/16 (RFC 2544's benchmarking range), ports kept, so
+# every flow gets a mapping of its own (a pool of 65 536 public addresses x 64 512 ports = 4 227 858 432
+# mappings toward the one server port, far beyond the tester's 2^24 flows); the server routes the pool back.
+NAT44_PRIVATE_NET = "10.0.0.0/16"
+NAT44_CLIENT, NAT44_GATEWAY = "10.0.0.2", "10.0.0.1"
+NAT44_CLIENT_SOURCES = 65533
+NAT44_POOL = "198.18.0.0/16"
+
+
+def nat44(nat64_prefix: str = WELL_KNOWN_PREFIX, new_per_s: int | None = None) -> Topology:
+    """IPv4 tester (private side) -> stateful NAT44 gateway (netfilter, iptables NETMAP onto NAT44_POOL) ->
+    IPv4 Knot: the scalability draft's Figure 1. `nat64_prefix` is unused. new_per_s: an nftables cap on the
+    gateway's new connections, per second (a known answer for the establishment rate)."""
+    client = Host("client", (Interface("enp5s0f0", (f"{NAT44_CLIENT}/16",)),
+                             Route(SERVER_NET, NAT44_GATEWAY)))
+    dut = Host(
+        "dut1",
+        (
+            Interface("enp5s0f0", (f"{NAT44_GATEWAY}/16",)),
+            Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
+            Forwarding(ipv4=True),
+            Nat44(source=NAT44_PRIVATE_NET, out_interface="enp5s0f1", to_address=NAT44_POOL, netmap=True,
+                  new_per_s=new_per_s),
+        ),
+    )
+    nat = next(item for item in dut.items if isinstance(item, Nat44))
+    cap = () if new_per_s is None else (f"new connections capped at {new_per_s}/s (nftables limit, burst "
+                                        f"{nat.cap_burst} packets), the rest dropped",)
+    return _single(
+        "nat44",
+        "IPv4 tester (10.0.0.0/16) -> stateful NAT44 (onto 198.18.0.0/16) -> IPv4 server",
+        None,  # the draft's gateway, no DUT of the paper's chains
+        (client, dut, _server_plain(Route(NAT44_POOL, SERVER_GATEWAY))),
+        client_address=NAT44_CLIENT,
+        server_address=SERVER,
+        client_sources=NAT44_CLIENT_SOURCES,
+        notes=(f"our choice: tester sources {NAT44_PRIVATE_NET} from {NAT44_CLIENT} ({NAT44_CLIENT_SOURCES} "
+               f"addresses x ports 1024-65535), NAT44 pool {NAT44_POOL} one address per source, ports kept "
+               "(4 227 858 432 mappings toward the server port)", *cap),
+    )
+
+
 def _server_plain(*routes: Route) -> Host:
     """Knot on the IPv4 side of a single translator: the paper's server address, no route to the client."""
     return Host("server", (Interface("enp5s0f0", (f"{SERVER}/24",)), *routes))
 
 
-SINGLE_DUT = ("plat", "clat", "ce", "br")
+SINGLE_DUT = ("plat", "clat", "ce", "br")  # the DUTs of the paper's chains; `nat44` stands alone
 
 
 TOPOLOGIES: dict[str, Callable[[str], Topology]] = {
@@ -445,16 +491,22 @@ TOPOLOGIES: dict[str, Callable[[str], Topology]] = {
     "clat": clat,
     "ce": ce,
     "br": br,
+    "nat44": nat44,
 }
 
 
 def topology(name: str, nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1,
-             plat_netmap: bool = False) -> Topology:
+             plat_netmap: bool = False, new_connection_cap: int | None = None) -> Topology:
     """The named testbed; `nat64_prefix` replaces the paper's 64:ff9b::/96 everywhere it appears;
     `ces`: how many CEs the tester plays in the `br` topology; `plat_netmap`: the `plat` topology's PLAT
-    maps its clients one to one onto PLAT_NETMAP (see plat)."""
+    maps its clients one to one onto PLAT_NETMAP (see plat); `new_connection_cap`: the `nat44` gateway's
+    new connections per second (see nat44)."""
     if name not in TOPOLOGIES:
         raise ValueError(f"unknown topology {name!r}: choose one of {', '.join(TOPOLOGIES)}")
+    if new_connection_cap is not None:
+        if name != "nat44":
+            raise ValueError(f"new_connection_cap applies only to the nat44 topology, not {name}")
+        return nat44(nat64_prefix, new_connection_cap)
     if plat_netmap and name != "plat":
         raise ValueError(f"plat_netmap applies only to the plat topology, not {name}")
     if plat_netmap:

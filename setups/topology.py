@@ -47,14 +47,42 @@ class Forwarding:
 
 @dataclass(frozen=True)
 class Nat44:
-    """A stateful source NAT44 (the `napt` part of a MAP-T CE): `source` leaving `out_interface` gets
-    `to_address`, its source port mapped into `ports` (inclusive range; None keeps ports when free)."""
+    """A stateful source NAT44 (the `napt` part of a MAP-T CE, the `nat44` gateway): `source` leaving
+    `out_interface` gets `to_address`, its source port mapped into `ports` (inclusive range; None keeps ports
+    when free). netmap: `to_address` is a prefix as long as `source` onto which each source address maps
+    one to one (host part kept, ports kept: still one conntrack entry per flow). new_per_s: new connections
+    accepted per second, the rest dropped (None: no cap; a known answer for the establishment rate)."""
 
     source: str
     out_interface: str
     to_address: str
     ports: tuple[int, int] | None = None
     protocol: str = "udp"
+    netmap: bool = False
+    new_per_s: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.netmap and (self.ports is not None or "/" not in self.to_address
+                            or ipaddress.ip_network(self.to_address).prefixlen
+                            != ipaddress.ip_network(self.source).prefixlen):
+            raise ValueError(f"a netmap NAT44 maps {self.source} onto a prefix as long, ports kept: "
+                             f"got {self.to_address} with ports {self.ports}")
+        if self.new_per_s is not None and self.new_per_s < 1:
+            raise ValueError(f"a NAT44's cap on new connections must be at least 1/s, got {self.new_per_s}")
+
+    def public_address(self, source: str) -> str:
+        """The address a query from `source` leaves with: `to_address`, or with netmap its host part kept."""
+        if not self.netmap:
+            return self.to_address
+        pool, private = ipaddress.ip_network(self.to_address), ipaddress.ip_network(self.source)
+        host = int(ipaddress.ip_address(source)) - int(private.network_address)
+        return str(pool.network_address + host)
+
+    @property
+    def cap_burst(self) -> int | None:
+        """The cap's token-bucket burst, packets: a tenth of a second's worth, at least nftables' default 5
+        (which would drop part of a tester's batch of new flows sent at a mean rate below the cap)."""
+        return None if self.new_per_s is None else max(5, round(self.new_per_s * 0.1))
 
 
 @dataclass(frozen=True)

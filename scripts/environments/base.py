@@ -13,6 +13,7 @@ from typing import Any
 from ..clock import Clock, RealClock
 from ..nat44 import Cycle
 from ..overhead import Overhead
+from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer, TrialResult
 from ..xlatperf import TesterOptions
 
@@ -34,6 +35,10 @@ class Environment:
     def max_cores(self) -> int:
         return 1
 
+    def plan_cores(self) -> tuple[int, str | None]:
+        """The core count `campaign plan` assumes and, when it is not what the DUTs have, why (one line)."""
+        return self.max_cores(), None
+
     def refuse_cores(self, counts: list[int]) -> None:
         """Raise (one line) when one of these core counts (each <= max_cores) cannot be set up; called
         before anything is brought up, so a campaign fails before its first up/down."""
@@ -49,6 +54,10 @@ class Environment:
 
     def measurer(self) -> Measurer:
         raise NotImplementedError
+
+    def stateful_measurer(self) -> StatefulMeasurer:
+        """Once up: RFC 9693's phases against this setup's stateful DUT (ValueError, one line: none)."""
+        raise ValueError(f"the {type(self).__name__} setup has no stateful DUT to run RFC 9693's phases on")
 
     def describe(self) -> dict[str, Any]:
         return {}
@@ -123,6 +132,12 @@ class EnvironmentKind:
                      where: str) -> None:
         """Refuse now a tester this environment cannot carry (most: the sweep's most flows; cycles: every
         kind of trial the campaign runs, with the rest after it)."""
+
+    def stateful_refusal(self, setup: SetupSpec) -> str | None:
+        """Why this setup cannot run RFC 9693's procedures (one line), or None when it has a stateful DUT
+        (Environment.stateful_measurer)."""
+        return (f"kind {self.name!r} has no stateful DUT for RFC 9693's procedures (connection-rate, "
+                "throughput-connections, teardown, table-capacity)")
 
     def tester_is_local(self, setup: SetupSpec) -> bool:
         """xlatperf runs on this machine (its sockets count against this process's limits)."""

@@ -22,10 +22,21 @@ from ...setups.paper import TOPOLOGIES
 from ..hostinfo import affinity_cpus
 from ..measurers import ChainMeasurer
 from ..nat44 import Cycle, chain_refusal, udp_timeout
+from ..stateful.emulated import EmulatedStatefulMeasurer
+from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer
 from ..xlatperf import TesterOptions, flows, source_first_port
 from .base import Environment, EnvironmentKind, SetupSpec
-from .options import OptionError, check_values, cpu_map, cpus, known_topology, of_type, only
+from .options import (
+    OptionError,
+    check_values,
+    cpu_map,
+    cpus,
+    known_topology,
+    of_type,
+    only,
+    stateful_topology_refusal,
+)
 from .testerfit import check_chain
 
 if TYPE_CHECKING:
@@ -201,6 +212,15 @@ class ChainEnvironment(Environment):
         assert self._measurer is not None, "environment not up"
         return self._measurer
 
+    def stateful_measurer(self) -> StatefulMeasurer:
+        """RFC 9693's phases against the chain's stateful NAT44 (the `nat44` topology), with this setup's
+        tester (io = "xdp"); ValueError, one line, for a chain without one or a socket tester."""
+        assert self._chain is not None, "environment not up"
+        if not hasattr(self._chain, "stateful_host"):
+            raise ValueError(f"the {self.topology} chain ({type(self._chain).__name__}) cannot run RFC "
+                             "9693's phases: it has no conntrack controls")
+        return EmulatedStatefulMeasurer(self._chain, self.tester)
+
     def describe(self) -> dict[str, Any]:
         if self._chain is None:
             return {"topology": self.topology}
@@ -223,6 +243,9 @@ class EmulatedKind(EnvironmentKind):
     keys = frozenset({"topology", "options", "factory", "cpu_map"})
     rules = {"topology": known_topology, "factory": of_type(str, "a string 'package.module:function'"),
              "options": of_type(dict, "a table such as { prefix = \"xb1\" }"), "cpu_map": cpu_map}
+
+    def stateful_refusal(self, setup: SetupSpec) -> str | None:
+        return stateful_topology_refusal(self.name, setup.params.get("topology"))
 
     def command_line_table(self, args: argparse.Namespace) -> dict[str, Any]:
         """--topology, --chain-option KEY=VALUE (each value read by option_value) and --chain-factory."""

@@ -83,3 +83,17 @@ def check_values(table: dict[str, Any], where: str, rules: dict[str, Check]) -> 
     for key, value in table.items():
         if key in rules:
             rules[key](f"{where} {key}", value)
+
+
+# The topologies whose setups have a stateful DUT for RFC 9693's procedures (Environment.stateful_measurer):
+# the scalability draft's single NAT44 gateway, the PLAT alone (its kernel NAT44), the MAP-T CE alone (its
+# napt NAT44, at most its port set's flows).
+STATEFUL_TOPOLOGIES = ("nat44", "plat", "ce")
+
+
+def stateful_topology_refusal(kind: str, topology: object) -> str | None:
+    """Why a setup of this topology cannot run RFC 9693's procedures (one line), or None."""
+    if topology in STATEFUL_TOPOLOGIES:
+        return None
+    return (f"kind {kind!r} with topology {topology!r} has no stateful DUT for RFC 9693's procedures; use "
+            f"topology {' or '.join(repr(t) for t in STATEFUL_TOPOLOGIES)}")

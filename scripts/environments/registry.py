@@ -5,13 +5,13 @@ environment) and name no kind themselves. Adding a kind: its module here, one li
 from __future__ import annotations
 
 from ..xlatperf import TesterOptions
-from . import emulated, loopback, simulated, testbed
+from . import emulated, loopback, simulated, simulated_stateful, testbed
 from .base import Environment, EnvironmentKind, SetupSpec
 from .options import OptionError
 
 # kind name -> kind, in the order choices are offered.
 REGISTRY: dict[str, EnvironmentKind] = {k.name: k for k in (simulated.KIND, loopback.KIND, emulated.KIND,
-                                                              testbed.KIND)}
+                                                              testbed.KIND, simulated_stateful.KIND)}
 
 
 def names() -> tuple[str, ...]:

@@ -20,9 +20,12 @@ from ...setups.testbed.chain import HostLost
 from ...setups.testbed.inventory import DUTS, Inventory, InventoryError, load_inventory
 from ...setups.testbed.knot import knot_xdp_refusal
 from ...setups.testbed.remote_idle import IdleSampler
+from ...setups.transports import StepError
 from ..measurers import ChainMeasurer
 from ..nat44 import DEFAULT_STREAM_TIMEOUT_S, Cycle, UdpTimeout, chain_refusal
 from ..overhead import Overhead
+from ..stateful.emulated import EmulatedStatefulMeasurer
+from ..stateful.measurer import StatefulMeasurer
 from ..trial import Measurer, TrialResult
 from ..xlatperf import TesterOptions, flows, source_first_port
 from .base import Environment, EnvironmentKind, SetupSpec
@@ -116,6 +119,17 @@ class TestbedEnvironment(Environment):
     def max_cores(self) -> int:
         return min(len(dut_cpu_order(self._inv(), self.preflight(), dut)) for dut in DUTS)
 
+    def plan_cores(self) -> tuple[int, str | None]:
+        """The preflight's count when the hosts answer; else (a plan on paper, placeholder hosts) what the
+        inventory allows: CPU 0 plus each DUT's offline_cpus, the fewest over the DUTs."""
+        try:
+            return self.max_cores(), None
+        except TestbedSetupError:
+            inv = self._inv()
+            count = min(1 + len(inv.hosts[dut].offline_cpus) for dut in DUTS)
+            return count, (f"{self.inventory}: its hosts did not pass the preflight (not reached?): planned "
+                           f"at {count} core(s), CPU 0 + the inventory's offline_cpus")
+
     def per_dut_cpus(self, count: int) -> dict[str, list[int]]:
         """Per DUT the CPUs online for `count` cores; one-line error when a DUT cannot run exactly that."""
         inv, found = self._inv(), self.preflight()
@@ -146,6 +160,19 @@ class TestbedEnvironment(Environment):
         assert self._measurer is not None, "environment not up"
         return self._measurer
 
+    def stateful_measurer(self) -> StatefulMeasurer:
+        """RFC 9693's phases against the testbed's stateful NAT (the PLAT's, or the MAP-T CE's NAPT44), the
+        same measurer as in emulation over the chain's conntrack controls (over SSH, each setting journalled);
+        ValueError, one line, for a testbed without one or a socket tester."""
+        assert self._chain is not None, "environment not up"
+        from ...setups.testbed.machine import TestbedError
+
+        try:
+            self._chain.stateful_host()
+        except TestbedError as err:
+            raise ValueError(str(err)) from None
+        return EmulatedStatefulMeasurer(self._chain, self.tester, local_memory=False)
+
     def describe(self) -> dict[str, Any]:
         if self._chain is not None:
             return self._chain.describe()
@@ -158,7 +185,7 @@ class TestbedEnvironment(Environment):
     def nat44_port_refusal(self, cycles: list[Cycle]) -> str | None:
         return chain_refusal(self._chain, flows(self.tester), source_first_port(self.tester), cycles)
 
-    def probe_trial_overhead(self) -> Overhead:
+    def probe_trial_overhead(self) -> Overhead | None:
         """The SSH work around a trial timed on the inventory's hosts (setups.testbed.chain's probe, which
         changes nothing there), plus the tester's reply timeout after its send window."""
         from ...setups.testbed.chain import probe_trial_overhead
@@ -167,6 +194,8 @@ class TestbedEnvironment(Environment):
         shell = transport_for(self._inv())
         try:
             found = probe_trial_overhead(self._inv(), shell)
+        except StepError:
+            return None  # hosts not reached (a plan on paper): the stated default stands in
         finally:
             shell.close()
         trips = ", ".join(f"{role} {1000 * s:.0f} ms" for role, s in found["ssh_round_trip_s"].items())
@@ -232,6 +261,19 @@ class TestbedKind(EnvironmentKind):
             raise OptionError(f"{where} topology: {topology!r}, but inventory {path} describes "
                               f"{inventory.topology_name!r}: drop topology or make them agree")
         check_values(table, where, self.rules)
+
+    def stateful_refusal(self, setup: SetupSpec) -> str | None:
+        """By the inventory (check() loaded it): a testbed has a stateful DUT where its topology has a
+        stateful NAT (setups.testbed.stateful: the 464XLAT PLAT, the MAP-T CE's NAPT44, the baseline with
+        `nat44 = true`, the scalability draft's Figure 1 gateway)."""
+        from ...setups.testbed.machine import TestbedError
+        from ...setups.testbed.stateful import stateful_dut
+
+        try:
+            stateful_dut(load_inventory(str(setup.params["inventory"])))
+        except (TestbedError, InventoryError) as err:
+            return f"kind {self.name!r}: {err}"
+        return None
 
     def with_server_io(self, setup: SetupSpec, io: str, where: str) -> SetupSpec:
         """[server] io as the environment's server_io; XDP mode refused where a translator would drop Knot

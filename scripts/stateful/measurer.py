@@ -52,8 +52,17 @@ class PhaseOne:
 
     @property
     def passed(self) -> bool:
-        """RFC 9693 §4.1: a phase-1 step passes when every query was answered."""
-        return not self.tester_limited and self.sent == self.connections and self.answered == self.sent
+        """RFC 9693 §4.1: a phase-1 step passes when every query was answered, and (where the DUT's count is
+        read) the table holds a connection for each: a full table that evicts old entries to admit new ones
+        (Linux conntrack's early drop) answers every query but keeps fewer than N."""
+        return not self.tester_limited and self.sent == self.connections and self.answered == self.sent \
+            and not self.table_short
+
+    @property
+    def table_short(self) -> bool:
+        """The DUT's table grew by fewer connections than phase 1 made (False when it cannot be read)."""
+        return self.table_before is not None and self.table_after is not None and \
+            self.table_after - self.table_before < self.connections
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Protocol
 from ..mapt import MapCe
 from ..steps import Step
 from ..topology import Host, MapBrRole, Translator
+from .statetable import StateTable
 
 # How a translator spends CPU: what a per-process CPU reading covers and whether one instance can use
 # more than one core. Every record's translator description carries one of these as `execution_model`.
@@ -164,6 +165,7 @@ class Deployment(Named, Protocol):
     def owns_undo(self, argv: tuple[str, ...]) -> bool: ...
     def created_device(self, argv: tuple[str, ...]) -> str | None: ...
     def with_binary(self, argv: tuple[str, ...], binary: str) -> tuple[str, ...]: ...
+    def state_table(self, role: Translator) -> StateTable | None: ...
 
 
 class Counters(Named, Protocol):
@@ -208,6 +210,11 @@ class BackendBase:
 
     def devices(self, ctx: RenderContext) -> tuple[str, ...]:
         return ()
+
+    def state_table(self, role: Translator) -> StateTable | None:
+        """The table holding the role's connections when the translator keeps its own (a stateful NAT64);
+        None: the role keeps none itself (a stateful NAT44 beside it uses the kernel's conntrack)."""
+        return None
 
     def preflight_facts(self, binary: str | None = None) -> list[str]:
         """Shell lines printing `key=value` facts of a testbed host this backend needs (`binary`: the

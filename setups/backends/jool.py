@@ -6,6 +6,7 @@ the BR lines follow Jool's MAP-T documentation (instance with the DMR, the FMR, 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from ..steps import Cmd, Step
 from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
 from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, declared
+from .statetable import StateTable, TableError, TableSpec, in_netns
 
 PAPER_VERSION = "4.2.0-rc2"
 MODULES = ("jool_siit", "jool", "jool_mapt")  # kernel modules, each with its user-space tool of that name
@@ -145,6 +147,10 @@ class JoolBackend(BackendBase):
             )
         return None
 
+    def state_table(self, role: Translator) -> StateTable | None:
+        """The NAT64 (PLAT) keeps its own session table; the stateless roles keep none."""
+        return JoolSessionTable() if isinstance(role, Plat) else None
+
     def describe(self, role: Translator) -> dict[str, object]:
         module = {Clat: "jool_siit", Plat: "jool", MapCeRole: "jool_mapt", MapBrRole: "jool_mapt"}[type(role)]
         return {
@@ -179,3 +185,51 @@ def _tools_problems(role: str, facts: Mapping[str, str], module_version: str) ->
         return [f"{role}: Jool tools {tools} and module {module_version} differ: install the tools of the "
                 "module's version (they refuse to talk to another)"]
     return []
+
+
+# RFC 6146 section 4 (and Jool) keep a UDP session at least 2 minutes.
+JOOL_MIN_UDP_TIMEOUT_S = 120
+
+
+class JoolSessionTable(StateTable):
+    """Jool's NAT64 BIB and session table (the `jool` instance of the PLAT). Jool 4.1 has no limit on its
+    size and no hash size to set (its BIB and sessions are trees, bounded only by memory): a table size or
+    hash size is refused, never silently left out. Its UDP timeout is `jool global update udp-timeout`,
+    which goes with the instance at teardown. It has no session flush either: sessions go only with their
+    pool4 entry (`jool pool4 flush` without --quick cascades to BIB and sessions) or with the instance, so a
+    timed deletion would time those too; the tear-down is refused."""
+
+    name = "jool NAT64 session table"
+
+    def settings_steps(self, spec: TableSpec, netns: str | None,
+                       initial_netns: str | None = None) -> list[Step]:
+        spec.check()
+        if spec.max_connections is not None or spec.hash_size is not None:
+            raise TableError("Jool 4.1 has no session-table size nor hash size to set (its BIB and session "
+                             "tables are trees bounded by memory): leave max_connections and hash_size unset "
+                             "for a jool PLAT")
+        if spec.timeout_s is None:
+            return []
+        seconds = math.ceil(spec.timeout_s)
+        if seconds < JOOL_MIN_UDP_TIMEOUT_S:
+            raise TableError(f"Jool keeps a UDP session at least {JOOL_MIN_UDP_TIMEOUT_S} s (RFC 6146), "
+                             f"timeout {seconds} s is below it")
+        value = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        argv = ("jool", "global", "update", "udp-timeout", value)
+        return [Cmd(argv if netns is None else ("ip", "netns", "exec", netns, *argv))]
+
+    def applies(self) -> dict[str, str]:
+        return {"max_connections": "not settable (Jool has no session-table limit; memory bounds it)",
+                "hash_size": "not settable (Jool's BIB and session tables are trees)",
+                "timeout_s": "jool global update udp-timeout (H:MM:SS, >= 2 min; goes with the instance)"}
+
+    def settings_script(self, netns: str | None, initial_netns: str | None = None) -> str:
+        return in_netns(netns, "jool global display | grep -i udp-timeout")
+
+    def count_script(self, netns: str | None) -> str:
+        return in_netns(netns, "jool session display --udp --numeric --csv --no-headers | wc -l")
+
+    def flush_script(self, netns: str | None) -> str:
+        raise TableError("Jool 4.1 has no session flush: its sessions go only with their pool4 entry (`jool "
+                         "pool4 flush` without --quick) or the instance, which a timed deletion would time "
+                         "too; the tear-down rate is not measured on a jool PLAT")

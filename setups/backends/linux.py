@@ -1,5 +1,6 @@
 """Plain Linux networking with the paper's iproute2 / sysctl / iptables lines: interfaces, static routes,
-packet forwarding (the baseline DUTs) and the stateful NAT44 of the MAP-T CE's `napt` namespace."""
+packet forwarding (the baseline DUTs) and the stateful NAT44 (netfilter's conntrack) of the MAP-T CE's
+`napt` namespace and of the single `nat44` gateway, with its optional nftables cap on new connections."""
 
 from __future__ import annotations
 
@@ -31,31 +32,47 @@ def render_item(item: Item) -> list[Step]:
             steps.append(Cmd(("sysctl", "-w", "net.ipv6.conf.all.forwarding=1")))
         return steps
     if isinstance(item, Nat44):
-        target = item.to_address
-        if item.ports is not None:
-            target += f":{item.ports[0]}-{item.ports[1]}"
-        return [
-            Cmd(
-                (
-                    "iptables",
-                    "-t",
-                    "nat",
-                    "-A",
-                    "POSTROUTING",
-                    "-s",
-                    item.source,
-                    "-o",
-                    item.out_interface,
-                    "-p",
-                    item.protocol,
-                    "-j",
-                    "SNAT",
-                    "--to-source",
-                    target,
-                )
-            )
-        ]
+        return [*_nat44_cap(item), _nat44_rule(item)]
     raise TypeError(f"linux backend cannot render {type(item).__name__}")
+
+
+def _nat44_rule(item: Nat44) -> Cmd:
+    """The paper's iptables SNAT (ports into `ports`), or NETMAP onto a prefix (one address per source)."""
+    if item.netmap:
+        target: tuple[str, ...] = ("NETMAP", "--to", item.to_address)
+    else:
+        ports = f":{item.ports[0]}-{item.ports[1]}" if item.ports is not None else ""
+        target = ("SNAT", "--to-source", item.to_address + ports)
+    return Cmd(("iptables", "-t", "nat", "-A", "POSTROUTING", "-s", item.source, "-o", item.out_interface,
+                "-p", item.protocol, "-j", *target))
+
+
+# The nftables table holding a NAT44's cap on new connections.
+NAT44_CAP_TABLE = "xlatbench_nat44_cap"
+
+
+def _nat44_cap(item: Nat44) -> list[Step]:
+    """A cap on the NAT44's new connections (a known answer for the establishment rate): new flows of
+    `source` forwarded beyond `new_per_s` per second (token bucket, burst Nat44.cap_burst) are dropped before
+    the NAT sees them, so they make no connection."""
+    if item.new_per_s is None:
+        return []
+    return [
+        Cmd(("nft", "add", "table", "ip", NAT44_CAP_TABLE)),
+        Cmd(("nft", "add", "chain", "ip", NAT44_CAP_TABLE, "forward",
+             "{ type filter hook forward priority filter; }")),
+        Cmd(("nft", "add", "rule", "ip", NAT44_CAP_TABLE, "forward", "ip", "saddr", item.source,
+             "ct", "state", "new", "limit", "rate", "over", f"{item.new_per_s}/second", "burst",
+             str(item.cap_burst), "packets", "counter", "drop")),
+    ]
+
+
+def nat44_description(item: Nat44) -> dict[str, object]:
+    """What a record says of a NAT44 the kernel does: the rule's kind, source, pool and cap."""
+    return {"implementation": "linux", "nat": "iptables NETMAP" if item.netmap else "iptables SNAT",
+            "source": item.source, "pool": item.to_address, "ports": item.ports,
+            "new_connections_per_s_cap": item.new_per_s, "cap_burst_packets": item.cap_burst,
+            "nat44": _iptables_version()}
 
 
 def plat_snat(table: str, out_interface: str, source: str, to_address: str,

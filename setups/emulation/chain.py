@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from ...procs import dead_processes
 from .. import counters as counters_mod
+from ..backends import linux
 from ..chain import (
     LIST_RECEIVE_QUEUES,
     READ_UDP_TIMEOUTS,
@@ -18,6 +20,7 @@ from ..chain import (
     receive_queue_count,
     xdp_flow_sources,
 )
+from ..topology import Nat44, Plat
 from . import rootsysctl
 from .cleanup import down
 from .cpusets import set_dut_cpus
@@ -27,6 +30,8 @@ from .names import read_pid
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # A namespace's own conntrack entries, count (the table is shared; the count is per namespace).
 CONNTRACK_COUNT = "/proc/sys/net/netfilter/nf_conntrack_count"
+# A namespace's own UDP conntrack timeouts, s: unreplied (and replied once), and an assured stream.
+UDP_TIMEOUTS = ("nf_conntrack_udp_timeout", "nf_conntrack_udp_timeout_stream")
 
 
 class EmulatedChain:
@@ -39,6 +44,10 @@ class EmulatedChain:
         self.server_address = emulation.topology.server_address
         self.client_address = emulation.topology.client_address
         self.max_flows = emulation.topology.max_flows()
+        # The conntrack table set exactly (by the config or set_conntrack_table): the tester's flows then
+        # leave it as it is instead of sizing it for themselves.
+        self._table_pinned = emulation.config.conntrack_max is not None or \
+            emulation.config.conntrack_buckets is not None
 
     @classmethod
     def up(cls, config: EmulationConfig) -> EmulatedChain:
@@ -100,7 +109,8 @@ class EmulatedChain:
             addresses, _ = xdp_flow_sources(topology, flows, first_port)
             self._own_addresses(addresses[1:])
         # A kernel without conntrack has no table to size (and its DUTs no stateful NAT44 to run).
-        table = rootsysctl.conntrack_table(flows) if Path(CONNTRACK_COUNT).exists() else {}
+        sized = Path(CONNTRACK_COUNT).exists() and not self._table_pinned
+        table = rootsysctl.conntrack_table(flows) if sized else {}
         wanted = {**self.emulation.root_sysctls(), **table}
         rootsysctl.acquire(self.prefix, wanted, list(self.emulation.netns_of.values()))
         return place
@@ -138,6 +148,117 @@ class EmulatedChain:
             if done.returncode == 0 and done.stdout.strip().isdigit():
                 counts[host] = int(done.stdout)
         return counts
+
+    # -- the stateful DUT's connection table (RFC 9693; scripts.stateful.emulated drives it) -----------
+    def stateful_host(self) -> str:
+        """The DUT host whose kernel conntrack keeps the connections: the one with a NAT44 (the `nat44`
+        gateway, the MAP-T CE's `napt`), else the PLAT's host when its NAT44 is the kernel's (a stateless
+        NAT64 beside nftables; a PLAT keeping a session table of its own is refused). ValueError: none."""
+        topology = self.emulation.topology
+        for host in topology.hosts:
+            if any(isinstance(item, Nat44) for item in host.items):
+                return host.name
+        for host, role in topology.translators().items():
+            if isinstance(role, Plat):
+                backend = self.emulation.choice.deployment(role)
+                if backend.state_table(role) is not None:
+                    raise ValueError(f"the {backend.name} PLAT keeps its sessions in a table of its own, "
+                                     "which the emulated stateful measurer does not read: use a PLAT "
+                                     "backend whose NAT44 is the kernel's")
+                return host
+        raise ValueError(f"the {self.topology} chain has no stateful NAT: use topology nat44, plat or ce")
+
+    def stateful_description(self) -> dict[str, object]:
+        """What keeps the connections: the NAT44's backend (the kernel's netfilter, its version) and rule; for
+        the PLAT its translator's backend (implementation, version) and the NAT44 beside it."""
+        host = self.stateful_host()
+        kernel = linux.describe()
+        items = self.emulation.topology.host(host).items
+        nat = next((item for item in items if isinstance(item, Nat44)), None)
+        if nat is not None:
+            role = "napt44" if self.emulation.topology.host(host).parent else "nat44"
+            return {**kernel, **linux.nat44_description(nat), "role": role, "host": host,
+                    "version": kernel["version"]}
+        plat = self.emulation.topology.translators()[host]
+        info = self.emulation.choice.renderer(plat).describe(plat)
+        return {"implementation": f"{info.get('implementation')} PLAT + kernel NAT44",
+                "translator": info.get("implementation"), "translator_version": info.get("version"),
+                "nat": info.get("nat44"), "role": "plat-nat44", "host": host, "version": kernel["version"],
+                "kernel": kernel}
+
+    def xdp_flow_capacity(self, first_port: int) -> int:
+        """The most AF_XDP flows the client's addresses carry with ports first_port..65535, within what the
+        chain carries (a MAP-T CE's port set; the tester's own limit is scripts.xlatperf's)."""
+        return self.stateful_flow_limit(first_port)[0]
+
+    def stateful_flow_limit(self, first_port: int) -> tuple[int, str]:
+        """The most distinct flows (connections) the chain takes from the tester, and why (one phrase)."""
+        topology = self.emulation.topology
+        sources = topology.client_sources * (65536 - first_port)
+        carried = topology.max_flows()
+        if carried is not None and carried < sources:
+            why = ("the MAP-T CE's port set: its napt maps every flow into it" if topology.name == "ce"
+                   else "the chain's NAT44 ports toward the server's one address and port")
+            return carried, why
+        return sources, (f"{topology.client_sources} client address(es) x ports {first_port}-65535 of the "
+                         "tester's AF_XDP flows")
+
+    def set_conntrack_table(self, max_entries: int | None, buckets: int | None) -> dict[str, object]:
+        """Set the kernel's conntrack table size and hash buckets exactly (root namespace: one table serves
+        every namespace) under this chain's lease, restored by `down`; returns {key: {original, now}}."""
+        wanted = rootsysctl.conntrack_limits(max_entries, buckets)
+        if not wanted:
+            return {}
+        self._table_pinned = True
+        return rootsysctl.acquire(self.prefix, wanted, list(self.emulation.netns_of.values()), exact=True)
+
+    def conntrack_table(self) -> dict[str, int]:
+        """The kernel's conntrack table size and hash buckets now (root namespace), entries / buckets."""
+        return {key.rsplit(".", 1)[1]: int(rootsysctl.read(key))
+                for key in ("net.netfilter.nf_conntrack_max", "net.netfilter.nf_conntrack_buckets")}
+
+    def set_udp_timeouts(self, host: str, seconds: int) -> dict[str, int]:
+        """Set the UDP conntrack timeouts (unreplied and stream) in `host`'s namespace, where each namespace
+        has its own (gone with it); returns them as read back, s."""
+        lines = "".join(f"echo {seconds} > /proc/sys/net/netfilter/{name}; "
+                         for name in UDP_TIMEOUTS)
+        self._in(host, ["sh", "-c", lines + "cat " + " ".join(f"/proc/sys/net/netfilter/{n}"
+                                                              for n in UDP_TIMEOUTS)])
+        return self.udp_timeouts(host)
+
+    def udp_timeouts(self, host: str) -> dict[str, int]:
+        """The UDP conntrack timeouts in `host`'s namespace, s."""
+        out = self._in(host, ["cat", *(f"/proc/sys/net/netfilter/{n}" for n in UDP_TIMEOUTS)])
+        return dict(zip(UDP_TIMEOUTS, (int(v) for v in out.split()), strict=True))
+
+    def conntrack_count(self, host: str) -> int:
+        """`host`'s own conntrack entries now (its namespace's nf_conntrack_count), count."""
+        return int(self._in(host, ["cat", CONNTRACK_COUNT]))
+
+    def conntrack_stats(self, host: str) -> dict[str, int]:
+        """`host`'s conntrack statistics summed over CPUs (`conntrack -S`: early_drop counts entries evicted
+        to make room in a full table, drop the packets dropped for want of one), count."""
+        totals: dict[str, int] = {}
+        for word in self._in(host, ["conntrack", "-S"]).split():
+            name, _, value = word.partition("=")
+            if value.isdigit() and name != "cpu":
+                totals[name] = totals.get(name, 0) + int(value)
+        return totals
+
+    def conntrack_flush(self, host: str) -> float:
+        """Delete `host`'s whole conntrack table (`conntrack -F` in its namespace) and return the wall time
+        the command took, s (starting the command included: an empty table's flush measures that)."""
+        started = time.perf_counter()
+        self._in(host, ["conntrack", "-F"])
+        return time.perf_counter() - started
+
+    def _in(self, host: str, argv: list[str]) -> str:
+        done = subprocess.run(["ip", "netns", "exec", self.emulation.netns_of[host], *argv],
+                              capture_output=True, text=True, check=False, timeout=600)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise RuntimeError(f"{' '.join(argv[:2])} in {host} failed: {last}")
+        return done.stdout
 
     def set_dut_cpus(self, cpus: list[int], per_dut: dict[str, list[int]] | None = None) -> dict:
         return set_dut_cpus(self.emulation, cpus, per_dut)

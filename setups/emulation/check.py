@@ -51,7 +51,7 @@ def _through(host: Host, flow: Expectation) -> Expectation:
     """The query `flow` as `host` sends it on: its NAT44 and translator applied (forwarding keeps it)."""
     for item in host.items:
         if isinstance(item, Nat44):
-            flow = Expectation(item.to_address, flow.dst, item.ports or flow.sport_range)
+            flow = Expectation(item.public_address(flow.src), flow.dst, item.ports or flow.sport_range)
         elif isinstance(item, Clat):
             flow = Expectation(dict(item.eam)[flow.src], embed_ipv4(item.pool6, flow.dst), flow.sport_range)
         elif isinstance(item, Plat):

@@ -22,7 +22,7 @@ from ..chain import client_interface, server_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
 from ..plan import BackendChoice, computing_backends, render, zero_checksum_dropper, zero_checksum_reason
 from ..steps import Cmd, Comment, Step
-from ..topology import Topology
+from ..topology import Nat44, Topology
 from ..transports import Netns, Transport
 from . import rootsysctl
 from .cleanup import down, existing_namespaces
@@ -52,7 +52,11 @@ class EmulationConfig:
     UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to the chain; its sockets stay
     for the readiness query over loopback). plat_netmap (`plat` only): the PLAT's NAT44 gives each IPv6 client
     its own address of paper.PLAT_NETMAP instead of sharing the paper's one address, whose 64 512 ports bound
-    the UDP flows to one server port (a sessions sweep beyond them).
+    the UDP flows to one server port (a sessions sweep beyond them). new_connection_cap (`nat44` only): the
+    gateway's new connections per second, the rest dropped (nftables). conntrack_max / conntrack_buckets:
+    the kernel's conntrack table size and hash buckets, set exactly in the root namespace (one table serves
+    every namespace) under the chain's lease, restored by `down` (None: the machine's, or what an AF_XDP
+    tester's flows need).
     """
 
     topology: str
@@ -69,6 +73,9 @@ class EmulationConfig:
     ces: int = 1
     knot_io: str = "socket"
     plat_netmap: bool = False
+    new_connection_cap: int | None = None
+    conntrack_max: int | None = None
+    conntrack_buckets: int | None = None
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
@@ -82,7 +89,12 @@ class EmulationConfig:
 
     def chain_topology(self) -> Topology:
         """The topology these options bring up."""
-        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap)
+        for name in ("conntrack_max", "conntrack_buckets"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive number of entries, got {value!r}")
+        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap,
+                        self.new_connection_cap)
 
     @property
     def effective_nat64_prefix(self) -> str:
@@ -254,6 +266,10 @@ class Emulation:
             state["root_sysctls"] = rootsysctl.acquire(
                 self.prefix, self.root_sysctls(), list(self.netns_of.values())
             )
+            table = rootsysctl.conntrack_limits(self.config.conntrack_max, self.config.conntrack_buckets)
+            if table:
+                state["conntrack_table"] = rootsysctl.acquire(
+                    self.prefix, table, list(self.netns_of.values()), exact=True)
             self._save(state)
             transport = transport or Netns(self.netns_of)
             for host, step in self.plan():
@@ -383,6 +399,10 @@ class Emulation:
             "client_interface": client_interface(self.topology),  # where a tester with io = "xdp" binds
             "notes": list(self.topology.notes),
         }
+        stateful = {host.name: linux.nat44_description(item) for host in self.topology.hosts
+                    for item in host.items if isinstance(item, Nat44)}
+        if stateful and not roles:  # a gateway whose only role is the kernel's NAT44 (the nat44 topology)
+            info["nat44"] = stateful
         if not info["paper_prefix"]:
             info["notes"] = [
                 *self.topology.notes,

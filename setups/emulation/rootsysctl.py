@@ -40,6 +40,16 @@ def conntrack_table(entries: int) -> dict[str, int]:
             "net.netfilter.nf_conntrack_buckets": 1 << max(0, entries - 1).bit_length()}
 
 
+def conntrack_limits(max_entries: int | None, buckets: int | None) -> dict[str, int]:
+    """The root sysctls setting the conntrack table to exactly `max_entries` and `buckets` (None: left)."""
+    wanted = {}
+    if max_entries is not None:
+        wanted["net.netfilter.nf_conntrack_max"] = max_entries
+    if buckets is not None:
+        wanted["net.netfilter.nf_conntrack_buckets"] = buckets
+    return wanted
+
+
 def _path(key: str) -> Path:
     return Path("/proc/sys") / key.replace(".", "/")
 
@@ -87,9 +97,11 @@ def _live_leases(root: Path) -> dict[str, dict]:
 
 
 def acquire(
-    holder: str, wanted: dict[str, int], netns: list[str], root: Path = LEASE_ROOT, pid: int | None = None
+    holder: str, wanted: dict[str, int], netns: list[str], root: Path = LEASE_ROOT, pid: int | None = None,
+    exact: bool = False,
 ) -> dict[str, object]:
-    """Raise each sysctl to at least `wanted` for `holder`; return what was done (original, now).
+    """Raise each sysctl to at least `wanted` for `holder` (`exact`: set it to `wanted`, lower too: a known
+    table capacity); return what was done (original, now).
 
     The lease lives while one of `netns` exists or, for a holder without namespaces, while `pid` runs."""
     with _locked(root):
@@ -100,13 +112,15 @@ def acquire(
         for key, value in wanted.items():
             current = read(key)
             originals.setdefault(key, current)
-            if int(current) < value:
+            if int(current) < value or (exact and int(current) != value):
                 write(key, str(value))
             report[key] = {"original": originals[key], "now": read(key)}
         originals_file.write_text(json.dumps(originals, indent=1))
         (root / "leases").mkdir(exist_ok=True)
-        lease = {"wanted": wanted, "netns": netns, "pid": pid}
-        (root / "leases" / f"{holder}.json").write_text(json.dumps(lease))
+        lease_file = root / "leases" / f"{holder}.json"
+        held = json.loads(lease_file.read_text()).get("wanted", {}) if lease_file.exists() else {}
+        lease = {"wanted": {**held, **wanted}, "netns": netns, "pid": pid}
+        lease_file.write_text(json.dumps(lease))
         return report
 
 

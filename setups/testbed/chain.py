@@ -25,6 +25,7 @@ from ...failures import ComponentFailure
 from ...zones.knot import KNOT_XDP_PROGRAM
 from .. import counters as counters_mod
 from ..backends import Counters
+from ..backends.statetable import ConntrackTable, TableSpec
 from ..chain import (
     LIST_RECEIVE_QUEUES,
     READ_UDP_TIMEOUTS,
@@ -60,6 +61,7 @@ from .preflight import check as preflight_check
 from .preflight import clock_offset, rx_hash_script
 from .remote_idle import samples_from
 from .ssh import SSH_FAILED, SshTransport
+from .stateful import StatefulDut, apply_table, count, flush, read_settings, seconds_of, stateful_dut, stats
 from .undo import moving_nics, note_created_dirs, sysctl_snapshot
 
 # One read of a host's counters: links, nft, SNMP (TestbedChain.counters).
@@ -293,6 +295,68 @@ class TestbedChain:
         seconds = longest_udp_timeout(done.stdout)
         return None if seconds is None else (seconds, f"the UDP conntrack timeout in namespace {netns} "
                                                       f"on {role}")
+
+    # -- the stateful DUT's connection table (RFC 9693; the stateful measurer drives it, as in emulation) ----
+    @cached_property
+    def stateful(self) -> StatefulDut:
+        """Where the topology's stateful NAT keeps its connections (TestbedError, one line: nowhere)."""
+        return stateful_dut(self.inventory)
+
+    def stateful_host(self) -> str:
+        """The inventory role (dut1, dut2) whose stateful NAT keeps the connections."""
+        return self.stateful.role
+
+    def stateful_description(self) -> dict[str, object]:
+        own = not isinstance(self.stateful.table, ConntrackTable)  # a stateful NAT64's own sessions
+        return {**self.stateful.describe(), "role": "nat64" if own else "nat44"}
+
+    def xdp_flow_capacity(self, first_port: int) -> int:
+        """The most AF_XDP flows the client host's addresses carry with ports first_port..65535."""
+        return self.machine.client_sources * (65536 - first_port)
+
+    def conntrack_table(self) -> dict[str, int]:
+        """The table size and hash buckets in force (the kernel's conntrack: global), entries / buckets; {}
+        for a table without them."""
+        found = read_settings(self, self.stateful)
+        return {key.rsplit(".", 1)[1]: int(value) for key, value in found.items()
+                if key.endswith(("nf_conntrack_max", "nf_conntrack_buckets")) and value.isdigit()}
+
+    def set_conntrack_table(self, max_entries: int | None, buckets: int | None) -> dict[str, object]:
+        """Set the table size and hash buckets (each step journalled: `down` restores the values found);
+        returns {key: {original, now}} as the host reports them."""
+        if max_entries is None and buckets is None:
+            return {}
+        before = self.conntrack_table()
+        apply_table(self.shell, self, self.inventory, self.stateful, TableSpec(max_entries, buckets))
+        now = self.conntrack_table()
+        return {key: {"original": before.get(key), "now": value} for key, value in now.items()}
+
+    def set_udp_timeouts(self, host: str, seconds: int) -> dict[str, int]:
+        """Set the stateful NAT's UDP timeouts (journalled, or gone with their namespace or instance);
+        returns them as read back, s."""
+        self._check_stateful(host)
+        applied = apply_table(self.shell, self, self.inventory, self.stateful, TableSpec(timeout_s=seconds))
+        found = {key.rsplit(".", 1)[-1]: seconds_of(value) for key, value in applied["in_force"].items()
+                 if "timeout" in key}
+        return {key: value for key, value in found.items() if value is not None}
+
+    def conntrack_count(self, host: str) -> int:
+        self._check_stateful(host)
+        return count(self, self.stateful)
+
+    def conntrack_stats(self, host: str) -> dict[str, int]:
+        self._check_stateful(host)
+        return stats(self, self.stateful)
+
+    def conntrack_flush(self, host: str) -> float:
+        """Delete the whole table; the seconds the deletion took, timed on the host itself."""
+        self._check_stateful(host)
+        return flush(self, self.stateful).seconds
+
+    def _check_stateful(self, host: str) -> None:
+        if host != self.stateful.role:
+            raise ValueError(f"{host} keeps no table of this testbed's stateful NAT (it is on "
+                             f"{self.stateful.role})")
 
     def irq_placement(self, role: str) -> dict[str, Any]:
         """Per test interface of a host: RPS masks of its receive queues (its IRQs' affinity: irqs.py)."""

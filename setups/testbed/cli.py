@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import TextIO
 
+from ..backends.statetable import TableError, TableSpec
 from ..chain import client_interface, place_tester
 from ..plan import header
 from ..steps import Cmd, WriteFile
@@ -17,9 +18,19 @@ from .chain import TestbedChain
 from .cleanup import down_all, leftovers
 from .inventory import DUTS, Inventory, load_inventory
 from .knot import knot_ready_script
-from .machine import ORDER, HostStep, hotplugs, machine_interfaces, machine_topology, samplers, transport_for
+from .machine import (
+    ORDER,
+    HostStep,
+    TestbedError,
+    hotplugs,
+    machine_interfaces,
+    machine_topology,
+    samplers,
+    transport_for,
+)
 from .preflight import check, summary_lines
 from .remote_run import remote_scripts
+from .stateful import dry_run_steps
 from .undo import moving_nics, stop_testers, undo_line
 
 
@@ -40,6 +51,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if name == "check":
             parser.add_argument("--json", action="store_true",
                                 help="the whole preflight as JSON on stdout (the summary then on stderr)")
+        if name == "dry-run":
+            parser.add_argument("--table-max", type=int, metavar="N",
+                                help="also show the stateful NAT's table settings of one RFC 9693 point: "
+                                "its table size, entries (conntrack: nf_conntrack_max, global)")
+            parser.add_argument("--table-buckets", type=int, metavar="N",
+                                help="... its hash size, buckets (conntrack: nf_conntrack_buckets, global)")
+            parser.add_argument("--table-timeout", type=float, metavar="S",
+                                help="... its UDP timeout, s (conntrack: nf_conntrack_udp_timeout*)")
         if name != "down":  # down needs no choice: the state files say what up did
             parser.add_argument("--tester-io", choices=IO_MODES, default="socket",
                                 help="the tester's I/O on the client ([tester] io): xdp checks the client "
@@ -104,17 +123,44 @@ def _report_down(inventory: Inventory, report: dict, left: dict[str, str]) -> in
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    dry_run(load_inventory(args.inventory), sys.stdout, args.tester_io, args.server_io)
+    inventory = load_inventory(args.inventory)
+    spec = TableSpec(args.table_max, args.table_buckets, args.table_timeout)
+    if spec != TableSpec():
+        try:
+            spec.check()
+        except TableError as err:
+            raise TestbedError(f"--table-*: {err}") from None
+        _, steps, _ = dry_run_steps(inventory, spec)  # refused (one line) before anything is printed
+    dry_run(inventory, sys.stdout, args.tester_io, args.server_io)
+    if spec != TableSpec():
+        dry_table(inventory, spec, sys.stdout)
     return 0
 
 
-def teardown_lines(steps: list[HostStep]) -> list[str]:
-    """What `down` will run, newest first (values read at `up` time shown as <previous>)."""
+def dry_table(inventory: Inventory, spec: TableSpec, out: TextIO) -> None:
+    """The stateful NAT's table settings of one point: the steps, what they set, their undo lines."""
+    _, steps, lines = dry_run_steps(inventory, spec)
+    print("", *lines, sep="\n", file=out)
+    print(*(step.shell() for step in steps), sep="\n", file=out)
+    print("## undone by testbed down (newest first)", file=out)
+    for line in teardown_lines(steps, "the point", snapshot=False):
+        print(line, file=out)
+    for step in steps:  # a namespace's setting goes with it; a translator's global with its instance
+        if isinstance(step, Cmd) and "sysctl" not in step.argv[:3] and undo_line(step) is None:
+            print(f"# {step.shell()}: goes with its namespace or translator instance (removed by down)",
+                  file=out)
+
+
+def teardown_lines(steps: list[HostStep], when: str = "up", snapshot: bool = True) -> list[str]:
+    """What `down` will run, newest first (values read at `up` time, or `when`, shown as <previous>;
+    `snapshot`: and the sysctls `up` saved first)."""
     lines = []
     for step in reversed(steps):
-        if isinstance(step, Cmd) and step.check and step.argv[0] == "sysctl":
-            key = next(a for a in step.argv if "=" in a).split("=", 1)[0]
-            lines.append(f"sysctl -qw {key}=<value before up>")
+        if isinstance(step, Cmd) and step.check and "sysctl" in step.argv[:3] and step.argv[0] != "ip":
+            at = step.argv.index("sysctl")
+            where = shlex.join(step.argv[:at])
+            key = next(a for a in step.argv[at:] if "=" in a).split("=", 1)[0]
+            lines.append(f"{where + ' ' if where else ''}sysctl -qw {key}=<value before {when}>")
         elif isinstance(step, Cmd) and step.check and step.argv[:3] == ("ip", "link", "set") \
                 and step.argv[-1] == "up":
             lines.append(f"ip link set {step.argv[3]} down   # only if it was down before up")
@@ -124,6 +170,8 @@ def teardown_lines(steps: list[HostStep]) -> list[str]:
             line = undo_line(step)
             if line:
                 lines.append(line)
+    if not snapshot:
+        return lines
     nics = moving_nics(steps)
     lines.append("# every interface's forwarding sysctls" + (
         f" and every net.ipv4/ipv6.conf sysctl of {', '.join(nics)}" if nics else "")

@@ -32,7 +32,7 @@ from ...cpulist import parse_user_cpu_list
 from ..backends import Backend, registry
 from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
 from ..plan import BackendChoice
-from ..topology import Topology
+from ..topology import Interface, Nat44, Topology
 
 ROLES = ("client", "dut1", "dut2", "server")
 DUTS = ("dut1", "dut2")
@@ -47,7 +47,7 @@ TESTBED_TOPOLOGIES = tuple(t for t in TOPOLOGIES if {"dut1", "dut2"} <= {h.name 
 # A backend's variant option (`variant_option.flag`) is a top-level key too.
 VARIANT_KEYS = {option.flag: name for name, option in registry.variant_options().items()}
 TOP_KEYS = {"name", "topology", "ssh_options", "hosts", "napt_netns", "nat64_prefix", "rundir",
-            "rx_flow_hash", *VARIANT_KEYS}
+            "rx_flow_hash", "nat44", *VARIANT_KEYS}
 # What preflight does with a test interface that hashes UDP flows on addresses only: refuse with the command
 # (check), or set the paper's `sdfn` itself, journalled and undone by down (apply).
 RX_FLOW_HASH = ("check", "apply")
@@ -55,7 +55,7 @@ RX_FLOW_HASH = ("check", "apply")
 # the backends that have one (`own_build`).
 BINARY_KEYS = {f"{b.name}_binary": b.name for b in registry.every() if b.own_build}
 HOST_KEYS = {"ssh", "interfaces", "backend", "offline_cpus", "management", "sysfs_root", "proc_stat",
-             "proc_root", "tester", *BINARY_KEYS}
+             "proc_root", "tester", "initial_netns", *BINARY_KEYS}
 # An interface name as the kernel takes it that no command can read as an option (a leading '-') or a path
 # ('.', '..'): letters, digits and '_.:-'.
 IFNAME_RE = re.compile(r"^(?!-)(?!\.\.?$)[A-Za-z0-9_.:-]{1,15}$")
@@ -67,7 +67,7 @@ SAFE_PATH = "letters, digits and ._/+- only (no spaces or shell characters), not
 # An SSH destination: user@host, an alias, a bracketed IPv6 address; no option, no shell character.
 SSH_DEST_RE = re.compile(r"^(?!-)[A-Za-z0-9._@:%\[\]+-]{1,255}$")
 # Host keys only some roles use: another role's entry for them is refused (never silently ignored).
-ROLE_KEYS = {"tester": ("client",), "proc_stat": DUTS, "proc_root": DUTS,
+ROLE_KEYS = {"tester": ("client",), "proc_stat": DUTS, "proc_root": DUTS, "initial_netns": DUTS,
              **{key: DUTS for key in BINARY_KEYS}}
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -87,7 +87,10 @@ class HostEntry:
     sysfs_root / proc_stat / proc_root: where /sys (CPU hotplug, NICs' IRQ lists), /proc/stat and /proc (IRQ
     affinities, /proc/interrupts) are (tests redirect them to fake trees).
     tester: the xlatperf binary on the client. binary: a DUT's own build of its backend's program (the
-    inventory's `<backend>_binary`), or None for the one the backend names.
+    inventory's `<backend>_binary`), or None for the one the backend names. initial_netns: a file naming the
+    host's initial network namespace (`ip netns attach NAME 1` makes /run/netns/NAME), where the kernel's
+    global settings (conntrack's table and hash size) are written, when the SSH session runs in another
+    namespace (the suite's sshd hosts); None: the session's own (a real host's sshd runs in the initial one).
     """
 
     role: str
@@ -101,6 +104,7 @@ class HostEntry:
     proc_root: str = "/proc"
     tester: str = "xlatperf"
     binary: str | None = None
+    initial_netns: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,7 @@ class Inventory:
     rundir_root: str = "/run/xlatbench-testbed"
     extra: dict[str, Any] = field(default_factory=dict)
     rx_flow_hash: str = "check"
+    nat44: bool = False  # baseline only: dut1 is a stateful NAT44 gateway (the scalability draft's Figure 1)
 
     def rundir(self, role: str) -> str:
         """Where a host keeps this testbed's files (state file, configs, pid files); per role, so that
@@ -128,12 +133,30 @@ class Inventory:
     def topology(self) -> Topology:
         """The paper's topology; its tester sends from the client host's one configured address (the
         testbed puts no further client addresses on a real host: AF_XDP flows stay within its ports)."""
-        return replace(topology(self.topology_name, self.nat64_prefix), client_sources=1)
+        topo = replace(topology(self.topology_name, self.nat64_prefix), client_sources=1)
+        return nat44_gateway(topo) if self.nat44 else topo
 
     def backends(self) -> BackendChoice:
         """The DUTs' backend instances per translator role: CLAT/CE are dut1's, PLAT/BR dut2's."""
         d1, d2 = self.hosts["dut1"].backend, self.hosts["dut2"].backend
         return BackendChoice.of_roles({"clat": d1, "ce": d1, "plat": d2, "br": d2})
+
+
+def nat44_gateway(topo: Topology) -> Topology:
+    """The baseline with dut1 a stateful NAT44 gateway (the scalability draft's Figure 1, dut2 a router
+    behind it): the client's network leaving dut1 toward dut2 gets dut1's own address on that link (iptables
+    SNAT, ports kept when free), so the server's replies come back to dut1 without a route of their own."""
+    link = next(link for link in topo.links if link.name == "dut1-dut2")
+    end = link.a if link.a.host == "dut1" else link.b
+    dut1 = topo.host("dut1")
+    outside = next(i for i in dut1.items if isinstance(i, Interface) and i.name == end.interface)
+    client = topo.host("client")
+    inside = next(i for i in client.items if isinstance(i, Interface))
+    nat = Nat44(str(ipaddress.ip_interface(inside.addresses[0]).network), end.interface,
+                str(ipaddress.ip_interface(outside.addresses[0]).ip))
+    hosts = tuple(replace(h, items=(*h.items, nat)) if h.name == "dut1" else h for h in topo.hosts)
+    return replace(topo, hosts=hosts, description=topo.description.replace(
+        "DUT1 (IPv4 forwarding)", "DUT1 (stateful NAT44: iptables SNAT to its DUT1-DUT2 address)"))
 
 
 def load_inventory(path: str | Path) -> Inventory:
@@ -189,9 +212,15 @@ def parse_inventory(data: dict[str, Any], where: str = "inventory") -> Inventory
     if rx_flow_hash not in RX_FLOW_HASH:
         raise fail("rx_flow_hash", "choose check (refuse a NIC that hashes UDP on addresses only) or apply "
                    "(set the paper's sdfn, undone by down)")
+    nat44 = data.get("nat44", False)
+    if not isinstance(nat44, bool):
+        raise fail("nat44", "true (dut1 a stateful NAT44 gateway, topology baseline) or false")
+    if nat44 and topo != "baseline":
+        raise fail("nat44", f"only topology baseline takes it (dut1 then source-NATs the client's network); "
+                            f"{topo} has its own stateful part: remove it")
     hosts = _hosts(data.get("hosts"), variants, fail)
     inventory = Inventory(where, name, topo, hosts, tuple(options), napt, prefix, variants, rundir_root,
-                          rx_flow_hash=rx_flow_hash)
+                          rx_flow_hash=rx_flow_hash, nat44=nat44)
     _check_whole(inventory, fail)
     return inventory
 
@@ -253,7 +282,8 @@ def _host(role: str, raw: Any, variants: dict[str, str], fail: Any) -> HostEntry
             raise fail(f"{key}.management", f"{management!r}: give the address without a scope (%...)")
     paths = {k: raw.get(k, d) for k, d in (("sysfs_root", "/sys"), ("proc_stat", "/proc/stat"),
                                            ("proc_root", "/proc"),
-                                           ("tester", "xlatperf"), (f"{backend}_binary", None))}
+                                           ("tester", "xlatperf"), (f"{backend}_binary", None),
+                                           ("initial_netns", None))}
     for k, value in paths.items():
         if value is not None and (not isinstance(value, str) or not SAFE_PATH_RE.match(value)):
             raise fail(f"{key}.{k}", f"must be a path of {SAFE_PATH}")

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from ..backends import RenderContext
 from ..steps import Step
-from ..topology import Endpoint, Host, Interface, Link, Topology
+from ..topology import Endpoint, Host, Interface, Link, Nat44, Topology
 from .hotplug import Hotplug
 from .inventory import DUTS, Inventory
 from .irqs import IrqAffinity
@@ -64,6 +64,8 @@ def _rename_host(host: Host, renames: dict[tuple[str, str], str], hostname: dict
     for item in host.items:
         if isinstance(item, Interface):
             item = dataclasses.replace(item, name=rename(item.name))
+        elif isinstance(item, Nat44):  # a NAT44 on a host's own link (the Figure 1 gateway) leaves by its NIC
+            item = dataclasses.replace(item, out_interface=rename(item.out_interface))
         elif hasattr(item, "ipv4_interface"):
             item = dataclasses.replace(item, ipv4_interface=rename(item.ipv4_interface),
                                        ipv6_interface=rename(item.ipv6_interface))

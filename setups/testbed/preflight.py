@@ -121,7 +121,9 @@ def probe_script(host: HostEntry, interfaces: list[str]) -> str:
                   '|| echo no)"',
                   f'echo "proc_root_ok=$([ -d {q(host.proc_root)} ] && [ -r {q(host.proc_root)} ] && '
                   '[ -x {q(host.proc_root)} ] && echo yes || echo no)"'.replace("{q(host.proc_root)}",
-                                                                             q(host.proc_root))]
+                                                                             q(host.proc_root)),
+                  # the stateful measurements delete and time a conntrack table with it (stateful.py)
+                  'echo "conntrack_cli=$(command -v conntrack >/dev/null 2>&1 && echo yes || echo no)"']
     for backend in registry.every():  # each translator's own facts, on every host (the summary shows them)
         lines += backend.preflight_facts(host.binary if backend.name == host.backend.name else None)
     for iface in interfaces:
@@ -596,6 +598,7 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
         result["problems"] += problems + more_problems
         result["warnings"] += warnings + more_warnings
     result["problems"] += same_machine_problems(inventory, found)
+    result["warnings"] += stateful_warnings(inventory, found)
     up_on = [role for role, probed in found.items()
              if not isinstance(probed, str) and probed[0].get("testbed_up", "").strip() == "yes"]
     if up_on:  # its addresses, links and daemons are what those hosts' lines would list: one line instead
@@ -608,6 +611,26 @@ def check(inventory: Inventory, shell: Shell, machine_interfaces: dict[str, list
     result["controller_tester"] = local_tester_version()
     result["ok"] = not result["problems"]
     return result
+
+
+def stateful_warnings(inventory: Inventory, found: dict[str, Any]) -> list[str]:
+    """A warning when the host of the topology's stateful NAT keeps a conntrack table but has no conntrack
+    CLI: RFC 9693's tear-down (and the phases, which empty the table first) cannot run there."""
+    from ..backends.statetable import ConntrackTable
+    from .machine import TestbedError
+    from .stateful import stateful_dut
+
+    try:
+        dut = stateful_dut(inventory)
+    except TestbedError:
+        return []  # no stateful part in this topology
+    probed = found.get(dut.role)
+    if not isinstance(dut.table, ConntrackTable) or isinstance(probed, str) or probed is None:
+        return []
+    if probed[0].get("conntrack_cli", "yes").strip() != "no":
+        return []
+    return [f"{dut.role}: conntrack (conntrack-tools) is not installed: the stateful measurements (RFC 9693) "
+            "cannot empty and time its table there: apt-get install conntrack"]
 
 
 def offline_cpu_warnings(inventory: Inventory, role: str, facts: dict[str, str]) -> list[str]:

@@ -149,9 +149,13 @@ def record_script(step: Step, statefile: str) -> str | None:
     """The shell snippet that writes the step's undo line to `statefile` (None: nothing to record)."""
     if isinstance(step, Cmd) and step.check:
         a = step.argv
+        where = ""
+        if a[0] == "nsenter" and a[1].startswith("--net=") and a[2] == "sysctl":
+            # a global sysctl written in the initial namespace (conntrack's table size): read, restored there
+            a, where = a[2:], shlex.join(a[:2]) + " "
         if a[0] == "sysctl":
             key = next(arg for arg in a[1:] if "=" in arg).split("=", 1)[0]
-            return _append_dynamic(statefile, f"sysctl -qw {key}=$(sysctl -n {key})")
+            return _append_dynamic(statefile, f"{where}sysctl -qw {key}=$({where}sysctl -n {key})")
         if a[:2] == ("ethtool", "-K") and len(a) == 5:
             iface, feature = a[2], a[3]
             name = {"tx": "tx-checksumming", "rx": "rx-checksumming", "gro": "generic-receive-offload",
@@ -162,6 +166,15 @@ def record_script(step: Step, statefile: str) -> str | None:
             iface = shlex.quote(a[3])
             return (f"if ip link show {iface} | grep -q '[<,]UP[,>]'; then :; else "
                     f"{_append(statefile, f'ip link set {a[3]} down')}; fi")
+        if a[:4] == ("iptables", "-t", "nat", "-A"):
+            # iptables-nft makes the `nat` table (and with it the kernel's NAT hooks) on first use: one the
+            # step made goes again once its last rule is gone (legacy iptables cannot remove a table)
+            line = undo_line(step)
+            assert line is not None
+            made = (f"{line} && {{ if iptables -t nat -S | grep -q '^-A'; then :; else "
+                    "nft delete table ip nat 2>/dev/null || true; fi; }")
+            return (f"if nft list table ip nat >/dev/null 2>&1; then {_append(statefile, line)}; else "
+                    f"{_append(statefile, made)}; fi")
         if a[0] == "modprobe":
             return f"[ -d /sys/module/{a[1]} ] || {_append(statefile, f'modprobe -r {a[1]}')}"
     line = undo_line(step)

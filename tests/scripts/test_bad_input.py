@@ -21,6 +21,10 @@ BASE = {
 }
 
 
+STATEFUL = "[stateful]\n[[stateful.point]]\nconnections = 1000\n"
+FAKE_NAT = 'name = "nat"\nkind = "fake-stateful"\ntable_size = 5000\nmax_cps = 1000'
+
+
 def render(**sections: str | None) -> str:
     """A campaign file: BASE with some sections replaced (None drops one); `extra` is appended as is."""
     parts = []
@@ -161,8 +165,8 @@ FILES = [
     Bad(
         "unknown topology",
         render(setup='kind = "chain"\ntopology = "foo"'),
-        ("[[setup]] #1 topology", "one of ['baseline', '464xlat', 'mapt', 'plat', 'clat', 'ce', 'br']",
-         "'foo'"),
+        ("[[setup]] #1 topology",
+         "one of ['baseline', '464xlat', 'mapt', 'plat', 'clat', 'ce', 'br', 'nat44']", "'foo'"),
     ),
     Bad("chain without topology", render(setup='kind = "chain"'), ("[[setup]] #1", "needs topology")),
     Bad(
@@ -292,6 +296,16 @@ CLI = [
     ),
     Bad("[[procedure]] unknown kind", render(extra='[[procedure]]\nkind = "jitter"\n'),
         ("[[procedure]] #1", "kind must be one of ['latency', 'pdv', 'flr'], got 'jitter'")),
+    Bad("RFC 9693 procedure on a setup without a stateful DUT",
+        render(extra=STATEFUL + '[[procedure]]\nkind = "connection-rate"\nmax_cps = 1000\nerror_cps = 10\n'),
+        ("[[setup]] #1 (sim)", "kind 'fake' has no stateful DUT for RFC 9693's procedures")),
+    Bad("RFC 9693 capacity search's beta out of range",
+        render(setup=FAKE_NAT, extra=STATEFUL + '[[procedure]]\nkind = "table-capacity"\nc0 = 100\n'
+               'max_cps = 1000\nerror_cps = 10\nbeta = 1.5\ngamma = 0.4\n'),
+        ("[[procedure]] #1 (table-capacity)", "beta must be in (0, 1), got 1.5")),
+    Bad("RFC 9693 procedure without [stateful]",
+        render(setup=FAKE_NAT, extra='[[procedure]]\nkind = "teardown"\nsetup_rate_cps = 1000\n'),
+        ("RFC 9693 procedures need a [stateful] table",)),
     Bad("[[procedure]] zero repetitions", render(extra='[[procedure]]\nkind = "latency"\nrepetitions = 0\n'),
         ("[[procedure]] #1", "repetitions must be an integer >= 1, got 0")),
     Bad("[[procedure]] FLR fraction out of range",

@@ -1,4 +1,4 @@
-"""The registry of environment kinds (scripts/environments/registry.py): it lists the four kinds, an unknown
+"""The registry of environment kinds (scripts/environments/registry.py): it lists the kinds, an unknown
 kind is one line naming the known ones, and the campaign-file parser knows no kind by name (a kind registered
 here alone is parsed, checked and built). No root: the environments are only built, never brought up."""
 
@@ -26,8 +26,8 @@ def campaign(*setups: dict[str, Any]) -> dict[str, Any]:
     return {"campaign": {"name": "reg", "cores": [1]}, "search": SEARCH, "setup": list(setups)}
 
 
-def test_the_registry_lists_the_four_kinds_each_under_its_own_name() -> None:
-    assert registry.names() == ("fake", "loopback", "chain", "testbed")
+def test_the_registry_lists_the_kinds_each_under_its_own_name() -> None:
+    assert registry.names() == ("fake", "loopback", "chain", "testbed", "fake-stateful")
     for name in registry.names():
         kind = registry.kind(name)
         assert isinstance(kind, EnvironmentKind) and kind.name == name and kind.summary
@@ -39,8 +39,8 @@ def test_an_unknown_kind_is_one_line_naming_the_known_ones(given: object) -> Non
         parse_campaign(campaign({"name": "x", "kind": given}), "c.toml")
     text = str(err.value)
     assert "\n" not in text
-    assert text == ("[[setup]] #1: kind must be one of ['fake', 'loopback', 'chain', 'testbed'], "
-                    f"got {given!r}")
+    assert text == ("[[setup]] #1: kind must be one of ['fake', 'loopback', 'chain', 'testbed', "
+                    f"'fake-stateful'], got {given!r}")
 
 
 def test_each_kind_builds_its_own_environment(tmp_path) -> None:

@@ -66,3 +66,19 @@ def test_lease_of_a_killed_process_without_namespaces_does_not_hold(machine, tmp
     assert rootsysctl.release("loopback-live", root=tmp_path) == {"net.core.rmem_max": "212992"}
     assert values["net.core.rmem_max"] == "212992"
     assert not rootsysctl.held_by("loopback-dead", root=tmp_path)
+
+
+def test_an_exact_setting_lowers_too_and_the_last_holder_restores_it(machine, tmp_path):
+    """A known table capacity (nf_conntrack_max = K) may be below the machine's value: `exact` sets it; the
+    true original still comes back, whatever the holders set in between."""
+    values, namespaces = machine
+    values["net.netfilter.nf_conntrack_max"] = "262144"
+    namespaces.add("a-client")
+    rootsysctl.acquire("a", {"net.netfilter.nf_conntrack_max": 2_000_000}, ["a-client"], root=tmp_path)
+    report = rootsysctl.acquire("a", {"net.netfilter.nf_conntrack_max": 1000}, ["a-client"], root=tmp_path,
+                                exact=True)
+    assert report["net.netfilter.nf_conntrack_max"] == {"original": "262144", "now": "1000"}
+    rootsysctl.acquire("a", {"net.netfilter.nf_conntrack_max": 500}, ["a-client"], root=tmp_path)
+    assert values["net.netfilter.nf_conntrack_max"] == "1000", "without exact a smaller wish changes nothing"
+    assert rootsysctl.release("a", root=tmp_path) == {"net.netfilter.nf_conntrack_max": "262144"}
+    assert values["net.netfilter.nf_conntrack_max"] == "262144"
