@@ -39,7 +39,7 @@ test-py: build
 # for FUZZ_SECONDS, then the Catch2 and loopback end-to-end tests built with ASan+UBSan, then the
 # ring/concurrency tests, the peer end-to-end tests (sender + receiver threads) and the two-queue AF_XDP
 # test (two pairs matching each other's replies) with TSan.
-FUZZ_SECONDS ?= 45
+FUZZ_SECONDS ?= 25
 FUZZ_DIR  := $(BUILD)-fuzz
 SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DXLATBENCH_WERROR=ON -DXLATBENCH_TESTS=ON
 # gcc warns about libstdc++ internals under sanitizers (false positives); the plain build keeps -Werror.
