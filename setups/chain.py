@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .mapt import tester_port_ranges
-from .topology import Topology
+from .topology import Topology, tester_port_range
 
 
 class Chain(Protocol):
@@ -163,6 +163,14 @@ def place_tester(chain: Topology, io: str, flows: int, first_port: int | None) -
         sources = tuple(TesterSource(ce.map_address, ce.map_address, tuple(its))
                         for ce, its in zip(chain.tester_ces, ranges, strict=True))
         return TesterPlace(interface, sources, ce=True)
+    if chain.tester_subscribers:
+        if io == "xdp":
+            raise ValueError(f"the {chain.name} chain's tester plays MAP-E CEs or lwB4s: its sockets send "
+                             "IPv4 that the client host encapsulates; AF_XDP frames would skip that (use "
+                             "io = 'socket' until the tester encapsulates itself)")
+        sources = tuple(TesterSource(s.ipv4_address, s.ipv4_address, (tester_port_range(s),))
+                        for s in chain.tester_subscribers)
+        return TesterPlace(None, sources, ce=True)
     if interface is None:
         return TesterPlace()
     addresses, ports = xdp_flow_sources(chain, flows, first_port)

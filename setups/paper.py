@@ -684,7 +684,8 @@ def lwb4(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     )
 
 
-SINGLE_DUT = ("plat", "clat", "ce", "br", "mape-br", "mape-ce", "lwaftr", "lwb4")
+SINGLE_DUT = ("plat", "clat", "ce", "br")  # the translating ones
+ENCAP_SINGLE_DUT = ("mape-br", "mape-ce", "lwaftr", "lwb4")  # the encapsulating ones (issue 34)
 
 
 TOPOLOGIES: dict[str, Callable[[str], Topology]] = {

@@ -21,17 +21,17 @@ not fit the memory this machine has. Drops are counted per reason in `encap_stat
 Test-only faults (`BpfBackend(fault=...)`): a BR that drops packets from odd ports as outside the port set,
 and one that encapsulates replies to odd ports to the next CE.
 
-The objects are built by CMake (build/bpf/siit.bpf.o, build/bpf/encap.bpf.o). `bpftool prog loadall` loads
-one and pins the program and its maps under a bpffs mounted at `<rundir>/bpf` (one directory per host), `bpftool map update` writes the
-configuration, `tc filter ... bpf da pinned` attaches it. The bpffs is mounted outside the namespaces
-(`machine_steps`): `ip netns exec` mounts its own /sys, which hides /sys/fs/bpf. In emulation `down` unmounts
-it with the run directory and the tc filters go with the namespaces' interfaces. On a testbed host the object
-is a file of that host (the inventory's `bpf_binary`, else the controller's build path), which preflight
-looks for beside bpftool and the kernel's bpffs; every step has its own undo line in the host's journal
-(`undo`): the tc filter and the clsact qdisc deleted, the pins removed, the bpffs unmounted. The translated
-IPv4 packets enter the host on the inner end while their sources route to the outer one, so a testbed host's
-strict reverse-path filter would drop them: the inner end gets rp_filter 0, and preflight refuses a host
-whose `all.rp_filter` is 1 (strict), which overrides it.
+The objects are built by CMake (build/bpf/siit.bpf.o, build/bpf/encap.bpf.o). `bpftool prog loadall` loads one
+and pins the program and its maps under a bpffs mounted at `<rundir>/bpf` (one directory per host), `bpftool
+map update` writes the configuration, `tc filter ... bpf da pinned` attaches it. The bpffs is mounted outside
+the namespaces (`machine_steps`): `ip netns exec` mounts its own /sys, which hides /sys/fs/bpf. In emulation
+`down` unmounts it with the run directory and the tc filters go with the namespaces' interfaces. On a testbed
+host the object is a file of that host (the inventory's `bpf_binary`, else the controller's build path), which
+preflight looks for beside bpftool and the kernel's bpffs; every step has its own undo line in the host's
+journal (`undo`): the tc filter and the clsact qdisc deleted, the pins removed, the bpffs unmounted. The
+translated IPv4 packets enter the host on the inner end while their sources route to the outer one, so a
+testbed host's strict reverse-path filter would drop them: the inner end gets rp_filter 0, and preflight
+refuses a host whose `all.rp_filter` is 1 (strict), which overrides it.
 """
 
 from __future__ import annotations

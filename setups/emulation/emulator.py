@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...procs import alive
 from ...zones import KnotConfig, KnotServer, check_io
-from ..backends import Process, RenderContext, linux
+from ..backends import Process, RenderContext, linux, registry
 from ..backends.registry import EMULATION_DEFAULT
 from ..chain import client_interface, server_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
@@ -348,12 +348,19 @@ class Emulation:
         return found
 
     def translator_counters(self) -> dict[str, dict[str, int]]:
-        """"host:translator" -> the translator's own counters, for the backends that keep any."""
+        """"host:translator" -> the translator's own counters, for the backends that keep any; and
+        "host:tunnel_end" -> those of the emulation's own tunnel end of a host (the tester's side of an
+        encapsulating single-DUT topology)."""
         found = {}
         for host, role in self.topology.translators().items():
             counts = self.choice.counters(role).counters(host, self.ctx)
             if counts:
                 found[f"{host}:translator"] = counts
+        for host in self.topology.hosts:
+            if host.tester_tunnel is not None:
+                counts = registry.tunnel_end().counters(host.name, self.ctx)
+                if counts:
+                    found[f"{host.name}:tunnel_end"] = counts
         return found
 
     def translator_run_times(self) -> dict[str, tuple[int, int]]:

@@ -7,7 +7,7 @@ import pytest
 
 from xlatbench.setups.lw4o6 import Lw4o6Rule, binding, bindings, rule_for
 from xlatbench.setups.mapt import Bmr, ce_at, indexed_ces, map_ce, rule_capacity
-from xlatbench.setups.paper import SINGLE_DUT, topology
+from xlatbench.setups.paper import ENCAP_SINGLE_DUT, topology
 from xlatbench.setups.topology import LwAftrRole, LwB4Role, MapeBrRole, MapeCeRole, TunnelEnd
 
 BMR = Bmr("2001:db8:ce::/51", "192.0.2.0/24", ea_bits_len=13, psid_offset=0)
@@ -66,7 +66,8 @@ def test_the_new_topologies_and_their_roles():
     assert roles == {"mape": {MapeCeRole, MapeBrRole}, "lw4o6": {LwB4Role, LwAftrRole},
                      "mape-br": {MapeBrRole}, "mape-ce": {MapeCeRole}, "lwaftr": {LwAftrRole},
                      "lwb4": {LwB4Role}}
-    assert {"mape-br", "mape-ce", "lwaftr", "lwb4"} <= set(SINGLE_DUT)
+    assert {"mape-br", "mape-ce", "lwaftr", "lwb4"} == set(ENCAP_SINGLE_DUT)
+    assert all(topology(name).single_dut_of in ("mape", "lw4o6") for name in ENCAP_SINGLE_DUT)
     mape = topology("mape")
     ce = mape.host("dut1").translator
     assert isinstance(ce, MapeCeRole) and ce.ce.map_address == "2001:db8:ce:11b:0:c000:208:1b"
