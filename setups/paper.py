@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .lw4o6 import LWAFTR_ADDRESS, Binding, Lw4o6Rule, bindings, rule_for
-from .mapt import Bmr, MapCe, ce_at, derive_ces, flows_fit, indexed_ces
+from .mapt import Bmr, MapCe, ce_at, derive_ces, flows_fit, indexed_ces, rule_capacity
 from .topology import (
     Clat,
     Endpoint,
@@ -513,9 +513,25 @@ def _encap_br(host: str, role: MapeBrRole | LwAftrRole, back: tuple[Route, ...])
     )
 
 
-def _mape_br_role() -> MapeBrRole:
-    return MapeBrRole(br_address=BR_ADDRESS, fmrs=(MAPE_BMR,), ipv4_interface="enp5s0f1",
+def _mape_br_role(bmr: Bmr = MAPE_BMR) -> MapeBrRole:
+    return MapeBrRole(br_address=BR_ADDRESS, fmrs=(bmr,), ipv4_interface="enp5s0f1",
                       ipv6_interface="enp5s0f0")
+
+
+def mape_rule(ea_bits: int | None = None) -> Bmr:
+    """The MAP-E rule with `ea_bits` EA bits (None: the reference document's 13): the rule IPv4 prefix stays
+    192.0.2.0/24 (8 bits of IPv4 suffix, ea_bits - 8 of PSID), the rule IPv6 prefix 2001:db8:ce::/51 is
+    shortened (its leading bits kept) where /51 + EA bits would pass /64. ValueError in one line when the EA
+    bits do not fit (fewer than the IPv4 suffix, a PSID beyond 16 bits)."""
+    if ea_bits is None:
+        return MAPE_BMR
+    rule6 = ipaddress.IPv6Network(MAPE_BMR.ipv6_prefix)
+    length = max(0, min(rule6.prefixlen, 64 - ea_bits))
+    try:
+        return Bmr(str(rule6.supernet(new_prefix=length)), MAPE_BMR.ipv4_prefix, ea_bits_len=ea_bits)
+    except ValueError as error:
+        raise ValueError(f"--ea-bits {ea_bits} does not fit the MAP rule (IPv4 {MAPE_BMR.ipv4_prefix}, "
+                         f"IPv6 {rule6.supernet(new_prefix=length)}): {error}") from None
 
 
 def _lwaftr_role(subscribers: int) -> LwAftrRole:
@@ -585,6 +601,16 @@ def lw4o6(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     )
 
 
+# The most CEs (subscribers) a socket tester plays itself: the DUT serves every one of its rule (table); the
+# tester's sockets are dealt over the first PLAYED_MAX of them (an AF_XDP tester computes its own).
+PLAYED_MAX = 1024
+
+
+def _played_note(ces: int) -> str:
+    return (f"the socket tester plays the first {PLAYED_MAX} of the {ces} CEs (subscribers) the DUT serves "
+            "(its sockets are dealt over them)")
+
+
 def _tester_client(played: list[MapCe] | list[Binding], tunnel: TunnelEnd) -> Host:
     """The tester as CEs (lwB4s): their IPv4 addresses (the sources of its sockets); their tunnel addresses
     are routed into the tunnel end (not local: what arrives for them is decapsulated, then delivered)."""
@@ -607,20 +633,30 @@ def _tester_server(tunnel: TunnelEnd, back: Route) -> Host:
                            Forwarding(ipv4=False, ipv6=True), tunnel))
 
 
-def mape_br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
-    """The tester as MAP-E CEs 0 .. ces - 1 (IPv4 in IPv6 from their MAP addresses) -> BR -> IPv4 Knot."""
-    played = indexed_ces(MAPE_BMR, ces)
-    tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", bmr=MAPE_BMR)
+def mape_br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1, ea_bits: int | None = None) -> Topology:
+    """The tester as MAP-E CEs 0 .. ces - 1 (IPv4 in IPv6 from their MAP addresses) -> BR -> IPv4 Knot;
+    `ea_bits`: the rule's EA-bits length (mape_rule)."""
+    bmr = mape_rule(ea_bits)
+    if not 1 <= ces <= rule_capacity(bmr):
+        indexed_ces(bmr, ces)  # raises the one-line refusal
+    played = indexed_ces(bmr, min(ces, PLAYED_MAX))
+    tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", bmr=bmr)
     notes = [_mape_note(c) for c in played[:4]] + ([f"... {ces - 4} more CEs"] if ces > 4 else [])
+    notes += [_played_note(ces)] if ces > PLAYED_MAX else []
     notes.append("until the tester builds encapsulated frames itself, its sockets send IPv4 from the CEs' "
                  "addresses and ports and the client host encapsulates them as the CEs would")
+    if bmr != MAPE_BMR:
+        notes.append(f"rule {' '.join(bmr.rule_fields())} ({ea_bits} EA bits: {bmr.psid_len()}-bit PSIDs; "
+                     f"the rule IPv6 prefix shortened from {MAPE_BMR.ipv6_prefix} so end-user prefixes stay "
+                     "within /64)" if bmr.ipv6_prefix != MAPE_BMR.ipv6_prefix else
+                     f"rule {' '.join(bmr.rule_fields())} ({ea_bits} EA bits)")
     return _single(
         "mape-br",
         f"IPv4-in-IPv6 tester as {ces} MAP-E CE(s) -> BR (MAP-E BR) -> IPv4 server",
         "mape",
         (_tester_client(played, tunnel),
-         _encap_br("dut1", _mape_br_role(), (Route(MAPE_BMR.ipv6_prefix, MAPT_CE_INNER),)),
-         _server_plain(Route(MAPE_BMR.ipv4_prefix, SERVER_GATEWAY))),
+         _encap_br("dut1", _mape_br_role(bmr), (Route(bmr.ipv6_prefix, MAPT_CE_INNER),)),
+         _server_plain(Route(bmr.ipv4_prefix, SERVER_GATEWAY))),
         client_address=played[0].ipv4_address,
         server_address=SERVER,
         tester_subscribers=tuple(played),
@@ -631,9 +667,10 @@ def mape_br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
 def lwaftr(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
     """The tester as lwB4 subscribers 0 .. ces - 1 -> lwAFTR (a binding table of them) -> IPv4 Knot."""
     rule = rule_for(ces)
-    played = list(bindings(rule, ces))
+    played = list(bindings(rule, min(ces, PLAYED_MAX)))
     tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", rule=rule, subscribers=ces)
     notes = [_b4_note(b) for b in played[:4]] + ([f"... {ces - 4} more subscribers"] if ces > 4 else [])
+    notes += [_played_note(ces)] if ces > PLAYED_MAX else []
     return _single(
         "lwaftr",
         f"IPv4-in-IPv6 tester as {ces} lwB4(s) -> lwAFTR -> IPv4 server",
@@ -708,13 +745,17 @@ TESTER_PLAYS_CES = {"br": br, "mape-br": mape_br, "lwaftr": lwaftr}
 
 
 def topology(name: str, nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1,
-             plat_netmap: bool = False) -> Topology:
+             plat_netmap: bool = False, ea_bits: int | None = None) -> Topology:
     """The named testbed; `nat64_prefix` replaces the paper's 64:ff9b::/96 everywhere it appears (the
     encapsulating ones carry IPv4 end to end and use none); `ces`: how many CEs (lw4o6 subscribers) the
     tester plays in `br`, `mape-br`, `lwaftr`; `plat_netmap`: the `plat` topology's PLAT maps its clients
-    one to one onto PLAT_NETMAP (see plat)."""
+    one to one onto PLAT_NETMAP (see plat); `ea_bits`: the MAP-E rule's EA-bits length (`mape-br` only)."""
     if name not in TOPOLOGIES:
         raise ValueError(f"unknown topology {name!r}: choose one of {', '.join(TOPOLOGIES)}")
+    if ea_bits is not None and name != "mape-br":
+        raise ValueError(f"ea_bits applies only to the mape-br topology, not {name}")
+    if ea_bits is not None:
+        return mape_br(nat64_prefix, ces, ea_bits)
     if plat_netmap and name != "plat":
         raise ValueError(f"plat_netmap applies only to the plat topology, not {name}")
     if plat_netmap:

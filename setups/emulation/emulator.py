@@ -52,7 +52,8 @@ class EmulationConfig:
     UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to the chain; its sockets stay
     for the readiness query over loopback). plat_netmap (`plat` only): the PLAT's NAT44 gives each IPv6 client
     its own address of paper.PLAT_NETMAP instead of sharing the paper's one address, whose 64 512 ports bound
-    the UDP flows to one server port (a sessions sweep beyond them).
+    the UDP flows to one server port (a sessions sweep beyond them). ea_bits (`mape-br` only): the MAP-E
+    rule's EA-bits length (paper.mape_rule; None: 13).
     """
 
     topology: str
@@ -69,6 +70,7 @@ class EmulationConfig:
     ces: int = 1
     knot_io: str = "socket"
     plat_netmap: bool = False
+    ea_bits: int | None = None
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
@@ -82,7 +84,7 @@ class EmulationConfig:
 
     def chain_topology(self) -> Topology:
         """The topology these options bring up."""
-        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap)
+        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap, self.ea_bits)
 
     @property
     def effective_nat64_prefix(self) -> str:
