@@ -80,3 +80,32 @@ def test_the_new_topologies_and_their_roles():
     assert topology("mape-ce").host("server").tester_tunnel.side == "br"
     aftr = topology("lwaftr", ces=64).host("dut1").translator
     assert isinstance(aftr, LwAftrRole) and len(aftr.bindings()) == 64
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["mape-br", "--ea-bits", "6"], "--ea-bits 6 does not fit the MAP rule"),
+    (["mape-br", "--ea-bits", "25"], "no room for a 17-bit PSID"),
+    (["mape-br", "--ces", "8193"], "8193 CEs do not fit rule"),
+    (["lwaftr", "--ces", "300000000"], "subscribers do not fit pool 100.64.0.0/10"),
+    (["lwaftr", "--ces", "100000000", "--backend", "bpf"], "binding table of 100000000 entries needs"),
+    (["mape-br", "--backend", "mape-br=tayga"], "backend tayga does not serve the mape-br role"),
+    (["mape", "--ea-bits", "14"], "ea_bits applies only to the mape-br topology"),
+])
+def test_bad_input_is_one_line_before_anything_is_brought_up(argv, message, capsys, monkeypatch):
+    from xlatbench.cli import main
+    from xlatbench.setups.backends import bpf
+
+    monkeypatch.setattr(bpf, "mem_available", lambda: 8 << 30)  # 8 GiB available: 100 M bindings do not fit
+    assert main(["setup", "render", *argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_a_16m_ce_rule_renders_without_holding_16m_ces(capsys):
+    from xlatbench.cli import main
+
+    t = topology("mape-br", ces=1 << 24, ea_bits=24)
+    assert len(t.tester_subscribers) == 1024 and t.host("dut1").translator.fmrs[0].rule_fields() == \
+        ["2001:db8::/40", "192.0.2.0/24", "24", "0"]
+    assert main(["setup", "render", "mape-br", "--ces", str(1 << 24), "--ea-bits", "24"]) == 0
+    assert "the socket tester plays the first 1024 of the 16777216 CEs" in capsys.readouterr().out
