@@ -101,6 +101,21 @@ def test_bad_input_is_one_line_before_anything_is_brought_up(argv, message, caps
     assert message in err and len(err.splitlines()) == 1, err
 
 
+def test_the_socket_tester_plays_the_ces_ipv4_addresses_and_port_sets():
+    from xlatbench.scripts.xlatperf import place_args
+    from xlatbench.setups.chain import place_tester
+
+    place = place_tester(topology("mape-br", ces=2), "socket", 4, None)
+    assert place.ce
+    assert place_args(place) == ["--source", "192.0.2.0,1024-2047", "--source", "192.0.2.0,2048-4095"]
+    assert place_args(place_tester(topology("lwaftr"), "socket", 4, None)) == \
+        ["--bind", "192.0.2.0", "--first-port", "1024"]
+    with pytest.raises(ValueError, match="AF_XDP frames would skip that"):
+        place_tester(topology("mape-br"), "xdp", 4, None)
+    with pytest.raises(ValueError, match="owns only ports 0-0, which a socket cannot bind"):
+        place_tester(topology("mape-br", ces=2, ea_bits=24), "socket", 4, None)
+
+
 def test_a_16m_ce_rule_renders_without_holding_16m_ces(capsys):
     from xlatbench.cli import main
 
