@@ -359,8 +359,13 @@ class BpfBackend(BackendBase):
         return found if isinstance(found, str) else None
 
     def with_binary(self, argv: Argv, binary: str) -> Argv:
-        """The host's own object in `bpftool prog loadall OBJECT PINS ...`."""
-        return (*argv[:3], binary, *argv[4:]) if argv[:3] == ("bpftool", "prog", "loadall") else argv
+        """The host's own object in `bpftool prog loadall OBJECT PINS ...`: `binary` (the host's siit.bpf.o)
+        for the SIIT, the encap.bpf.o beside it for a tunnel end."""
+        if argv[:3] != ("bpftool", "prog", "loadall"):
+            return argv
+        if Path(argv[3]).name == encap_object_path().name:
+            binary = str(Path(binary).parent / encap_object_path().name)
+        return (*argv[:3], binary, *argv[4:])
 
     def pins(self, host: str, ctx: RenderContext) -> str:
         """Directory of this host's pinned program (`siit`) and maps (`maps/siit_*`)."""

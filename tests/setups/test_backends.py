@@ -90,6 +90,8 @@ def test_bpf_steps_have_their_undo_and_take_a_hosts_own_object() -> None:
     assert undo_line(Cmd(load)) == f"rm -rf {pins}"
     assert bpf.with_binary(load, "/opt/o.o")[3] == "/opt/o.o" and bpf.with_binary(load, "/opt/o.o")[4] == pins
     assert bpf.with_binary(("tc", "qdisc"), "/opt/o.o") == ("tc", "qdisc")
+    encap = ("bpftool", "prog", "loadall", "/build/bpf/encap.bpf.o", pins, "type", "classifier")
+    assert bpf.with_binary(encap, "/opt/siit.bpf.o")[3] == "/opt/encap.bpf.o"
     assert undo_line(Cmd(("bpftool", "map", "update", "pinned", f"{pins}/maps/siit_config", "key"))) is None
     assert undo_line(Cmd(("tc", "qdisc", "add", "dev", "xlatbench-siit1", "clsact"))) == \
         "tc qdisc del dev xlatbench-siit1 clsact"
