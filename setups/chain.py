@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .mapt import tester_port_ranges
-from .topology import Topology
+from .topology import Topology, tester_port_range
 
 
 class Chain(Protocol):
@@ -163,6 +163,22 @@ def place_tester(chain: Topology, io: str, flows: int, first_port: int | None) -
         sources = tuple(TesterSource(ce.map_address, ce.map_address, tuple(its))
                         for ce, its in zip(chain.tester_ces, ranges, strict=True))
         return TesterPlace(interface, sources, ce=True)
+    if chain.tester_subscribers:
+        if io == "xdp":
+            raise ValueError(f"the {chain.name} chain's tester plays MAP-E CEs or lwB4s: its sockets send "
+                             "IPv4 that the client host encapsulates; AF_XDP frames would skip that (use "
+                             "io = 'socket' until the tester encapsulates itself)")
+        ranges = [tester_port_range(s) for s in chain.tester_subscribers]
+        played = chain.tester_subscribers
+        empty = [s for s, (first, last) in zip(played, ranges, strict=True) if first > last]
+        if empty:
+            ce, (first, last) = empty[0], empty[0].port_ranges[0]
+            raise ValueError(f"{chain.name}: the CE of {ce.ipv4_address} PSID {ce.psid} owns only "
+                             f"ports {first}-{last}, which a socket cannot bind (port 0): play more CEs or a "
+                             "rule with fewer PSID bits")
+        sources = tuple(TesterSource(s.ipv4_address, s.ipv4_address, (r,))
+                        for s, r in zip(chain.tester_subscribers, ranges, strict=True))
+        return TesterPlace(None, sources, ce=True)
     if interface is None:
         return TesterPlace()
     addresses, ports = xdp_flow_sources(chain, flows, first_port)

@@ -30,6 +30,20 @@ EMULATION_DEFAULT = "tayga"  # runs on this machine (no kernel modules needed)
 TESTBED_DEFAULT = "jool"  # the paper's implementation
 
 
+def default_for(role: str) -> str:
+    """The emulation's default backend for `role` when it serves it, else the first one that does."""
+    for name in (EMULATION_DEFAULT, *REGISTRY):
+        if role in make(name).roles:
+            return name
+    raise ValueError(f"no backend serves the {role} role")
+
+
+def tunnel_end() -> Backend:
+    """The backend that renders the emulation's own tunnel ends (topology.TunnelEnd) of the single-DUT
+    MAP-E and lw4o6 topologies: the tester's side, not a DUT."""
+    return BpfBackend()
+
+
 def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...procs import alive
 from ...zones import KnotConfig, KnotServer, check_io
-from ..backends import Process, RenderContext, linux
+from ..backends import Process, RenderContext, linux, registry
 from ..backends.registry import EMULATION_DEFAULT
 from ..chain import client_interface, server_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
@@ -52,7 +52,8 @@ class EmulationConfig:
     UDP sockets) or "xdp" (Knot's XDP mode on the server namespace's interface to the chain; its sockets stay
     for the readiness query over loopback). plat_netmap (`plat` only): the PLAT's NAT44 gives each IPv6 client
     its own address of paper.PLAT_NETMAP instead of sharing the paper's one address, whose 64 512 ports bound
-    the UDP flows to one server port (a sessions sweep beyond them).
+    the UDP flows to one server port (a sessions sweep beyond them). ea_bits (`mape-br` only): the MAP-E
+    rule's EA-bits length (paper.mape_rule; None: 13).
     """
 
     topology: str
@@ -69,6 +70,7 @@ class EmulationConfig:
     ces: int = 1
     knot_io: str = "socket"
     plat_netmap: bool = False
+    ea_bits: int | None = None
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
@@ -82,7 +84,7 @@ class EmulationConfig:
 
     def chain_topology(self) -> Topology:
         """The topology these options bring up."""
-        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap)
+        return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap, self.ea_bits)
 
     @property
     def effective_nat64_prefix(self) -> str:
@@ -223,6 +225,9 @@ class Emulation:
     def preflight(self) -> None:
         if os.geteuid() != 0:
             raise EmulationError("setup up needs root (namespaces, sysctls, cgroups)")
+        refusal = self.choice.refusal(self.topology)
+        if refusal:
+            raise EmulationError(refusal)
         for role in self.topology.translators().values():
             reason = self.choice.runtime(role).unavailable()
             if reason:
@@ -345,12 +350,19 @@ class Emulation:
         return found
 
     def translator_counters(self) -> dict[str, dict[str, int]]:
-        """"host:translator" -> the translator's own counters, for the backends that keep any."""
+        """"host:translator" -> the translator's own counters, for the backends that keep any; and
+        "host:tunnel_end" -> those of the emulation's own tunnel end of a host (the tester's side of an
+        encapsulating single-DUT topology)."""
         found = {}
         for host, role in self.topology.translators().items():
             counts = self.choice.counters(role).counters(host, self.ctx)
             if counts:
                 found[f"{host}:translator"] = counts
+        for host in self.topology.hosts:
+            if host.tester_tunnel is not None:
+                counts = registry.tunnel_end().counters(host.name, self.ctx)
+                if counts:
+                    found[f"{host.name}:tunnel_end"] = counts
         return found
 
     def translator_run_times(self) -> dict[str, tuple[int, int]]:

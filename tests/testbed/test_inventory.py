@@ -48,7 +48,8 @@ def test_good_inventory_parses() -> None:
     assert inv.hosts["dut1"].backend.name == "jool"
     assert inv.hosts["dut2"].backend.name == "tayga"
     choice = inv.backends()  # the hosts' instances, per role: CLAT/CE dut1's, PLAT/BR dut2's
-    assert choice.spec() == "clat=jool,ce=jool,plat=tayga,br=tayga"
+    assert choice.spec() == ("clat=jool,ce=jool,mape-ce=jool,lwb4=jool,plat=tayga,br=tayga,mape-br=tayga,"
+                             "lwaftr=tayga")
     assert choice.by_role["clat"] is inv.hosts["dut1"].backend
     assert choice.by_role["br"] is inv.hosts["dut2"].backend
     assert inv.statefile("dut2") == "/run/xlatbench-testbed/lab/dut2/undo.sh"
@@ -64,7 +65,7 @@ BAD = [
     ("topology", "nat46", "topology: set it to one of baseline, 464xlat, mapt"),
     # Single-DUT topologies: one line before anything (was a KeyError traceback in dry-run, up, campaign).
     *[("topology", single, f"topology: {single} has a single DUT, which the four-host testbed path does not "
-       "run yet: use one of baseline, 464xlat, mapt, or measure")
+       "run yet: use one of baseline, 464xlat, mapt, mape, lw4o6, or measure")
       for single in ("plat", "clat", "ce", "br")],
     ("colour", "red", "colour: unknown key"),
     ("hosts.router", {"ssh": "r"}, "hosts.router: unknown role"),
