@@ -159,7 +159,7 @@ TEST_CASE("bad rules are refused in one line", "[encap]") {
     CHECK(refusal("map-t", kPaperRule, 1).find("map-e or lw4o6") != std::string::npos);
     CHECK(refusal("map-e", kPaperRule, 1, 2048).find("more than the 2047 ports") != std::string::npos);
     CHECK(refusal("map-e", kPaperRule, 1, 0, "192.0.2.1").find("--encap-br") != std::string::npos);
-    CHECK(refusal("lw4o6", "2001:db8:b4::/64,192.0.2.0/24,5,0", 8193).find("more CEs") != std::string::npos);
+    CHECK(refusal("lw4o6", "2001:db8:b4::/64,192.0.2.0/24,5,0", 8193).find("more subscribers than the IPv4 pool /24") != std::string::npos);
     for (const std::string& why : {refusal("map-e", "x,y,z,w", 1), refusal("map-e", kPaperRule, 0)}) {
         CHECK(!why.empty());
         CHECK(why.find('\n') == std::string::npos);

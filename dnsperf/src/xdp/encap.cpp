@@ -134,10 +134,15 @@ EncapRule parse_encap_rule(const std::string& mode, const std::string& rule_arg,
     }
     const std::uint64_t held = r.ea_bits >= 63 ? ~std::uint64_t{0} : std::uint64_t{1} << r.ea_bits;
     if (ces == 0) fail("--encap-ces must be at least 1");
-    if (ces > held) {
+    if (ces > held && r.kind == EncapKind::map_e) {
         fail("--encap-ces " + std::to_string(ces) + " is more CEs than the rule holds (" + std::to_string(held) +
              ": 2^" + std::to_string(r.ea_bits) + ", " + std::to_string(suffix_bits) + " IPv4 suffix bits + " +
              std::to_string(r.psid_length) + " PSID bits)");
+    }
+    if (ces > held) {
+        fail("--encap-ces " + std::to_string(ces) + " is more subscribers than the IPv4 pool /" +
+             std::to_string(r.ipv4_length) + " with " + std::to_string(r.psid_length) + " PSID bits holds (" +
+             std::to_string(held) + "); give a larger pool (e.g. 100.64.0.0/10)");
     }
     if (r.kind == EncapKind::lw4o6 && r.ipv6_length < 64 && 128 - r.ipv6_length < 64 &&
         ces + 1 >= (std::uint64_t{1} << (128 - r.ipv6_length))) {
