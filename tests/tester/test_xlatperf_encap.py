@@ -97,3 +97,5 @@ def test_replies_encapsulated_to_the_wrong_ce_are_counted_as_such(br_link, run_x
     assert peer["wrong_ce_sent"] == QUERIES // 10
     assert io["encap"]["wrong_ce"] == QUERIES // 10 == io["frame_errors"]["wrong_ce"]
     assert result["totals"]["valid"] == QUERIES - QUERIES // 10, json.dumps(result["totals"])
+    said = f"{QUERIES // 10} replies were encapsulated to another CE"
+    assert any(w.startswith(said) for w in result["warnings"]), result["warnings"]
