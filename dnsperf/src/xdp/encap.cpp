@@ -11,6 +11,20 @@ namespace {
 
 [[noreturn]] void fail(const std::string& why) { throw std::invalid_argument(why); }
 
+std::uint64_t load64(const std::uint8_t* p) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+    return v;
+}
+
+void store64(std::uint8_t* p, std::uint64_t v) {
+    for (int i = 7; i >= 0; --i) {
+        p[i] = static_cast<std::uint8_t>(v);
+        v >>= 8;
+    }
+}
+
+
 std::vector<std::string> split(const std::string& text, char by) {
     std::vector<std::string> out;
     std::size_t at = 0;
@@ -42,19 +56,6 @@ void parse_prefix(const std::string& text, int family, std::uint8_t* bytes, unsi
     length = small_number(text.substr(slash + 1), most, what + " length");
     for (unsigned bit = length; bit < most; ++bit) {
         if ((bytes[bit / 8] >> (7 - bit % 8)) & 1u) fail(what + " '" + text + "' has bits set after its length");
-    }
-}
-
-// Writes `count` bits of `value` (its low bits, most significant first) from bit `start` on.
-void put_bits(Ipv6& address, unsigned start, unsigned count, std::uint64_t value) {
-    for (unsigned b = 0; b < count; ++b) {
-        const unsigned bit = start + b;
-        const auto mask = static_cast<std::uint8_t>(0x80u >> (bit % 8));
-        if ((value >> (count - 1 - b)) & 1u) {
-            address[bit / 8] |= mask;
-        } else {
-            address[bit / 8] &= static_cast<std::uint8_t>(~mask);
-        }
     }
 }
 
@@ -164,6 +165,8 @@ EncapRule parse_encap_rule(const std::string& mode, const std::string& rule_arg,
 CeSpace::CeSpace(const EncapRule& rule) : rule_(rule) {
     m_ = 16 - rule.psid_offset - rule.psid_length;
     set_size_ = (rule.psid_offset == 0 ? 1u : (1u << rule.psid_offset) - 1) * (std::uint64_t{1} << m_);
+    prefix_high_ = load64(rule.ipv6_prefix.data());
+    prefix_low_ = load64(rule.ipv6_prefix.data() + 8);
     if (rule.ces == 0 || rule.ports_per_ce == 0 || rule.ports_per_ce > set_size_) {
         throw std::invalid_argument("CE space: no CEs, or more ports per CE than a set holds");
     }
@@ -193,25 +196,19 @@ bool CeSpace::port_place(std::uint16_t port, std::uint16_t& psid, std::uint64_t&
     return true;
 }
 
+// Word arithmetic, no bit loop: this runs for every query and every reply.
 Ipv6 CeSpace::address(std::uint64_t number) const {
-    Ipv6 out = rule_.ipv6_prefix;
+    Ipv6 out{};
     if (rule_.kind == EncapKind::map_e) {
+        // The EA bits end at bit ipv6_length + ea_bits <= 64 of the end-user prefix (subnet ID 0).
+        const unsigned shift = 64 - rule_.ipv6_length - rule_.ea_bits;
+        store64(out.data(), prefix_high_ | (number << shift));
         const Ce c = ce(number);
-        put_bits(out, rule_.ipv6_length, rule_.ea_bits, number);  // the EA bits: IPv4 suffix, then PSID
-        for (unsigned i = 8; i < 16; ++i) out[i] = 0;
-        out[10] = static_cast<std::uint8_t>(c.ipv4 >> 24);
-        out[11] = static_cast<std::uint8_t>(c.ipv4 >> 16);
-        out[12] = static_cast<std::uint8_t>(c.ipv4 >> 8);
-        out[13] = static_cast<std::uint8_t>(c.ipv4);
-        out[14] = static_cast<std::uint8_t>(c.psid >> 8);
-        out[15] = static_cast<std::uint8_t>(c.psid);
+        store64(out.data() + 8, (std::uint64_t{c.ipv4} << 16) | c.psid);  // 16 zero bits, IPv4, PSID
     } else {
-        std::uint64_t carry = number + 1;  // interface ID i + 1, added to the prefix
-        for (int i = 15; i >= 0 && carry != 0; --i) {
-            const std::uint64_t sum = out[static_cast<std::size_t>(i)] + (carry & 0xffu);
-            out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(sum);
-            carry = (carry >> 8) + (sum >> 8);
-        }
+        const std::uint64_t low = prefix_low_ + number + 1;  // interface ID i + 1, added to the prefix
+        store64(out.data(), prefix_high_ + (low < prefix_low_ ? 1 : 0));
+        store64(out.data() + 8, low);
     }
     return out;
 }

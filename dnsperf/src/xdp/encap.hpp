@@ -94,6 +94,8 @@ private:
     EncapRule rule_;
     unsigned m_ = 0;                 // 16 - a - k
     std::uint64_t set_size_ = 0;
+    std::uint64_t prefix_high_ = 0;  // the rule IPv6 prefix's first and last 64 bits
+    std::uint64_t prefix_low_ = 0;
 };
 
 }  // namespace xlatperf::xdp
