@@ -1,8 +1,9 @@
-"""A self-contained MAP-E BR for the encapsulating tester's known answers (run in the server namespace).
+"""A self-contained MAP-E BR (or lwAFTR) for the encapsulating tester's known answers (server namespace).
 
 It reads IPv4-in-IPv6 frames (next header 4) to the BR's address from an AF_PACKET socket, checks each one
 as RFC 7597 §8.1 has a BR do — the outer source must be the MAP address that the inner IPv4 source and source
-port give under the rule (the rule's arithmetic is setups/mapt.py's, independent of the tester's C++) —
+port give under the rule (the rule's arithmetic is setups/mapt.py's, independent of the tester's C++; with
+--lw4o6 the lwB4 address bound to that IPv4 address and PSID, setups/lw4o6.py's binding arithmetic) —
 answers the DNS query itself (one AAAA record), and encapsulates the reply from the BR's address to the MAP
 address of the reply's inner destination and port. Faults with a known answer:
   --drop-below N   a BR whose idea of each CE's port set lacks the set's first N ports: it drops (and counts)
@@ -21,6 +22,7 @@ import socket
 import struct
 import sys
 
+from xlatbench.setups.lw4o6 import Lw4o6Rule, binding
 from xlatbench.setups.mapt import Bmr, map_ce
 
 ETH_P_IPV6 = 0x86DD
@@ -53,11 +55,37 @@ class Rule:
         psid = (port >> self.m) & ((1 << self.k) - 1)
         return (suffix << self.k) | psid
 
+    def address(self, ea: int) -> tuple[str, tuple[tuple[int, int], ...]]:
+        """The CE's MAP address and port set."""
+        ce = self.ce(ea)
+        return ce.map_address, ce.port_ranges
+
     def ce(self, ea: int):
         shift = 128 - self.v6.prefixlen - self.bmr.ea_bits_len
         eup = ipaddress.IPv6Network((int(self.v6.network_address) | (ea << shift),
                                      self.v6.prefixlen + self.bmr.ea_bits_len))
         return map_ce(self.bmr, str(eup))
+
+
+class Bindings:
+    """The lwAFTR's binding table as arithmetic (setups/lw4o6.py): subscriber (suffix << k) | PSID."""
+
+    def __init__(self, rule: Lw4o6Rule) -> None:
+        self.rule = rule
+        self.v4 = ipaddress.IPv4Network(rule.ipv4_pool)
+        self.k = rule.psid_len
+        self.m = 16 - rule.psid_offset - self.k
+        self.capacity = rule.capacity()
+
+    def ea_of(self, ipv4: bytes, port: int) -> int | None:
+        suffix = int.from_bytes(ipv4, "big") - int(self.v4.network_address)
+        if not 0 <= suffix < self.v4.num_addresses:
+            return None
+        return (suffix << self.k) | ((port >> self.m) & ((1 << self.k) - 1))
+
+    def address(self, index: int) -> tuple[str, tuple[tuple[int, int], ...]]:
+        b = binding(self.rule, index % self.capacity)
+        return b.b4_address, b.port_ranges
 
 
 def answer(query: bytes) -> bytes | None:
@@ -78,12 +106,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--interface", required=True)
     parser.add_argument("--rule", required=True, help="IPV6PREFIX,IPV4PREFIX,EABITS,PSIDOFFSET")
+    parser.add_argument("--lw4o6", action="store_true", help="--rule is B4PREFIX,POOL,PSIDLEN,PSIDOFFSET")
     parser.add_argument("--br", required=True)
     parser.add_argument("--drop-below", type=int, default=0)
     parser.add_argument("--wrong-ce-every", type=int, default=0)
     args = parser.parse_args()
-    v6, v4, ea_len, offset = args.rule.split(",")
-    rule = Rule(Bmr(v6, v4, int(ea_len), int(offset)))
+    v6, v4, bits, offset = args.rule.split(",")
+    rule: Rule | Bindings = (Bindings(Lw4o6Rule(v4, int(bits), int(offset), v6)) if args.lw4o6
+                             else Rule(Bmr(v6, v4, int(bits), int(offset))))
+    wrap = 1 << (rule.bmr.ea_bits_len if isinstance(rule, Rule) else 62)
     br = ipaddress.IPv6Address(args.br).packed
     counts = {"received": 0, "answered": 0, "bad_source": 0, "dropped_port": 0, "wrong_ce_sent": 0}
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IPV6))
@@ -112,11 +143,11 @@ def main() -> int:
         src4, dst4 = inner[12:16], inner[16:20]
         sport, dport = struct.unpack("!HH", inner[ihl:ihl + 4])
         ea = rule.ea_of(src4, sport)
-        ce = rule.ce(ea) if ea is not None else None
-        if ce is None or ipaddress.IPv6Address(outer[8:24]) != ipaddress.IPv6Address(ce.map_address):
+        where = rule.address(ea) if ea is not None else None
+        if where is None or ipaddress.IPv6Address(outer[8:24]) != ipaddress.IPv6Address(where[0]):
             counts["bad_source"] += 1
             continue
-        first, _ = next(r for r in ce.port_ranges if r[0] <= sport <= r[1])
+        first, _ = next(r for r in where[1] if r[0] <= sport <= r[1])
         if sport - first < args.drop_below:
             counts["dropped_port"] += 1
             continue
@@ -124,9 +155,9 @@ def main() -> int:
         if dns is None:
             continue
         counts["answered"] += 1
-        target = ce
+        target = where[0]
         if args.wrong_ce_every and counts["answered"] % args.wrong_ce_every == 0:
-            target = rule.ce((ea + 1) % (1 << rule.bmr.ea_bits_len))
+            target = rule.address((ea + 1) % wrap)[0]
             counts["wrong_ce_sent"] += 1
         udp_len = 8 + len(dns)
         ip4 = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0, dst4, src4))
@@ -136,7 +167,7 @@ def main() -> int:
         udp[6:8] = struct.pack("!H", checksum(pseudo + bytes(udp)) or 0xFFFF)
         payload = bytes(ip4) + bytes(udp)
         ip6 = struct.pack("!IHBB16s16s", 0x60000000, len(payload), 4, 64, br,
-                          ipaddress.IPv6Address(target.map_address).packed)
+                          ipaddress.IPv6Address(target).packed)
         sock.send(frame[6:12] + frame[0:6] + frame[12:14] + ip6 + payload)
     print(json.dumps(counts), flush=True)
     return 0

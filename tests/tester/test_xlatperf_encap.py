@@ -8,7 +8,8 @@ of each set = 512 flows, 2048 queries (4 whole rounds of the RFC 4814 pseudorand
 takes exactly 4 queries. Known answers: every query valid and every outer source right; a BR that takes the
 first 32 of those 64 ports for outside the port set drops exactly half (1024), and the tester loses exactly
 those; a BR that encapsulates every 10th reply to the next CE makes the tester count exactly 204 wrong-CE
-replies (io.encap.wrong_ce) and match none of them.
+replies (io.encap.wrong_ce) and match none of them. The same for 8 lw4o6 subscribers (the peer checks the
+binding with setups/lw4o6.py) with every 8th reply to the next subscriber: exactly 256 wrong-CE replies.
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ def br_link(link: XdpLink) -> Iterator[XdpLink]:
     yield link  # the route goes with the veth
 
 
-def run_with_peer(link: XdpLink, run_xlatperf, *peer_args: str):
-    peer = subprocess.Popen(link.inside(sys.executable, str(PEER), "--interface", link.inner, "--rule", RULE,
-                                        "--br", BR, *peer_args), stdout=subprocess.PIPE, text=True)
+def run_with_peer(link: XdpLink, run_xlatperf, *peer_args: str, mode: str = "map-e", rule: str = RULE):
+    lw4o6 = ("--lw4o6",) if mode == "lw4o6" else ()
+    peer = subprocess.Popen(link.inside(sys.executable, str(PEER), "--interface", link.inner, "--rule", rule,
+                                        "--br", BR, *lw4o6, *peer_args), stdout=subprocess.PIPE, text=True)
     try:
         assert peer.stdout is not None and peer.stdout.readline().strip() == "ready"
         run = run_xlatperf("--server", SERVER_V4, "--io", "xdp", "--xdp-interface", link.outer,
-                           "--encap", "map-e", "--encap-rule", RULE, "--encap-ces", str(CES),
+                           "--encap", mode, "--encap-rule", rule, "--encap-ces", str(CES),
                            "--encap-ports", str(PORTS), "--encap-br", BR, "--flow-order", "pseudorandom",
                            "--rate", "1000", "--queries", str(QUERIES), "--max-lag", "0.5", "--quiet")
     finally:
@@ -99,3 +101,14 @@ def test_replies_encapsulated_to_the_wrong_ce_are_counted_as_such(br_link, run_x
     assert result["totals"]["valid"] == QUERIES - QUERIES // 10, json.dumps(result["totals"])
     said = f"{QUERIES // 10} replies were encapsulated to another CE"
     assert any(w.startswith(said) for w in result["warnings"]), result["warnings"]
+
+
+def test_lw4o6_subscribers_are_answered_and_a_wrong_binding_is_counted(br_link, run_xlatperf, validator):
+    # lwB4s 0..7 of 2001:db8:b4::/64 (interface IDs 1..8), pool 192.0.2.0/24, 5 PSID bits; every 8th reply to
+    # the next subscriber's lwB4 address.
+    result, peer = run_with_peer(br_link, run_xlatperf, "--wrong-ce-every", "8", mode="lw4o6",
+                                 rule="2001:db8:b4::/64,192.0.2.0/24,5,0")
+    io = check_common(result, validator, peer)
+    assert io["encap"]["mode"] == "lw4o6"
+    assert peer["wrong_ce_sent"] == QUERIES // 8 == io["encap"]["wrong_ce"]
+    assert result["totals"]["valid"] == QUERIES - QUERIES // 8, json.dumps(result["totals"])
