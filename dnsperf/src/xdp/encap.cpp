@@ -120,6 +120,7 @@ EncapRule parse_encap_rule(const std::string& mode, const std::string& rule_arg,
     } else {
         r.psid_length = small_number(parts[2], 16, "--encap-rule PSID length");
         r.ea_bits = suffix_bits + r.psid_length;
+        // At most /64: 2^64 interface IDs hold every subscriber count the pool can.
         if (r.ipv6_length > 64) fail("--encap-rule: the lwB4 prefix /" + std::to_string(r.ipv6_length) + " is longer than /64");
     }
     if (r.psid_length + r.psid_offset > 16) {
@@ -144,10 +145,6 @@ EncapRule parse_encap_rule(const std::string& mode, const std::string& rule_arg,
         fail("--encap-ces " + std::to_string(ces) + " is more subscribers than the IPv4 pool /" +
              std::to_string(r.ipv4_length) + " with " + std::to_string(r.psid_length) + " PSID bits holds (" +
              std::to_string(held) + "); give a larger pool (e.g. 100.64.0.0/10)");
-    }
-    if (r.kind == EncapKind::lw4o6 && r.ipv6_length < 64 && 128 - r.ipv6_length < 64 &&
-        ces + 1 >= (std::uint64_t{1} << (128 - r.ipv6_length))) {
-        fail("--encap-ces " + std::to_string(ces) + " lwB4 addresses do not fit the prefix /" + std::to_string(r.ipv6_length));
     }
     if (ports_per_ce == 0) ports_per_ce = usable;
     if (ports_per_ce > usable) {
