@@ -125,12 +125,14 @@ def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: Rend
     if ctx.world == "real":
         for child in topology.children(host.name):
             steps += _nested_subhost(topology, host, child, choice, ctx)
+    role = host.translator
+    backend = choice.renderer(role) if role is not None else None
     for item in host.items:
-        role = host.translator
-        if role is not None and item is role:
-            steps += choice.renderer(role).render(role, host, ctx)
+        if backend is not None and item is role:
+            steps += backend.render(role, host, ctx)
         else:
-            steps += linux.render_item(item)
+            own = backend.render_item(item, host, ctx) if backend is not None else None
+            steps += own if own is not None else linux.render_item(item)
     return steps
 
 
