@@ -111,7 +111,7 @@ def config_value(prefix: str | None, pool: str | None) -> bytes:
 
 class BpfBackend(BackendBase):
     name = "bpf"
-    roles = frozenset({"clat", "plat", "ce", "br"})
+    roles = frozenset({"clat", "plat", "ce", "br", "mape-ce", "mape-br", "lwb4", "lwaftr"})
     execution_model = EXECUTION_MODEL
     own_build = "the compiled program object (build/bpf/siit.bpf.o of the same commit)"
     # siit.bpf.c computes the checksum of IPv4 UDP without one (to 1536 bytes; longer: dropped).

@@ -41,6 +41,14 @@ EMULATION_DEFAULT = "tayga"  # runs on this machine (no kernel modules needed)
 TESTBED_DEFAULT = "jool"  # the paper's implementation
 
 
+def default_for(role: str) -> str:
+    """The emulation's default backend for `role` when it serves it, else the first one that does."""
+    for name in (EMULATION_DEFAULT, *REGISTRY):
+        if role in make(name).roles:
+            return name
+    raise ValueError(f"no backend serves the {role} role")
+
+
 def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 

@@ -133,7 +133,8 @@ class Inventory:
     def backends(self) -> BackendChoice:
         """The DUTs' backend instances per translator role: CLAT/CE are dut1's, PLAT/BR dut2's."""
         d1, d2 = self.hosts["dut1"].backend, self.hosts["dut2"].backend
-        return BackendChoice.of_roles({"clat": d1, "ce": d1, "plat": d2, "br": d2})
+        return BackendChoice.of_roles({"clat": d1, "ce": d1, "mape-ce": d1, "lwb4": d1,
+                                       "plat": d2, "br": d2, "mape-br": d2, "lwaftr": d2})
 
 
 def load_inventory(path: str | Path) -> Inventory:
