@@ -106,6 +106,9 @@ def _render(args: argparse.Namespace) -> int:
         return netns_render(args, choice)
     prefix = args.nat64_prefix or choice.default_prefix() or WELL_KNOWN_PREFIX
     topo = topology(args.topology, prefix, args.ces, args.plat_netmap)
+    refusal = choice.refusal(topo)
+    if refusal:
+        raise ValueError(refusal)
     for comment in header(topo, choice):
         print(comment.shell())
     dry = DryRun()

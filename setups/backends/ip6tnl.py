@@ -33,7 +33,8 @@ def tunnel_name(ctx: RenderContext, role: Translator) -> str:
     """The tunnel device (at most 15 characters, as the kernel takes them)."""
     name = f"{ctx.prefix}-{'mape' if isinstance(role, MapeCeRole) else 'lwb4'}"
     if len(name) > 15:
-        raise ValueError(f"tunnel name {name!r} is longer than the kernel's 15 characters: use a shorter prefix")
+        raise ValueError(f"tunnel name {name!r} is longer than the kernel's 15 characters: use a shorter "
+                         "prefix")
     return name
 
 
@@ -54,7 +55,8 @@ class Ip6tnlBackend(BackendBase):
         return "the host's kernel (ip6_tunnel)"
 
     def describe(self, role: Translator) -> dict[str, object]:
-        return {"implementation": "ip6tnl", **declared(self), "module": "ip6_tunnel", "version": self.version()}
+        return {"implementation": "ip6tnl", **declared(self), "module": "ip6_tunnel",
+                "version": self.version()}
 
     def unavailable(self) -> str | None:
         if os.path.isdir("/sys/module/ip6_tunnel") or os.path.exists("/sys/class/net/ip6tnl0"):
@@ -80,8 +82,9 @@ class Ip6tnlBackend(BackendBase):
         """Whether the kernel has ip6_tunnel: loaded (or built in: it has parameters, so /sys/module shows
         it), listed as built in, or installed as a module rtnetlink can load."""
         return [
-            'echo "ip6tnl=$(if [ -d /sys/module/ip6_tunnel ] || [ -e /sys/class/net/ip6tnl0 ]; then echo loaded; '
-            "elif grep -qs '/ip6_tunnel[.]ko' \"/lib/modules/$(uname -r)/modules.builtin\"; then echo builtin; "
+            'echo "ip6tnl=$(if [ -d /sys/module/ip6_tunnel ] || [ -e /sys/class/net/ip6tnl0 ]; then '
+            "echo loaded; elif grep -qs '/ip6_tunnel[.]ko' \"/lib/modules/$(uname -r)/modules.builtin\"; "
+            "then echo builtin; "
             'elif modprobe -n -q ip6_tunnel 2>/dev/null; then echo installed; else echo absent; fi)"',
         ]
 
@@ -96,6 +99,6 @@ class Ip6tnlBackend(BackendBase):
                            facts: Mapping[str, str]) -> list[str]:
         if facts.get("ip6tnl", "absent") in ("loaded", "builtin", "installed"):
             return []
-        return [f"{role}: the kernel has no ip6tnl (IPv4-in-IPv6 tunnel, CONFIG_IPV6_TUNNEL: module ip6_tunnel "
-                "neither loaded, built in nor installed), which the ip6tnl backend's CE/lwB4 needs: boot a "
-                "kernel with it (Debian's has the module), or use backend = \"bpf\""]
+        return [f"{role}: the kernel has no ip6tnl (IPv4-in-IPv6 tunnel, CONFIG_IPV6_TUNNEL: module "
+                "ip6_tunnel neither loaded, built in nor installed), which the ip6tnl backend's CE/lwB4 "
+                "needs: boot a kernel with it (Debian's has the module), or use backend = \"bpf\""]

@@ -88,7 +88,8 @@ class VppBackend(BackendBase):
     accepts_zero_udp_checksum = True
 
     def version(self) -> str:
-        return "as installed on the real host (vppctl show version; the reference document ran VPP's MAP plugin)"
+        return ("as installed on the real host (vppctl show version; the reference document ran VPP's MAP "
+                "plugin)")
 
     def notes(self, role: Translator) -> list[str]:
         return ["vpp: the host's test interfaces join VPP as af_packet host interfaces (host-IF); every "
@@ -183,8 +184,7 @@ class VppBackend(BackendBase):
         run, words = argv[:2], argv[2:]
         if words[:2] == ("create", "host-interface"):
             return shlex.join((*run, "delete", "host-interface", "name", words[3]))
-        if words[:4] == ("set", "interface", "state", words[3]) or words[:1] == ("map",) and \
-                words[1:3] == ("add", "rule"):
+        if words[:3] == ("set", "interface", "state") or words[:3] == ("map", "add", "rule"):
             return None  # goes with the host interface / the domain
         if words[:4] == ("set", "interface", "ip", "address"):
             return shlex.join((*run, "set", "interface", "ip", "address", "del", *words[4:]))
@@ -206,7 +206,8 @@ class VppBackend(BackendBase):
             'echo "vpp_vppctl=$(command -v vppctl || echo absent)"',
             'echo "vpp_version=$( (vppctl show version 2>/dev/null || echo absent) | head -n 1)"',
             "echo \"vpp_map_plugin=$(vppctl show plugins 2>/dev/null | grep -c 'map_plugin')\"",
-            "echo \"vpp_domains=$(vppctl show map domain 2>/dev/null | grep -o 'tag {[^}]*}' | tr '\\n' ' ')\"",
+            "echo \"vpp_domains=$(vppctl show map domain 2>/dev/null | grep -o 'tag {[^}]*}' | "
+            "tr '\\n' ' ')\"",
         ]
 
     def preflight_report(self, facts: Mapping[str, str]) -> object | None:
@@ -227,8 +228,9 @@ class VppBackend(BackendBase):
         """One line for what is missing first: vppctl, a VPP answering on it, its MAP plugin; then one per
         object the plan makes that VPP has already (a domain of the suite's tags, a host interface)."""
         if facts.get("vpp_vppctl", "absent") == "absent":
-            return [f"{role}: VPP not found (no vppctl), which the vpp backend runs the BR/lwAFTR with: install "
-                    "VPP (FD.io's packages vpp and vpp-plugin-core) and start it, or use backend = \"bpf\""]
+            return [f"{role}: VPP not found (no vppctl), which the vpp backend runs the BR/lwAFTR with: "
+                    "install VPP (FD.io's packages vpp and vpp-plugin-core) and start it, or use "
+                    "backend = \"bpf\""]
         version = facts.get("vpp_version", "absent")
         if version == "absent" or not version.strip():
             return [f"{role}: VPP does not answer on its CLI socket (`vppctl show version` failed): start it "

@@ -28,9 +28,9 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 VPP_MISSING = ("dut2: VPP not found (no vppctl), which the vpp backend runs the BR/lwAFTR with: install VPP "
                "(FD.io's packages vpp and vpp-plugin-core) and start it, or use backend = \"bpf\"")
-IP6TNL_MISSING = ("dut1: the kernel has no ip6tnl (IPv4-in-IPv6 tunnel, CONFIG_IPV6_TUNNEL: module ip6_tunnel "
-                  "neither loaded, built in nor installed), which the ip6tnl backend's CE/lwB4 needs: boot a "
-                  "kernel with it (Debian's has the module), or use backend = \"bpf\"")
+IP6TNL_MISSING = ("dut1: the kernel has no ip6tnl (IPv4-in-IPv6 tunnel, CONFIG_IPV6_TUNNEL: module "
+                  "ip6_tunnel neither loaded, built in nor installed), which the ip6tnl backend's CE/lwB4 "
+                  "needs: boot a kernel with it (Debian's has the module), or use backend = \"bpf\"")
 
 
 def encap_inventory(hosts: SshHosts, tmp_path: Path, topology: str) -> Path:
@@ -68,7 +68,8 @@ def test_check_refuses_each_dut_in_one_line_and_a_bypassed_up_is_undone(
     loaded = load_inventory(inventory)
     steps = {role: [s.shell() for s in host_steps] for role, host_steps in plan(loaded).items()}
     tunnel = next(n for n, line in enumerate(steps["dut1"], 1) if " type ip6tnl " in line)
-    vpp = next(n for n, line in enumerate(steps["dut2"], 1) if line.endswith("create host-interface name eth1"))
+    vpp = next(n for n, line in enumerate(steps["dut2"], 1)
+               if line.endswith("create host-interface name eth1"))
     assert tunnel > 10 and vpp == 3  # dut1: napt namespace, veth, NIC moved, links up, routes, sysctls before
     monkeypatch.setattr(preflight, "_backend_problems", lambda *_: [])
     with pytest.raises(RuntimeError) as failed:
