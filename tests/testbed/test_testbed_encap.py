@@ -57,7 +57,7 @@ def test_check_refuses_each_dut_in_one_line_and_a_bypassed_up_is_undone(
     inventory = encap_inventory(hosts, tmp_path, topology)
     before = hosts.snapshot()
     assert main(["testbed", "check", str(inventory)]) == 1
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())
     problems = [line.removeprefix("problem: ") for line in err.splitlines() if line.startswith("problem: ")]
     assert problems == [IP6TNL_MISSING, VPP_MISSING], err
     with pytest.raises(RuntimeError, match="preflight refused"):
