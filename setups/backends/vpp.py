@@ -4,8 +4,10 @@ This is the BR that the reference document 004 measured. Render only here: VPP i
 machine (preflight says so in one line). A VPP host is VPP's, not the kernel's: the whole DUT host is
 rendered as VPP CLI commands (`vppctl`), its interfaces, addresses and routes included, not only the
 translator role (`render_item`). Each test interface named in the inventory stays the kernel's NIC and is
-attached to VPP as an af_packet host interface (`create host-interface name IF`, VPP's `host-IF`): it works
-with any NIC and driver and leaves nothing to rebind afterwards; a NIC bound to DPDK (VPP's fast path, what
+attached to VPP as an af_packet host interface (`create host-interface name IF`, VPP's `host-IF`), with the
+kernel's IPv6 off on it (`disable_ipv6`: the kernel sees the same frames and would answer neighbour
+discovery beside VPP; the kernel's IPv4 has no address there): it works with any NIC and driver and leaves
+nothing to rebind afterwards; a NIC bound to DPDK (VPP's fast path, what
 the reference document ran) needs VPP's own startup.conf, which the suite does not write (docs/testbed.md).
 
 The MAP-E BR is one MAP domain: the BMR's rule IPv4 prefix, rule IPv6 prefix, EA-bits length and PSID (offset,
@@ -116,6 +118,9 @@ class VppBackend(BackendBase):
         if isinstance(item, Interface):
             vif = vpp_interface(item.name)
             steps += [Cmd(("ip", "link", "set", item.name, "up")),
+                      # af_packet hands VPP a copy of every frame; the kernel's IPv6 (link-local, ND) on the
+                      # NIC would answer beside VPP's: off while VPP has it (the sysctl's undo restores it)
+                      Cmd(("sysctl", "-w", f"net.ipv6.conf.{item.name}.disable_ipv6=1")),
                       self.checked(ctx, "create", "host-interface", "name", item.name),
                       self.checked(ctx, "set", "interface", "state", vif, "up")]
             steps += [self.checked(ctx, "set", "interface", "ip", "address", vif, a) for a in item.addresses]

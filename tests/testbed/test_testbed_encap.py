@@ -3,9 +3,10 @@ VPP's MAP plugin as the BR/lwAFTR and the kernel's ip6tnl as the CE/lwB4. These 
 kernel has no ip6tnl: `testbed check` refuses each DUT in one line, a real refusal, and `up` touches nothing.
 With the backends' refusal bypassed (as a host whose software broke between check and up), `up` runs each
 host's plan over SSH and stops partway at the first step that needs the missing software (dut1 after making
-the napt namespace, moving its NIC and bringing up links; dut2 after writing its wrapper and bringing its NICs
-up for VPP); the rollback then leaves every host as it was (addresses, routes, links, rules, sysctls, files).
-What runs is the dry run's plan: each failing step is the one the rendering names."""
+the napt namespace, moving its NIC and bringing up links; dut2 after writing its wrapper and bringing its
+NICs up for VPP with the kernel's IPv6 off on them); the rollback then leaves every host as it was
+(addresses, routes, links, rules, sysctls, files). What runs is the dry run's plan: each failing step is the
+one the rendering names."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def test_check_refuses_each_dut_in_one_line_and_a_bypassed_up_is_undone(
     tunnel = next(n for n, line in enumerate(steps["dut1"], 1) if " type ip6tnl " in line)
     vpp = next(n for n, line in enumerate(steps["dut2"], 1)
                if line.endswith("create host-interface name eth1"))
-    assert tunnel > 10 and vpp == 3  # dut1: napt namespace, veth, NIC moved, links up, routes, sysctls before
+    assert tunnel > 10 and vpp == 4  # dut1: napt namespace, veth, NIC moved, links up, routes, sysctls before
     monkeypatch.setattr(preflight, "_backend_problems", lambda *_: [])
     with pytest.raises(RuntimeError) as failed:
         TestbedChain.up(loaded)
@@ -82,21 +83,22 @@ def test_check_refuses_each_dut_in_one_line_and_a_bypassed_up_is_undone(
 
 def test_dut2_stops_at_vppctl_and_its_journal_undoes_it(hosts: SshHosts, tmp_path: Path,
                                                       machine_lacks_both: None) -> None:
-    """dut2's plan alone, as `up` applies it: it writes its wrapper, brings eth1 up for VPP's af_packet, then
-    the wrapper finds no vppctl; the state file holds exactly the reversals of what succeeded, and `down`
-    runs them without a failure."""
+    """dut2's plan alone, as `up` applies it: it writes its wrapper, brings eth1 up for VPP's af_packet with
+    the kernel's IPv6 off there, then the wrapper finds no vppctl; the state file holds exactly the reversals
+    of what succeeded, and `down` runs them without a failure."""
     loaded = load_inventory(encap_inventory(hosts, tmp_path, "mape"))
     before = hosts.snapshot()
     chain = TestbedChain(loaded, transport_for(loaded), {})
     try:
         chain.shell.capture("dut2", note_created_dirs(loaded.rundir("dut2")))
-        with pytest.raises(RuntimeError, match="step 3 failed: sh [^ ]*/vppctl-checked create host-interface "
+        with pytest.raises(RuntimeError, match="step 4 failed: sh [^ ]*/vppctl-checked create host-interface "
                                                "name eth1"):
             chain.apply("dut2", plan(loaded)["dut2"])
         state = Path(loaded.statefile("dut2")).read_text().splitlines()
-        assert state[1:] == [f"rm -f {loaded.rundir('dut2')}/vppctl-checked", "ip link set eth1 down"], state
+        assert state[1:] == [f"rm -f {loaded.rundir('dut2')}/vppctl-checked", "ip link set eth1 down",
+                             "sysctl -qw net.ipv6.conf.eth1.disable_ipv6=0"], state
         report = chain.down()
-        assert report["dut2"]["failed"] == [] and len(report["dut2"]["undone"]) == 3
+        assert report["dut2"]["failed"] == [] and len(report["dut2"]["undone"]) == 4
     finally:
         chain.shell.close()
     assert_as_before(hosts, before, tmp_path)
