@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .backends import Backend, Counters, Deployment, RenderContext, Renderer, Runtime, linux, registry
 from .steps import Cmd, Comment, Daemon, Step
-from .topology import TRANSLATOR_ROLES, Host, MapBrRole, Plat, Topology, Translator
+from .topology import TRANSLATOR_ROLES, Host, Item, MapBrRole, Plat, Topology, Translator
 
 ROLES = tuple(TRANSLATOR_ROLES.values())  # clat, plat, ce, br, mape-ce, mape-br, lwb4, lwaftr
 
@@ -144,15 +144,21 @@ def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: Rend
     if ctx.world == "real":
         for child in topology.children(host.name):
             steps += _nested_subhost(topology, host, child, choice, ctx)
-    role = host.translator
-    backend = choice.renderer(role) if role is not None else None
     for item in host.items:
-        if backend is not None and item is role:
-            steps += backend.render(role, host, ctx)
+        role = host.translator
+        if role is not None and item is role:
+            steps += choice.renderer(role).render(role, host, ctx)
         else:
-            own = backend.render_item(item, host, ctx) if backend is not None else None
-            steps += own if own is not None else linux.render_item(item)
+            steps += network_steps(item, host, choice, ctx)
     return steps
+
+
+def network_steps(item: Item, host: Host, choice: BackendChoice, ctx: RenderContext) -> list[Step]:
+    """A host's non-translator item: its translator's backend's steps where that backend owns the host's
+    network (a user-space data plane such as VPP's: `Renderer.render_item`), else Linux's."""
+    role = host.translator
+    own = choice.renderer(role).render_item(item, host, ctx) if role is not None else None
+    return own if own is not None else linux.render_item(item)
 
 
 def _nested_subhost(
