@@ -14,7 +14,7 @@ import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .mapt import port_set
+from .mapt import port_set, psid_of_port
 
 LWAFTR_ADDRESS = "2001:db8:6::1"  # the lwAFTR's IPv6 tunnel end point (as the MAP-E BR's)
 B4_PREFIX = "2001:db8:b4::/64"
@@ -103,3 +103,15 @@ def bindings(rule: Lw4o6Rule, count: int) -> Iterator[Binding]:
     check_count(rule, count)
     for index in range(count):
         yield binding(rule, index)
+
+
+def binding_of(rule: Lw4o6Rule, ipv4: str, port: int, subscribers: int) -> Binding | None:
+    """The binding of subscribers 0 .. subscribers - 1 that holds (IPv4 address, port), or None (what a
+    lwAFTR's table answers for the inner source / destination and port of a packet)."""
+    pool = ipaddress.IPv4Network(rule.ipv4_pool)
+    address = ipaddress.IPv4Address(ipv4)
+    psid = psid_of_port(port, rule.psid_len, rule.psid_offset)
+    if address not in pool or psid is None:
+        return None
+    index = ((int(address) - int(pool.network_address)) << rule.psid_len) | psid
+    return binding(rule, index) if index < subscribers else None

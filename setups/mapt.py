@@ -225,3 +225,28 @@ def indexed_ces(bmr: Bmr, count: int) -> list[MapCe]:
                          f"{bmr.ea_bits_len} EA bits hold {rule_capacity(bmr)} CEs (IPv4 addresses x port "
                          f"sets): ask for 1 to {rule_capacity(bmr)} CEs or a rule with more EA bits")
     return [ce_at(bmr, index) for index in range(count)]
+
+
+def psid_of_port(port: int, psid_len: int, psid_offset: int) -> int | None:
+    """The PSID whose port set holds `port` (RFC 7597 5.1), None for a port the offset excludes (A = 0)."""
+    m = 16 - psid_offset - psid_len
+    if psid_offset > 0 and port >> (16 - psid_offset) == 0:
+        return None
+    return (port >> m) & ((1 << psid_len) - 1)
+
+
+def map_address_of(bmr: Bmr, ipv4: str, port: int) -> str | None:
+    """The MAP address a BR derives for an IPv4 address and port of its rule (RFC 7597 5.2: the EA bits are
+    the IPv4 suffix and the port's PSID); None when the address lies outside the rule or the port is
+    excluded. What the BR checks an outer source against, and encapsulates a reply to."""
+    rule4 = ipaddress.IPv4Network(bmr.ipv4_prefix)
+    address = ipaddress.IPv4Address(ipv4)
+    k = bmr.psid_len(rule4)
+    psid = psid_of_port(port, k, bmr.psid_offset)
+    if address not in rule4 or psid is None:
+        return None
+    ea_bits = ((int(address) - int(rule4.network_address)) << k) | psid
+    rule6 = ipaddress.IPv6Network(bmr.ipv6_prefix)
+    network = int(rule6.network_address) | (ea_bits << (128 - rule6.prefixlen - bmr.ea_bits_len))
+    eup = ipaddress.IPv6Network((network, rule6.prefixlen + bmr.ea_bits_len))
+    return str(map_address(eup, address, psid))

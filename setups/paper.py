@@ -32,7 +32,6 @@ from .topology import (
     Topology,
     TunnelEnd,
     embed_ipv4,
-    tunnel_address,
 )
 
 WELL_KNOWN_PREFIX = "64:ff9b::/96"
@@ -587,14 +586,15 @@ def lw4o6(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
 
 
 def _tester_client(played: list[MapCe] | list[Binding], tunnel: TunnelEnd) -> Host:
-    """The tester as CEs (lwB4s): their IPv4 addresses (sources of its sockets) and tunnel addresses."""
-    ipv4 = sorted({p.ipv4_address for p in played})
+    """The tester as CEs (lwB4s): their IPv4 addresses (the sources of its sockets); their tunnel addresses
+    are routed into the tunnel end (not local: what arrives for them is decapsulated, then delivered)."""
+    ipv4 = sorted({p.ipv4_address for p in played}, key=lambda a: ipaddress.IPv4Address(a))
     return Host(
         "client",
         (
-            Interface("enp5s0f0", (f"{MAPT_CE_INNER}/64", *(f"{tunnel_address(p)}/128" for p in played),
-                                   *(f"{a}/32" for a in ipv4))),
+            Interface("enp5s0f0", (f"{MAPT_CE_INNER}/64", *(f"{a}/32" for a in ipv4))),
             Route(f"{BR_ADDRESS}/128", BR_LINK),
+            Forwarding(ipv4=False, ipv6=True),
             tunnel,
         ),
     )
@@ -603,7 +603,8 @@ def _tester_client(played: list[MapCe] | list[Binding], tunnel: TunnelEnd) -> Ho
 def _tester_server(tunnel: TunnelEnd, back: Route) -> Host:
     """Knot behind the BR's (lwAFTR's) end of the tunnel, played by the emulation: the server's IPv4 address
     and the BR's link address on one interface."""
-    return Host("server", (Interface("enp5s0f0", (f"{BR_LINK}/64", f"{SERVER}/32")), back, tunnel))
+    return Host("server", (Interface("enp5s0f0", (f"{BR_LINK}/64", f"{SERVER}/32")), back,
+                           Forwarding(ipv4=False, ipv6=True), tunnel))
 
 
 def mape_br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .backends import Backend, Counters, Deployment, RenderContext, Renderer, Runtime, linux, registry
 from .steps import Cmd, Comment, Daemon, Step
-from .topology import TRANSLATOR_ROLES, Host, Item, MapBrRole, Plat, Topology, Translator
+from .topology import TRANSLATOR_ROLES, Host, Item, MapBrRole, Plat, Topology, Translator, TunnelEnd
 
 ROLES = tuple(TRANSLATOR_ROLES.values())  # clat, plat, ce, br, mape-ce, mape-br, lwb4, lwaftr
 
@@ -107,6 +107,9 @@ class BackendChoice:
                 serving = [b for b in registry.names() if name in registry.make(b).roles]
                 return (f"backend {backend.name} does not serve the {name} role of the {topology.name} "
                         f"topology: choose {' or '.join(serving)} (--backend {name}=NAME)")
+            reason = backend.refusal(role)
+            if reason:
+                return f"{topology.name}: {name} by {backend.name}: {reason}"
         return None
 
     def used(self, topology: Topology) -> list[Renderer]:
@@ -115,6 +118,9 @@ class BackendChoice:
         for role in topology.translators().values():
             backend = self.renderer(role)
             found.setdefault(backend.name, backend)
+        if any(h.tester_tunnel is not None for h in topology.hosts):
+            tunnel = registry.tunnel_end()
+            found.setdefault(tunnel.name, tunnel)
         return list(found.values())
 
     def machine_steps(self, topology: Topology, ctx: RenderContext) -> list[Step]:
@@ -148,6 +154,8 @@ def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: Rend
         role = host.translator
         if role is not None and item is role:
             steps += choice.renderer(role).render(role, host, ctx)
+        elif isinstance(item, TunnelEnd):
+            steps += registry.tunnel_end().render(item, host, ctx)  # type: ignore[arg-type]
         else:
             steps += network_steps(item, host, choice, ctx)
     return steps

@@ -339,6 +339,13 @@ def tunnel_address(subscriber: MapCe | Binding) -> str:
     return subscriber.map_address if isinstance(subscriber, MapCe) else subscriber.b4_address
 
 
+def tester_port_range(subscriber: MapCe | Binding) -> tuple[int, int]:
+    """The ports a socket tester playing a MAP-E CE or lwB4 sends from: the first range of its port set,
+    without the system ports 0-1023 when the range reaches above them (port 0 cannot be bound at all)."""
+    first, last = subscriber.port_ranges[0]
+    return (max(first, 1024), last) if last >= 1024 else (max(first, 1), last)
+
+
 def embed_ipv4(prefix: str, address: str) -> str:
     """RFC 6052 IPv4-embedded IPv6 address for a /96 prefix (the only length the testbeds use)."""
     net = ipaddress.IPv6Network(prefix)

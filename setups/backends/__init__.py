@@ -140,6 +140,7 @@ class Renderer(Named, Declared, Protocol):
     def notes(self, role: Translator) -> list[str]: ...  # lines for a rendering's header
     def version(self) -> str: ...
     def machine_steps(self, ctx: RenderContext) -> list[Step]: ...
+    def refusal(self, role: Translator) -> str | None: ...  # why this machine cannot hold this role
 
 
 class Runtime(Named, Protocol):
@@ -212,6 +213,10 @@ class BackendBase:
 
     def machine_steps(self, ctx: RenderContext) -> list[Step]:
         return []
+
+    def refusal(self, role: Translator) -> str | None:
+        """Why this machine cannot hold `role` as configured (one line, before anything is brought up)."""
+        return None
 
     def devices(self, ctx: RenderContext) -> tuple[str, ...]:
         return ()

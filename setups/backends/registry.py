@@ -49,6 +49,12 @@ def default_for(role: str) -> str:
     raise ValueError(f"no backend serves the {role} role")
 
 
+def tunnel_end() -> Backend:
+    """The backend that renders the emulation's own tunnel ends (topology.TunnelEnd) of the single-DUT
+    MAP-E and lw4o6 topologies: the tester's side, not a DUT."""
+    return BpfBackend()
+
+
 def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 

@@ -223,6 +223,9 @@ class Emulation:
     def preflight(self) -> None:
         if os.geteuid() != 0:
             raise EmulationError("setup up needs root (namespaces, sysctls, cgroups)")
+        refusal = self.choice.refusal(self.topology)
+        if refusal:
+            raise EmulationError(refusal)
         for role in self.topology.translators().values():
             reason = self.choice.runtime(role).unavailable()
             if reason:
