@@ -282,13 +282,17 @@ def test_a_role_a_backend_does_not_play_is_refused_in_one_line(dut1: str, dut2: 
     assert choice.by_role["mape-br"].name == "vpp" and choice.by_role["mape-ce"].name == "ip6tnl"
 
 
-def test_setup_render_shows_the_dual_dut_topologies_with_these_backends(
+def test_setup_render_shows_the_new_topologies_with_these_backends(
         capsys: pytest.CaptureFixture[str]) -> None:
     for name, host, expected in (
         ("mape", "dut2", "map add domain tag xlatbench-mape-0 ip4-pfx 192.0.2.0/24"),
         ("mape", "dut1", "type ip6tnl mode ipip6 local 2001:db8:ce:11b:0:c000:208:1b"),
         ("lw4o6", "dut2", "sh /run/xlatbench/lwaftr-rules.sh"),
         ("lw4o6", "dut1", "type ip6tnl mode ipip6 local 2001:db8:b4::11c"),
+        ("mape-br", "dut1", "map interface host-enp5s0f0"),
+        ("lwaftr", "dut1", "ip4-pfx 192.0.2.0/32"),
+        ("mape-ce", "dut1", "ip link add xlatbench-mape type ip6tnl"),
+        ("lwb4", "dut1", "ip link add xlatbench-lwb4 type ip6tnl"),
     ):
         assert main(["setup", "render", name, "--backend", ENCAP]) == 0
         out = capsys.readouterr().out
