@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -318,5 +319,9 @@ def test_the_dry_run_of_the_example_inventory_plans_and_undoes_every_step() -> N
     dut1 = text.split("### host dut1")[1].split("### host dut2")[0]
     assert "ip route add 203.0.113.0/24 dev xlatbench-mape" in dut1  # the host's default route stays its own
     assert "ip link del xlatbench-mape" in dut1.split("## teardown")[1]
+    lw4o6 = io.StringIO()
+    dry_run(parse_inventory({**tomllib.loads(EXAMPLE.read_text()), "topology": "lw4o6"}, "lw.toml"), lw4o6)
+    assert ("xlatbench-lw-192.0.2.0 7 2001:db8:b4::8\n# ... 1016 more lines (generated)\nEOF"
+            in lw4o6.getvalue())  # the binding table, cut as the zone is
     for role, steps in plan(inventory).items():  # every step has a known reversal (UndoError otherwise)
         assert batch_script(steps, f"/run/x/{role}/undo.sh")
