@@ -23,7 +23,9 @@ into the run directory first (`vppctl-checked`): it fails with VPP's message whe
 configuration command prints nothing when it succeeds; `create host-interface` prints the new interface's
 name). Every step journals its reversal (`undo`): domains deleted by tag (their rules go with them), the
 feature disabled, routes and addresses deleted, host interfaces deleted; the kernel NIC's link state goes
-back as the generic `ip link set IF up` undo has it.
+back as the generic `ip link set IF up` undo has it. Each trial reads the MAP nodes' counters (`show errors`):
+packets encapsulated and decapsulated, and the drops by VPP's reason (the security check a packet from outside
+its CE's port set fails, no domain, no binding).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ BINDINGS = "lwaftr-bindings"  # the lwAFTR's binding table (TAG PSID B4-ADDRESS 
 RULES = "lwaftr-rules.sh"  # the script turning it into `map add rule` lines for the domains' indexes
 # The tags of the domains a testbed's plan makes (RenderContext.prefix "xlatbench" there).
 OUR_TAGS = ("xlatbench-mape-", "xlatbench-lw-")
+# VPP's MAP nodes (encapsulation on IPv4 input, decapsulation on IPv6 input) and the counters every reading
+# carries (0 when VPP printed none): what passed, and why the BR/lwAFTR dropped (VPP's own descriptions).
+MAP_NODES = ("ip4-map", "ip6-map")
+MAP_COUNTERS = ("ip4_map_valid_map_packets", "ip6_map_valid_map_packets", "ip4_map_no_domain",
+                "ip6_map_no_domain", "ip6_map_decap_security_check_failed", "ip6_map_bad_protocol")
 TAG_RE = re.compile(r"^[A-Za-z0-9._-]{1,60}$")
 
 WRAPPER = """#!/bin/sh
@@ -175,6 +182,29 @@ class VppBackend(BackendBase):
                   WriteFile(f"{ctx.rundir}/{RULES}", RULES_SCRIPT),
                   Cmd(("sh", f"{ctx.rundir}/{RULES}"))]
         return steps
+
+    # -- counters ---------------------------------------------------------------------------------------
+
+    def counters_script(self, host: str, ctx: RenderContext) -> str:
+        """VPP's node counters (`show errors`: one line per thread and non-zero counter, since VPP started;
+        a trial takes the difference of two readings)."""
+        return "vppctl show errors"
+
+    def parse_counters(self, text: str) -> dict[str, int]:
+        """The MAP nodes' counters, `<node>_<reason>` in words (`ip6_map_decap_security_check_failed`),
+        summed over VPP's threads, those of MAP_COUNTERS 0 when VPP printed none; {} when the answer is not
+        VPP's table (no `Count Node Reason Severity` header: VPP did not answer)."""
+        lines = text.splitlines()
+        if not any(line.split() == ["Count", "Node", "Reason", "Severity"] for line in lines):
+            return {}
+        found = dict.fromkeys(MAP_COUNTERS, 0)
+        for line in lines:
+            words = line.split()
+            if len(words) < 4 or not words[0].isdigit() or words[1] not in MAP_NODES:
+                continue
+            key = "_".join(re.findall(r"[a-z0-9]+", f"{words[1]} {' '.join(words[2:-1])}".lower()))
+            found[key] = found.get(key, 0) + int(words[0])
+        return found
 
     # -- a testbed host ---------------------------------------------------------------------------------
 

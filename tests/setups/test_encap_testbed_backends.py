@@ -325,3 +325,28 @@ def test_the_dry_run_of_the_example_inventory_plans_and_undoes_every_step() -> N
             in lw4o6.getvalue())  # the binding table, cut as the zone is
     for role, steps in plan(inventory).items():  # every step has a known reversal (UndoError otherwise)
         assert batch_script(steps, f"/run/x/{role}/undo.sh")
+
+
+def _errors_line(count: int, node: str, reason: str, severity: str) -> str:
+    """A line of VPP's `show errors` as vlib prints it: count right-aligned in 10, node and reason centred in
+    35 each, severity centred in 10."""
+    return f"{count:>10}{node:^35}{reason:^35}{severity:^10}"
+
+
+def test_vpp_counters_are_the_map_nodes_summed_over_threads() -> None:
+    vpp = registry.make("vpp")
+    assert vpp.counters_script("dut2", CTX) == "vppctl show errors"
+    text = "\n".join([
+        _errors_line("Count", "Node", "Reason", "Severity"),  # type: ignore[arg-type]
+        _errors_line(4000, "ip6-map", "valid MAP packets", "info"),
+        _errors_line(3920, "ip4-map", "valid MAP packets", "info"),
+        _errors_line(80, "ip6-map", "decap security check failed", "error"),
+        _errors_line(17, "ip6-input", "ip6 source lookup miss", "error"),  # not the MAP plugin's
+        _errors_line(1000, "ip6-map", "valid MAP packets", "info"),  # a second worker thread's line
+    ]) + "\n"
+    assert vpp.parse_counters(text) == {
+        "ip4_map_valid_map_packets": 3920, "ip6_map_valid_map_packets": 5000, "ip4_map_no_domain": 0,
+        "ip6_map_no_domain": 0, "ip6_map_decap_security_check_failed": 80, "ip6_map_bad_protocol": 0}
+    header = _errors_line("Count", "Node", "Reason", "Severity")  # type: ignore[arg-type]
+    assert vpp.parse_counters(header + "\n")["ip6_map_valid_map_packets"] == 0  # nothing counted yet
+    assert vpp.parse_counters("clib_socket_init: connect (fd 3, '/run/vpp/cli.sock'): refused\n") == {}
