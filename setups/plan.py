@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .backends import Backend, Counters, Deployment, RenderContext, Renderer, Runtime, linux, registry
 from .steps import Cmd, Comment, Daemon, Step
-from .topology import TRANSLATOR_ROLES, Host, MapBrRole, Plat, Topology, Translator, TunnelEnd
+from .topology import TRANSLATOR_ROLES, Host, Item, MapBrRole, Plat, Topology, Translator, TunnelEnd
 
 ROLES = tuple(TRANSLATOR_ROLES.values())  # clat, plat, ce, br, mape-ce, mape-br, lwb4, lwaftr
 
@@ -157,8 +157,16 @@ def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: Rend
         elif isinstance(item, TunnelEnd):
             steps += registry.tunnel_end().render(item, host, ctx)  # type: ignore[arg-type]
         else:
-            steps += linux.render_item(item)
+            steps += network_steps(item, host, choice, ctx)
     return steps
+
+
+def network_steps(item: Item, host: Host, choice: BackendChoice, ctx: RenderContext) -> list[Step]:
+    """A host's non-translator item: its translator's backend's steps where that backend owns the host's
+    network (a user-space data plane such as VPP's: `Renderer.render_item`), else Linux's."""
+    role = host.translator
+    own = choice.renderer(role).render_item(item, host, ctx) if role is not None else None
+    return own if own is not None else linux.render_item(item)
 
 
 def _nested_subhost(

@@ -24,8 +24,9 @@ def test_every_backend_describes_its_execution_model_for_every_role(name: str) -
 
 
 def test_the_choice_comes_from_the_registry_and_variants_go_through_the_backend() -> None:
-    with pytest.raises(ValueError, match="unknown backend 'vpp': choose jool or tayga or bpf"):
-        BackendChoice.parse("vpp")
+    with pytest.raises(ValueError,
+                       match="unknown backend 'snabb': choose jool or tayga or bpf or vpp or ip6tnl"):
+        BackendChoice.parse("snabb")
     with pytest.raises(ValueError, match="unknown tayga variant 'old'"):
         BackendChoice.parse("tayga", {"tayga": "old"})
     assert BackendChoice.parse("tayga", {"tayga": "stock"}).default_prefix() == "2001:db8:64::/96"
@@ -141,4 +142,5 @@ def test_knot_xdp_is_accepted_where_no_translator_drops_its_replies(chain: str, 
 
 def test_which_backends_accept_zero_udp_checksums() -> None:
     assert {b.name: b.accepts_zero_udp_checksum for b in registry.every()} == {
-        "jool": False, "tayga": False, "bpf": True}
+        "jool": False, "tayga": False, "bpf": True,
+        "vpp": True, "ip6tnl": True}  # an encapsulation carries the IPv4 datagram as it is
