@@ -174,12 +174,12 @@ def tester_encap(chain: Topology) -> TesterEncap | None:
     tunnel = chain.host("client").tester_tunnel
     if tunnel is None or tunnel.side != "ce":
         return None
-    ces = len(chain.tester_subscribers)
+    ces = tunnel.subscribers or len(chain.tester_subscribers)  # the socket tester plays at most PLAYED_MAX
     if tunnel.bmr is not None:
         return TesterEncap("map-e", ",".join(tunnel.bmr.rule_fields()), ces, tunnel.tunnel_end)
     rule = tunnel.rule
     fields = (rule.b4_prefix, rule.ipv4_pool, str(rule.psid_len), str(rule.psid_offset))
-    return TesterEncap("lw4o6", ",".join(fields), tunnel.subscribers or ces, tunnel.tunnel_end)
+    return TesterEncap("lw4o6", ",".join(fields), ces, tunnel.tunnel_end)
 
 
 def place_tester(chain: Topology, io: str, flows: int, first_port: int | None) -> TesterPlace:

@@ -640,11 +640,12 @@ def mape_br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1, ea_bits: int | 
     if not 1 <= ces <= rule_capacity(bmr):
         indexed_ces(bmr, ces)  # raises the one-line refusal
     played = indexed_ces(bmr, min(ces, PLAYED_MAX))
-    tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", bmr=bmr)
+    tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", bmr=bmr, subscribers=ces)
     notes = [_mape_note(c) for c in played[:4]] + ([f"... {ces - 4} more CEs"] if ces > 4 else [])
     notes += [_played_note(ces)] if ces > PLAYED_MAX else []
-    notes.append("until the tester builds encapsulated frames itself, its sockets send IPv4 from the CEs' "
-                 "addresses and ports and the client host encapsulates them as the CEs would")
+    notes.append("a socket tester sends IPv4 from the CEs' addresses and ports and the client host "
+                 "encapsulates them as the CEs would; an AF_XDP tester builds the encapsulated frames of all "
+                 f"{ces} CEs itself (xlatperf --encap)")
     if bmr != MAPE_BMR:
         notes.append(f"rule {' '.join(bmr.rule_fields())} ({ea_bits} EA bits: {bmr.psid_len()}-bit PSIDs; "
                      f"the rule IPv6 prefix shortened from {MAPE_BMR.ipv6_prefix} so end-user prefixes stay "

@@ -203,10 +203,11 @@ TRANSLATOR_ROLES = {Clat: "clat", Plat: "plat", MapCeRole: "ce", MapBrRole: "br"
 @dataclass(frozen=True)
 class TunnelEnd:
     """The tester's end of the tunnel in an encapsulating single-DUT topology. side "ce" (`mape-br`,
-    `lwaftr`): until the tester builds encapsulated frames itself, its sockets send IPv4 from the CEs'
-    (subscribers') IPv4 addresses and ports, and this encapsulates them on the client host as those CEs
-    would: from the MAP address that (source, source port) give under `bmr` (MAP-E), or from the bound lwB4
-    address (lw4o6: `rule`, `subscribers`), to `tunnel_end` (the DUT's); it decapsulates the replies.
+    `lwaftr`): a socket tester's sockets send IPv4 from the CEs' (subscribers') IPv4 addresses and ports,
+    and this encapsulates them on the client host as those CEs would: from the MAP address that (source,
+    source port) give under `bmr` (MAP-E), or from the bound lwB4 address (lw4o6: `rule`), to `tunnel_end`
+    (the DUT's); it decapsulates the replies. An AF_XDP tester builds the encapsulated frames itself (its
+    frames pass this end by). `subscribers`: how many CEs (lwB4s) the DUT serves, 0 .. subscribers - 1.
     side "br" (`mape-ce`, `lwb4`): on the server host, the BR's (lwAFTR's) end at `tunnel_end` in front of
     Knot's IPv4 address. Not a DUT: always the emulation's own."""
 

@@ -110,8 +110,12 @@ def test_the_socket_tester_plays_the_ces_ipv4_addresses_and_port_sets():
     assert place_args(place) == ["--source", "192.0.2.0,1024-2047", "--source", "192.0.2.0,2048-4095"]
     assert place_args(place_tester(topology("lwaftr"), "socket", 4, None)) == \
         ["--bind", "192.0.2.0", "--first-port", "1024"]
-    with pytest.raises(ValueError, match="AF_XDP frames would skip that"):
-        place_tester(topology("mape-br"), "xdp", 4, None)
+    xdp = place_tester(topology("mape-br", ces=1 << 20, ea_bits=20), "xdp", 4, None)
+    assert xdp.encap is not None and not xdp.sources and xdp.interface == "enp5s0f0"
+    assert (xdp.encap.mode, xdp.encap.rule, xdp.encap.ces, xdp.encap.br) == \
+        ("map-e", "2001:db8:c0::/44,192.0.2.0/24,20,0", 1 << 20, "2001:db8:6::1")
+    lw = place_tester(topology("lwaftr", ces=3000), "xdp", 4, None).encap
+    assert lw is not None and (lw.mode, lw.ces, lw.br) == ("lw4o6", 3000, "2001:db8:6::1")
     with pytest.raises(ValueError, match="owns only ports 0-0, which a socket cannot bind"):
         place_tester(topology("mape-br", ces=2, ea_bits=24), "socket", 4, None)
 
