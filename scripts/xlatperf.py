@@ -188,7 +188,7 @@ def place_args(place: TesterPlace) -> list[str]:
         args += ["--encap", encap.mode, "--encap-rule", encap.rule, "--encap-ces", str(encap.ces),
                  "--encap-br", encap.br]
         return [*args, "--encap-ports", str(encap.ports_per_ce)] if encap.ports_per_ce else args
-    if place.ce and len(place.sources) == 1:
+    if place.ce and len(place.sources) == 1 and len(place.sources[0].ports) == 1:
         (ce,) = place.sources
         return [*args, "--bind", ce.first, "--first-port", str(ce.ports[0][0])]
     for source in place.sources:

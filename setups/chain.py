@@ -182,6 +182,28 @@ def tester_encap(chain: Topology) -> TesterEncap | None:
     return TesterEncap("lw4o6", ",".join(fields), ces, tunnel.tunnel_end)
 
 
+def subscriber_sources(addresses: list[str], ranges: list[tuple[int, int]],
+                       sockets: int) -> tuple[TesterSource, ...]:
+    """The socket tester's sources for played CEs (lwB4s) i with IPv4 `addresses[i]` and port `ranges[i]`,
+    several of which share an address (their PSIDs differ): one source per address (xlatperf takes each
+    once), its CEs' ranges in order. xlatperf deals socket g to source g mod S and a source's sockets to its
+    ports in order, so each address's sockets are split evenly over its CEs, each taking that many ports
+    from its range's start (a CE given more sockets than its range holds keeps its whole range: xlatperf
+    then refuses in one line)."""
+    order: dict[str, list[tuple[int, int]]] = {}
+    for address, port_range in zip(addresses, ranges, strict=True):
+        order.setdefault(address, []).append(port_range)
+    used = list(order.items())[:max(1, min(len(order), sockets))]
+    sources = []
+    for index, (address, its) in enumerate(used):
+        dealt = len(range(index, sockets, len(used)))
+        share = [dealt // len(its) + (j < dealt % len(its)) for j in range(len(its))]
+        taken = tuple((first, min(last, first + n - 1)) for (first, last), n in zip(its, share, strict=True)
+                      if n > 0)
+        sources.append(TesterSource(address, address, taken or its[:1]))
+    return tuple(sources)
+
+
 def place_tester(chain: Topology, io: str, flows: int, first_port: int | None) -> TesterPlace:
     """Where the tester sends from in the client host of `chain` for `io` ("socket" or "xdp"), with `flows`
     flows from `first_port` (the tester options' rule: None for ephemeral ports). A tester that plays MAP-T
@@ -210,9 +232,7 @@ def place_tester(chain: Topology, io: str, flows: int, first_port: int | None) -
             raise ValueError(f"{chain.name}: the CE of {ce.ipv4_address} PSID {ce.psid} owns only "
                              f"ports {first}-{last}, which a socket cannot bind (port 0): play more CEs or a "
                              "rule with fewer PSID bits")
-        sources = tuple(TesterSource(s.ipv4_address, s.ipv4_address, (r,))
-                        for s, r in zip(chain.tester_subscribers, ranges, strict=True))
-        return TesterPlace(None, sources, ce=True)
+        return TesterPlace(None, subscriber_sources([p.ipv4_address for p in played], ranges, flows), ce=True)
     if interface is None:
         return TesterPlace()
     addresses, ports = xdp_flow_sources(chain, flows, first_port)

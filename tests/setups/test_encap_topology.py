@@ -107,7 +107,12 @@ def test_the_socket_tester_plays_the_ces_ipv4_addresses_and_port_sets():
 
     place = place_tester(topology("mape-br", ces=2), "socket", 4, None)
     assert place.ce
-    assert place_args(place) == ["--source", "192.0.2.0,1024-2047", "--source", "192.0.2.0,2048-4095"]
+    # Both CEs share 192.0.2.0 (PSIDs 0 and 1): one --source (xlatperf takes each address once), 2 sockets
+    # each
+    assert place_args(place) == ["--source", "192.0.2.0,1024-1025,2048-2049"]
+    forty = place_args(place_tester(topology("lwaftr", ces=40), "socket", 10, None))
+    assert forty == ["--source", "192.0.2.0,1024-1024,2048-2048,4096-4096,6144-6144,8192-8192",
+                     "--source", "192.0.2.1,1024-1024,2048-2048,4096-4096,6144-6144,8192-8192"], forty
     assert place_args(place_tester(topology("lwaftr"), "socket", 4, None)) == \
         ["--bind", "192.0.2.0", "--first-port", "1024"]
     xdp = place_tester(topology("mape-br", ces=1 << 20, ea_bits=20), "xdp", 4, None)
