@@ -53,7 +53,7 @@ $(FUZZ_DIR)/fuzz_reply: $(FUZZ_SRCS) $(wildcard dnsperf/src/*.hpp) | $(STAMP)
 	  -Idnsperf/src $(FUZZ_SRCS) -lldns -o $@
 
 FUZZ_FRAME_SRCS := dnsperf/tests/fuzz/fuzz_frame.cpp dnsperf/src/xdp/frame.cpp dnsperf/src/xdp/flows.cpp \
-  dnsperf/src/xdp/filter_keys.cpp \
+  dnsperf/src/xdp/filter_keys.cpp dnsperf/src/xdp/encap.cpp \
   dnsperf/src/reply.cpp dnsperf/src/query.cpp dnsperf/src/ring.cpp
 
 $(FUZZ_DIR)/fuzz_frame: $(FUZZ_FRAME_SRCS) $(wildcard dnsperf/src/*.hpp dnsperf/src/xdp/*.hpp) | $(STAMP)

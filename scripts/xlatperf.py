@@ -191,9 +191,15 @@ def place_args(place: TesterPlace) -> list[str]:
     """xlatperf's options for where it sends from (a chain's `tester_place`): the AF_XDP interface, then the
     sources. One CE played: bound to its MAP address, sockets on consecutive ports from the start of its
     port set (thread i socket j: first + i*K + j). Several CEs, or AF_XDP flows over addresses: one
-    `--source ADDRESS[-LAST],FIRST-LAST...` each (xlatperf deals socket g = i*K + j to source g mod N)."""
+    `--source ADDRESS[-LAST],FIRST-LAST...` each (xlatperf deals socket g = i*K + j to source g mod N).
+    Encapsulating CEs the AF_XDP tester plays itself (place.encap): --encap and its rule, CE count and BR."""
     args = ["--xdp-interface", place.interface] if place.interface else []
-    if place.ce and len(place.sources) == 1:
+    if place.encap is not None:
+        encap = place.encap
+        args += ["--encap", encap.mode, "--encap-rule", encap.rule, "--encap-ces", str(encap.ces),
+                 "--encap-br", encap.br]
+        return [*args, "--encap-ports", str(encap.ports_per_ce)] if encap.ports_per_ce else args
+    if place.ce and len(place.sources) == 1 and len(place.sources[0].ports) == 1:
         (ce,) = place.sources
         return [*args, "--bind", ce.first, "--first-port", str(ce.ports[0][0])]
     for source in place.sources:
@@ -212,7 +218,7 @@ def xlatperf_argv(binary: str | Path, server: str, rate_qps: float, duration_s: 
     argv = [str(binary), "--server", server, "--port", str(options.port), "--rate", _num(rate_qps),
             "--duration", _num(duration_s), "--threads", str(options.threads),
             "--ports-per-thread", str(options.ports_per_thread), "--timeout", _num(options.timeout_s)]
-    optional = (("--first-port", None if place.sources else options.first_port),
+    optional = (("--first-port", None if place.sources or place.encap else options.first_port),
                 ("--sender-cpus", options.sender_cpus), ("--receiver-cpus", options.receiver_cpus),
                 ("--rcvbuf", options.rcvbuf_bytes), ("--sndbuf", options.sndbuf_bytes),
                 ("--domain", options.domain), ("--qtype", options.qtype), ("--subnet", options.subnet))

@@ -1,6 +1,7 @@
 """The chain the measurement code drives (docs/ARCHITECTURE.md): the protocol both worlds implement
 (xlatbench.setups.emulation.chain, xlatbench.setups.testbed.chain) and where the tester sends from in the
-client host (`TesterPlace`: its interface, addresses and ports, CE or not), which the measurement turns into
+client host (`TesterPlace`: its interface, addresses and ports, CE or not, or the encapsulating CEs it plays
+itself: `TesterEncap`), which the measurement turns into
 the tester's command line (scripts.xlatperf: setups/ writes no tester option)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .mapt import tester_port_ranges
-from .topology import Topology
+from .topology import Topology, tester_port_range
 
 
 class Chain(Protocol):
@@ -67,6 +68,23 @@ class TesterSource:
 
 
 @dataclass(frozen=True)
+class TesterEncap:
+    """The MAP-E CEs or lw4o6 subscribers an AF_XDP tester plays itself (`mape-br`, `lwaftr`): it builds IPv4
+    queries inside IPv6 from CE i's MAP address (lwB4 address), i = 0 .. ces - 1, to `br`, and takes the
+    encapsulated replies. mode: "map-e" or "lw4o6"; rule: the four fields IPv6 prefix, IPv4 prefix, EA-bits
+    length (lw4o6: PSID length), PSID offset, comma-separated; ports_per_ce: ports each CE sends from, the
+    last of its set (0: the whole set but port 0's place). The CEs are computed from their numbers, never
+    listed, so any count the rule holds costs the tester the same memory."""
+
+    mode: str
+    rule: str
+    ces: int
+    br: str
+    ports_per_ce: int = 0
+    __test__ = False  # a name pytest would otherwise try to collect
+
+
+@dataclass(frozen=True)
 class TesterPlace:
     """Where the tester sends from in the client host of a chain (a chain's `tester_place`): the measurement
     turns it, with the trial's settings, into the tester's command line (scripts.xlatperf).
@@ -76,11 +94,13 @@ class TesterPlace:
         say: ephemeral, or consecutive from its first_port).
     ce: the tester plays the MAP-T CEs of `sources` (their MAP addresses and port sets): one CE's sockets
         take consecutive ports from its set's start, several CEs' sockets are dealt round-robin over them.
+    encap: for AF_XDP in an encapsulating single-DUT topology, the CEs the tester plays itself (no sources).
     """
 
     interface: str | None = None
     sources: tuple[TesterSource, ...] = ()
     ce: bool = False
+    encap: TesterEncap | None = None
     __test__ = False  # a name pytest would otherwise try to collect
 
 
@@ -148,21 +168,71 @@ def xdp_flow_sources(chain: Topology, flows: int, first_port: int | None) -> tup
     return tuple(str(first + i) for i in range(count)), -(-flows // count)
 
 
+def tester_encap(chain: Topology) -> TesterEncap | None:
+    """The CEs (subscribers) the tester plays in an encapsulating single-DUT topology (its client host's
+    TunnelEnd on side "ce"), as an AF_XDP tester plays them itself; None in any other topology."""
+    tunnel = chain.host("client").tester_tunnel
+    if tunnel is None or tunnel.side != "ce":
+        return None
+    ces = tunnel.subscribers or len(chain.tester_subscribers)  # the socket tester plays at most PLAYED_MAX
+    if tunnel.bmr is not None:
+        return TesterEncap("map-e", ",".join(tunnel.bmr.rule_fields()), ces, tunnel.tunnel_end)
+    rule = tunnel.rule
+    fields = (rule.b4_prefix, rule.ipv4_pool, str(rule.psid_len), str(rule.psid_offset))
+    return TesterEncap("lw4o6", ",".join(fields), ces, tunnel.tunnel_end)
+
+
+def subscriber_sources(addresses: list[str], ranges: list[tuple[int, int]],
+                       sockets: int) -> tuple[TesterSource, ...]:
+    """The socket tester's sources for played CEs (lwB4s) i with IPv4 `addresses[i]` and port `ranges[i]`,
+    several of which share an address (their PSIDs differ): one source per address (xlatperf takes each
+    once), its CEs' ranges in order. xlatperf deals socket g to source g mod S and a source's sockets to its
+    ports in order, so each address's sockets are split evenly over its CEs, each taking that many ports
+    from its range's start (a CE given more sockets than its range holds keeps its whole range: xlatperf
+    then refuses in one line)."""
+    order: dict[str, list[tuple[int, int]]] = {}
+    for address, port_range in zip(addresses, ranges, strict=True):
+        order.setdefault(address, []).append(port_range)
+    used = list(order.items())[:max(1, min(len(order), sockets))]
+    sources = []
+    for index, (address, its) in enumerate(used):
+        dealt = len(range(index, sockets, len(used)))
+        share = [dealt // len(its) + (j < dealt % len(its)) for j in range(len(its))]
+        taken = tuple((first, min(last, first + n - 1)) for (first, last), n in zip(its, share, strict=True)
+                      if n > 0)
+        sources.append(TesterSource(address, address, taken or its[:1]))
+    return tuple(sources)
+
+
 def place_tester(chain: Topology, io: str, flows: int, first_port: int | None) -> TesterPlace:
     """Where the tester sends from in the client host of `chain` for `io` ("socket" or "xdp"), with `flows`
     flows from `first_port` (the tester options' rule: None for ephemeral ports). A tester that plays MAP-T
     CEs (`br`) sends from their MAP addresses and port sets (mapt.tester_port_ranges), whatever its io; any
-    other needs nothing placed for sockets, and for AF_XDP sends from the client address, ports first_port
+    other needs nothing placed for sockets; an AF_XDP tester in an encapsulating single-DUT topology plays its
+    CEs itself (tester_encap); any other AF_XDP tester sends from the client address, ports first_port
     .. first_port + flows - 1, and beyond one address's ports from the next addresses too (xdp_flow_sources).
     ValueError (one line) when that is impossible or `io` is unknown."""
     if io not in TESTER_IO:
         raise ValueError(f"tester io must be 'socket' or 'xdp', got {io!r}")
     interface = client_interface(chain) if io == "xdp" else None
+    encap = tester_encap(chain)
+    if interface is not None and encap is not None:
+        return TesterPlace(interface, encap=encap)
     if chain.tester_ces:
         ranges = tester_port_ranges(chain.tester_ces)
         sources = tuple(TesterSource(ce.map_address, ce.map_address, tuple(its))
                         for ce, its in zip(chain.tester_ces, ranges, strict=True))
         return TesterPlace(interface, sources, ce=True)
+    if chain.tester_subscribers:  # a socket tester (an AF_XDP one took its encap place above)
+        ranges = [tester_port_range(s) for s in chain.tester_subscribers]
+        played = chain.tester_subscribers
+        empty = [s for s, (first, last) in zip(played, ranges, strict=True) if first > last]
+        if empty:
+            ce, (first, last) = empty[0], empty[0].port_ranges[0]
+            raise ValueError(f"{chain.name}: the CE of {ce.ipv4_address} PSID {ce.psid} owns only "
+                             f"ports {first}-{last}, which a socket cannot bind (port 0): play more CEs or a "
+                             "rule with fewer PSID bits")
+        return TesterPlace(None, subscriber_sources([p.ipv4_address for p in played], ranges, flows), ce=True)
     if interface is None:
         return TesterPlace()
     addresses, ports = xdp_flow_sources(chain, flows, first_port)

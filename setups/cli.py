@@ -81,7 +81,15 @@ def add_ces_option(parser: argparse.ArgumentParser) -> None:
         "--ces",
         type=int,
         default=1,
-        help="br only: MAP-T CEs the tester plays, derived from the paper's BMR (default: %(default)s)",
+        help="br, mape-br, lwaftr only: MAP-T / MAP-E CEs or lwB4s the tester plays, derived from the "
+        "paper's BMR (lw4o6: its binding arithmetic) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--ea-bits",
+        type=int,
+        default=None,
+        help="mape-br only: the MAP-E rule's EA-bits length (default 13; 8 bits of IPv4 suffix, the rest "
+        "PSID; the rule IPv6 prefix is shortened to keep end-user prefixes within /64)",
     )
     parser.add_argument(
         "--plat-netmap",
@@ -105,7 +113,10 @@ def _render(args: argparse.Namespace) -> int:
         netns_render: Callable[[argparse.Namespace, BackendChoice], int] = getattr(args, NETNS_RENDER)
         return netns_render(args, choice)
     prefix = args.nat64_prefix or choice.default_prefix() or WELL_KNOWN_PREFIX
-    topo = topology(args.topology, prefix, args.ces, args.plat_netmap)
+    topo = topology(args.topology, prefix, args.ces, args.plat_netmap, args.ea_bits)
+    refusal = choice.refusal(topo)
+    if refusal:
+        raise ValueError(refusal)
     for comment in header(topo, choice):
         print(comment.shell())
     dry = DryRun()

@@ -199,3 +199,54 @@ def derive_ces(bmr: Bmr, first_end_user_prefix: str, count: int) -> list[MapCe]:
         network = int(rule6.network_address) | (ea_bits << shift)
         ces.append(map_ce(bmr, f"{ipaddress.IPv6Address(network)}/{length}"))
     return ces
+
+
+def rule_capacity(bmr: Bmr) -> int:
+    """How many CEs the rule's address and PSID space holds: one per EA-bits value (2^EA-bits length)."""
+    return 1 << bmr.ea_bits_len
+
+
+def ce_at(bmr: Bmr, index: int) -> MapCe:
+    """CE number `index` of a run (0-based): its EA-bits value is `index` (IPv4 suffix index >> k, PSID
+    index & (2^k - 1)), its end-user prefix the rule IPv6 prefix + those EA bits (subnet ID 0)."""
+    if not 0 <= index < rule_capacity(bmr):
+        raise ValueError(f"CE number {index} is outside rule {' '.join(bmr.rule_fields())}, which holds "
+                         f"{rule_capacity(bmr)} CEs (2^{bmr.ea_bits_len} EA-bits values)")
+    rule6 = ipaddress.IPv6Network(bmr.ipv6_prefix)
+    length = rule6.prefixlen + bmr.ea_bits_len
+    network = int(rule6.network_address) | (index << (128 - length))
+    return map_ce(bmr, f"{ipaddress.IPv6Address(network)}/{length}")
+
+
+def indexed_ces(bmr: Bmr, count: int) -> list[MapCe]:
+    """CEs 0 .. count - 1 of the rule (ce_at); ValueError in one line when the rule holds fewer."""
+    if not 1 <= count <= rule_capacity(bmr):
+        raise ValueError(f"{count} CEs do not fit rule {' '.join(bmr.rule_fields())}: its "
+                         f"{bmr.ea_bits_len} EA bits hold {rule_capacity(bmr)} CEs (IPv4 addresses x port "
+                         f"sets): ask for 1 to {rule_capacity(bmr)} CEs or a rule with more EA bits")
+    return [ce_at(bmr, index) for index in range(count)]
+
+
+def psid_of_port(port: int, psid_len: int, psid_offset: int) -> int | None:
+    """The PSID whose port set holds `port` (RFC 7597 5.1), None for a port the offset excludes (A = 0)."""
+    m = 16 - psid_offset - psid_len
+    if psid_offset > 0 and port >> (16 - psid_offset) == 0:
+        return None
+    return (port >> m) & ((1 << psid_len) - 1)
+
+
+def map_address_of(bmr: Bmr, ipv4: str, port: int) -> str | None:
+    """The MAP address a BR derives for an IPv4 address and port of its rule (RFC 7597 5.2: the EA bits are
+    the IPv4 suffix and the port's PSID); None when the address lies outside the rule or the port is
+    excluded. What the BR checks an outer source against, and encapsulates a reply to."""
+    rule4 = ipaddress.IPv4Network(bmr.ipv4_prefix)
+    address = ipaddress.IPv4Address(ipv4)
+    k = bmr.psid_len(rule4)
+    psid = psid_of_port(port, k, bmr.psid_offset)
+    if address not in rule4 or psid is None:
+        return None
+    ea_bits = ((int(address) - int(rule4.network_address)) << k) | psid
+    rule6 = ipaddress.IPv6Network(bmr.ipv6_prefix)
+    network = int(rule6.network_address) | (ea_bits << (128 - rule6.prefixlen - bmr.ea_bits_len))
+    eup = ipaddress.IPv6Network((network, rule6.prefixlen + bmr.ea_bits_len))
+    return str(map_address(eup, address, psid))

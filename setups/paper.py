@@ -11,7 +11,8 @@ import ipaddress
 from collections.abc import Callable
 from dataclasses import replace
 
-from .mapt import Bmr, MapCe, derive_ces, flows_fit
+from .lw4o6 import LWAFTR_ADDRESS, Binding, Lw4o6Rule, bindings, rule_for
+from .mapt import Bmr, MapCe, ce_at, derive_ces, flows_fit, indexed_ces, rule_capacity
 from .topology import (
     Clat,
     Endpoint,
@@ -19,12 +20,17 @@ from .topology import (
     Host,
     Interface,
     Link,
+    LwAftrRole,
+    LwB4Role,
     MapBrRole,
     MapCeRole,
+    MapeBrRole,
+    MapeCeRole,
     Nat44,
     Plat,
     Route,
     Topology,
+    TunnelEnd,
     embed_ipv4,
 )
 
@@ -480,41 +486,339 @@ def _server_plain(*routes: Route) -> Host:
     return Host("server", (Interface("enp5s0f0", (f"{SERVER}/24",)), *routes))
 
 
-SINGLE_DUT = ("plat", "clat", "ce", "br")  # the DUTs of the paper's chains; `nat44` stands alone
+# -- the encapsulating IPv4aaS technologies (issue 34): MAP-E (RFC 7597) and lw4o6 (RFC 7596) ----------
+# The MAP rule is MAP-T's (the reference document 004's Section V: 2001:db8:ce::/51, 192.0.2.0/24, EA-bits
+# 13, PSID offset 0); the dual-DUT CE is the paper's CE 0x11b (192.0.2.8, PSID 27, ports 55296-57343) and the
+# lwB4 the subscriber with the same IPv4 address and PSID. The BR's (lwAFTR's) tunnel address 2001:db8:6::1 is
+# routed into its decapsulator, not an interface address: its host's address on the CE-BR link is
+# 2001:db8:6::2 (our choice), and the CEs route 2001:db8:6::1/128 via it.
+
+MAPE_BMR = MAPT_BMR
+BR_ADDRESS = LWAFTR_ADDRESS  # 2001:db8:6::1, the MAP-E BR's and the lwAFTR's tunnel end point
+BR_LINK = "2001:db8:6::2"  # our choice
+MAPE_CE_EA = 0x11B  # the paper's CE, CE number 283 of the rule
+LW4O6_SUBSCRIBER = 0x11B  # subscriber 283: 192.0.2.8 PSID 27, lwB4 2001:db8:b4::11c
+LW4O6_SUBSCRIBERS = 1024  # the dual-DUT lwAFTR's binding table (our choice: subscribers 0 .. 1023)
+B4_LINK = "2001:db8:6::b4"  # the lwB4's address on its link to the lwAFTR (our choice)
+
+
+def _encap_ce(role: MapeCeRole | LwB4Role, subscriber: MapCe | Binding, link: str) -> tuple[Host, Host]:
+    """A CE (lwB4): the `napt` namespace (NAT44 into the port set) and the host `dut1` with the tunnel end."""
+    if len(subscriber.port_ranges) != 1:
+        raise ValueError("the napt's SNAT takes one contiguous port range: use PSID offset 0")
+    napt = Host(
+        "napt",
+        (
+            Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
+            Interface("to_global", ("10.0.0.2/24",)),
+            Route("default", "10.0.0.1"),
+            Forwarding(ipv4=True),
+            Nat44(source=CLIENT_NET, out_interface="to_global", to_address=subscriber.ipv4_address,
+                  ports=subscriber.port_ranges[0]),
+        ),
+        parent="dut1",
+    )
+    dut1 = Host(
+        "dut1",
+        (
+            Interface("to_napt", ("10.0.0.1/24",)),
+            Interface("enp5s0f1", (f"{link}/64",)),
+            Route(f"{BR_ADDRESS}/128", BR_LINK),
+            Route(f"{subscriber.ipv4_address}/32", "10.0.0.2"),
+            Forwarding(ipv4=True, ipv6=True),
+            role,
+        ),
+    )
+    return napt, dut1
+
+
+def _mape_ce() -> tuple[MapeCeRole, Host, Host]:
+    role = MapeCeRole(end_user_prefix=ce_at(MAPE_BMR, MAPE_CE_EA).end_user_prefix,
+                      bmr=MAPE_BMR, br_address=BR_ADDRESS, ipv4_interface="to_napt",
+                      ipv6_interface="enp5s0f1")
+    return (role, *_encap_ce(role, role.ce, MAPT_CE_INNER))
+
+
+def _lwb4() -> tuple[LwB4Role, Host, Host]:
+    role = LwB4Role(rule=Lw4o6Rule(), subscriber=LW4O6_SUBSCRIBER, aftr_address=BR_ADDRESS,
+                    ipv4_interface="to_napt", ipv6_interface="enp5s0f1")
+    return (role, *_encap_ce(role, role.binding, B4_LINK))
+
+
+def _encap_br(host: str, role: MapeBrRole | LwAftrRole, back: tuple[Route, ...]) -> Host:
+    """The BR (lwAFTR): its link address, the routes back to the CEs' (lwB4s') IPv6 addresses."""
+    return Host(
+        host,
+        (
+            Interface("enp5s0f0", (f"{BR_LINK}/64",)),
+            Interface("enp5s0f1", (f"{SERVER_GATEWAY}/24",)),
+            *back,
+            Forwarding(ipv4=True, ipv6=True),
+            role,
+        ),
+    )
+
+
+def _mape_br_role(bmr: Bmr = MAPE_BMR) -> MapeBrRole:
+    return MapeBrRole(br_address=BR_ADDRESS, fmrs=(bmr,), ipv4_interface="enp5s0f1",
+                      ipv6_interface="enp5s0f0")
+
+
+def mape_rule(ea_bits: int | None = None) -> Bmr:
+    """The MAP-E rule with `ea_bits` EA bits (None: the reference document's 13): the rule IPv4 prefix stays
+    192.0.2.0/24 (8 bits of IPv4 suffix, ea_bits - 8 of PSID), the rule IPv6 prefix 2001:db8:ce::/51 is
+    shortened (its leading bits kept) where /51 + EA bits would pass /64. ValueError in one line when the EA
+    bits do not fit (fewer than the IPv4 suffix, a PSID beyond 16 bits)."""
+    if ea_bits is None:
+        return MAPE_BMR
+    rule6 = ipaddress.IPv6Network(MAPE_BMR.ipv6_prefix)
+    length = max(0, min(rule6.prefixlen, 64 - ea_bits))
+    try:
+        return Bmr(str(rule6.supernet(new_prefix=length)), MAPE_BMR.ipv4_prefix, ea_bits_len=ea_bits)
+    except ValueError as error:
+        raise ValueError(f"--ea-bits {ea_bits} does not fit the MAP rule (IPv4 {MAPE_BMR.ipv4_prefix}, "
+                         f"IPv6 {rule6.supernet(new_prefix=length)}): {error}") from None
+
+
+def _lwaftr_role(subscribers: int) -> LwAftrRole:
+    return LwAftrRole(aftr_address=BR_ADDRESS, rule=rule_for(subscribers), subscribers=subscribers,
+                      ipv4_interface="enp5s0f1", ipv6_interface="enp5s0f0")
+
+
+def _encap_links() -> tuple[Link, ...]:
+    return (
+        Link("client-dut1", Endpoint("client", "enp5s0f0"), Endpoint("napt", "enp5s0f0")),
+        Link("dut1-napt", Endpoint("dut1", "to_napt"), Endpoint("napt", "to_global"), internal=True),
+        Link("dut1-dut2", Endpoint("dut1", "enp5s0f1"), Endpoint("dut2", "enp5s0f0")),
+        Link("dut2-server", Endpoint("dut2", "enp5s0f1"), Endpoint("server", "enp5s0f0")),
+    )
+
+
+def _mape_note(ce: MapCe) -> str:
+    return _ce_note(ce) + f", tunnel {ce.map_address} <-> BR {BR_ADDRESS} (IPv4 in IPv6, next header 4)"
+
+
+def _b4_note(b: Binding) -> str:
+    first, last = b.port_ranges[0]
+    return (f"lwB4 subscriber {b.index}: IPv4 {b.ipv4_address}, PSID {b.psid}, ports {first}-{last}, "
+            f"lwB4 address {b.b4_address}, tunnel to the lwAFTR {BR_ADDRESS}")
+
+
+def _link_note() -> str:
+    return (f"the BR's (lwAFTR's) tunnel address {BR_ADDRESS} is routed into its decapsulator; its link "
+            f"address {BR_LINK} is our choice")
+
+
+def mape(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """MAP-E: CE = `napt` (NAT44 into the port set) + MAP-E CE on DUT1; MAP-E BR on DUT2 (RFC 7597)."""
+    role, napt, dut1 = _mape_ce()
+    back = (Route(MAPE_BMR.ipv6_prefix, MAPT_CE_INNER),)
+    return Topology(
+        name="mape",
+        description="IPv4 client -> CE (napt NAT44 + MAP-E CE) -> IPv4-in-IPv6 -> BR (MAP-E BR) -> "
+                    "IPv4 server",
+        hosts=(_client(), napt, dut1, _encap_br("dut2", _mape_br_role(), back),
+               _server(Route(MAPE_BMR.ipv4_prefix, SERVER_GATEWAY))),
+        links=_encap_links(),
+        client_address=CLIENT,
+        server_address=SERVER,
+        notes=(_mape_note(role.ce), _link_note(),
+               "the paper's tester: " + flows_fit(role.ce, PAPER_THREADS, PAPER_PORTS_PER_THREAD)),
+    )
+
+
+def lw4o6(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """lw4o6: lwB4 = `napt` (NAT44 into its port set) + lwB4 on DUT1; lwAFTR on DUT2 (RFC 7596)."""
+    role, napt, dut1 = _lwb4()
+    back = (Route(role.rule.b4_prefix, B4_LINK),)
+    aftr = _lwaftr_role(LW4O6_SUBSCRIBERS)
+    return Topology(
+        name="lw4o6",
+        description="IPv4 client -> lwB4 (napt NAT44 + lwB4) -> IPv4-in-IPv6 -> lwAFTR -> IPv4 server",
+        hosts=(_client(), napt, dut1, _encap_br("dut2", aftr, back),
+               _server(Route(aftr.rule.ipv4_pool, SERVER_GATEWAY))),
+        links=_encap_links(),
+        client_address=CLIENT,
+        server_address=SERVER,
+        notes=(_b4_note(role.binding), _link_note(),
+               f"lwAFTR binding table: subscribers 0-{LW4O6_SUBSCRIBERS - 1} of pool {aftr.rule.ipv4_pool}, "
+               f"{aftr.rule.psid_len}-bit PSIDs, lwB4 i at {aftr.rule.b4_prefix} interface ID i + 1 "
+               "(our choice)"),
+    )
+
+
+# The most CEs (subscribers) a socket tester plays itself: the DUT serves every one of its rule (table); the
+# tester's sockets are dealt over the first PLAYED_MAX of them (an AF_XDP tester computes its own).
+PLAYED_MAX = 1024
+
+
+def _played_note(ces: int) -> str:
+    return (f"the socket tester plays the first {PLAYED_MAX} of the {ces} CEs (subscribers) the DUT serves "
+            "(its sockets are dealt over them)")
+
+
+def _tester_client(played: list[MapCe] | list[Binding], tunnel: TunnelEnd) -> Host:
+    """The tester as CEs (lwB4s): their IPv4 addresses (the sources of its sockets); their tunnel addresses
+    are routed into the tunnel end (not local: what arrives for them is decapsulated, then delivered)."""
+    ipv4 = sorted({p.ipv4_address for p in played}, key=lambda a: ipaddress.IPv4Address(a))
+    return Host(
+        "client",
+        (
+            Interface("enp5s0f0", (f"{MAPT_CE_INNER}/64", *(f"{a}/32" for a in ipv4))),
+            Route(f"{BR_ADDRESS}/128", BR_LINK),
+            Forwarding(ipv4=False, ipv6=True),
+            tunnel,
+        ),
+    )
+
+
+def _tester_server(tunnel: TunnelEnd, back: Route) -> Host:
+    """Knot behind the BR's (lwAFTR's) end of the tunnel, played by the emulation: the server's IPv4 address
+    and the BR's link address on one interface."""
+    return Host("server", (Interface("enp5s0f0", (f"{BR_LINK}/64", f"{SERVER}/32")), back,
+                           Forwarding(ipv4=False, ipv6=True), tunnel))
+
+
+def mape_br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1, ea_bits: int | None = None) -> Topology:
+    """The tester as MAP-E CEs 0 .. ces - 1 (IPv4 in IPv6 from their MAP addresses) -> BR -> IPv4 Knot;
+    `ea_bits`: the rule's EA-bits length (mape_rule)."""
+    bmr = mape_rule(ea_bits)
+    if not 1 <= ces <= rule_capacity(bmr):
+        indexed_ces(bmr, ces)  # raises the one-line refusal
+    played = indexed_ces(bmr, min(ces, PLAYED_MAX))
+    tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", bmr=bmr, subscribers=ces)
+    notes = [_mape_note(c) for c in played[:4]] + ([f"... {ces - 4} more CEs"] if ces > 4 else [])
+    notes += [_played_note(ces)] if ces > PLAYED_MAX else []
+    notes.append("a socket tester sends IPv4 from the CEs' addresses and ports and the client host "
+                 "encapsulates them as the CEs would; an AF_XDP tester builds the encapsulated frames of all "
+                 f"{ces} CEs itself (xlatperf --encap)")
+    if bmr != MAPE_BMR:
+        notes.append(f"rule {' '.join(bmr.rule_fields())} ({ea_bits} EA bits: {bmr.psid_len()}-bit PSIDs; "
+                     f"the rule IPv6 prefix shortened from {MAPE_BMR.ipv6_prefix} so end-user prefixes stay "
+                     "within /64)" if bmr.ipv6_prefix != MAPE_BMR.ipv6_prefix else
+                     f"rule {' '.join(bmr.rule_fields())} ({ea_bits} EA bits)")
+    return _single(
+        "mape-br",
+        f"IPv4-in-IPv6 tester as {ces} MAP-E CE(s) -> BR (MAP-E BR) -> IPv4 server",
+        "mape",
+        (_tester_client(played, tunnel),
+         _encap_br("dut1", _mape_br_role(bmr), (Route(bmr.ipv6_prefix, MAPT_CE_INNER),)),
+         _server_plain(Route(bmr.ipv4_prefix, SERVER_GATEWAY))),
+        client_address=played[0].ipv4_address,
+        server_address=SERVER,
+        tester_subscribers=tuple(played),
+        notes=(*notes, _link_note()),
+    )
+
+
+def lwaftr(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
+    """The tester as lwB4 subscribers 0 .. ces - 1 -> lwAFTR (a binding table of them) -> IPv4 Knot."""
+    rule = rule_for(ces)
+    played = list(bindings(rule, min(ces, PLAYED_MAX)))
+    tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", rule=rule, subscribers=ces)
+    notes = [_b4_note(b) for b in played[:4]] + ([f"... {ces - 4} more subscribers"] if ces > 4 else [])
+    notes += [_played_note(ces)] if ces > PLAYED_MAX else []
+    return _single(
+        "lwaftr",
+        f"IPv4-in-IPv6 tester as {ces} lwB4(s) -> lwAFTR -> IPv4 server",
+        "lw4o6",
+        (_tester_client(played, tunnel),
+         _encap_br("dut1", _lwaftr_role(ces), (Route(rule.b4_prefix, MAPT_CE_INNER),)),
+         _server_plain(Route(rule.ipv4_pool, SERVER_GATEWAY))),
+        client_address=played[0].ipv4_address,
+        server_address=SERVER,
+        tester_subscribers=tuple(played),
+        notes=(*notes, _link_note()),
+    )
+
+
+def mape_ce(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """IPv4 tester -> CE (napt NAT44 + MAP-E CE) -> the BR's end of the tunnel in front of IPv4 Knot."""
+    role, napt, dut1 = _mape_ce()
+    tunnel = TunnelEnd("br", BR_ADDRESS, "enp5s0f0", "enp5s0f0", bmr=MAPE_BMR)
+    return _single(
+        "mape-ce",
+        "IPv4 client -> CE (napt NAT44 + MAP-E CE) -> IPv4-in-IPv6 -> server (BR's tunnel end, then Knot)",
+        "mape",
+        (_client(), napt, dut1,
+         _tester_server(tunnel, Route(MAPE_BMR.ipv6_prefix, MAPT_CE_INNER))),
+        client_address=CLIENT,
+        server_address=SERVER,
+        notes=(_mape_note(role.ce), _link_note(),
+               "the server host decapsulates and encapsulates as the BR would (the emulation's own, "
+               "not a DUT)"),
+    )
+
+
+def lwb4(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
+    """IPv4 tester -> lwB4 (napt NAT44 + lwB4) -> the lwAFTR's end of the tunnel in front of IPv4 Knot."""
+    role, napt, dut1 = _lwb4()
+    rule = role.rule
+    tunnel = TunnelEnd("br", BR_ADDRESS, "enp5s0f0", "enp5s0f0", rule=rule, subscribers=LW4O6_SUBSCRIBERS)
+    return _single(
+        "lwb4",
+        "IPv4 client -> lwB4 (napt NAT44 + lwB4) -> IPv4-in-IPv6 -> server (lwAFTR's tunnel end, then Knot)",
+        "lw4o6",
+        (_client(), napt, dut1, _tester_server(tunnel, Route(rule.b4_prefix, B4_LINK))),
+        client_address=CLIENT,
+        server_address=SERVER,
+        notes=(_b4_note(role.binding), _link_note(),
+               "the server host decapsulates and encapsulates as the lwAFTR would (the emulation's own, "
+               "not a DUT)"),
+    )
+
+
+SINGLE_DUT = ("plat", "clat", "ce", "br")  # the DUTs of the paper's translating chains; `nat44` stands alone
+ENCAP_SINGLE_DUT = ("mape-br", "mape-ce", "lwaftr", "lwb4")  # the encapsulating ones (issue 34)
 
 
 TOPOLOGIES: dict[str, Callable[[str], Topology]] = {
     "baseline": baseline,
     "464xlat": xlat464,
     "mapt": mapt,
+    "mape": mape,
+    "lw4o6": lw4o6,
     "plat": plat,
     "clat": clat,
     "ce": ce,
     "br": br,
     "nat44": nat44,
+    "mape-br": mape_br,
+    "mape-ce": mape_ce,
+    "lwaftr": lwaftr,
+    "lwb4": lwb4,
 }
+# Topologies whose tester plays several CEs (subscribers): `ces` applies to them.
+TESTER_PLAYS_CES = {"br": br, "mape-br": mape_br, "lwaftr": lwaftr}
 
 
 def topology(name: str, nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1,
-             plat_netmap: bool = False, new_connection_cap: int | None = None) -> Topology:
-    """The named testbed; `nat64_prefix` replaces the paper's 64:ff9b::/96 everywhere it appears;
-    `ces`: how many CEs the tester plays in the `br` topology; `plat_netmap`: the `plat` topology's PLAT
-    maps its clients one to one onto PLAT_NETMAP (see plat); `new_connection_cap`: the `nat44` gateway's
-    new connections per second (see nat44)."""
+             plat_netmap: bool = False, ea_bits: int | None = None,
+             new_connection_cap: int | None = None) -> Topology:
+    """The named testbed; `nat64_prefix` replaces the paper's 64:ff9b::/96 everywhere it appears (the
+    encapsulating ones carry IPv4 end to end and use none); `ces`: how many CEs (lw4o6 subscribers) the
+    tester plays in `br`, `mape-br`, `lwaftr`; `plat_netmap`: the `plat` topology's PLAT maps its clients
+    one to one onto PLAT_NETMAP (see plat); `ea_bits`: the MAP-E rule's EA-bits length (`mape-br` only);
+    `new_connection_cap`: the `nat44` gateway's new connections per second (see nat44)."""
     if name not in TOPOLOGIES:
         raise ValueError(f"unknown topology {name!r}: choose one of {', '.join(TOPOLOGIES)}")
     if new_connection_cap is not None:
         if name != "nat44":
             raise ValueError(f"new_connection_cap applies only to the nat44 topology, not {name}")
         return nat44(nat64_prefix, new_connection_cap)
+    if ea_bits is not None and name != "mape-br":
+        raise ValueError(f"ea_bits applies only to the mape-br topology, not {name}")
+    if ea_bits is not None:
+        return mape_br(nat64_prefix, ces, ea_bits)
     if plat_netmap and name != "plat":
         raise ValueError(f"plat_netmap applies only to the plat topology, not {name}")
     if plat_netmap:
         return plat(nat64_prefix, netmap=True)
-    if name == "br":
-        return br(nat64_prefix, ces)
+    if name in TESTER_PLAYS_CES:
+        return TESTER_PLAYS_CES[name](nat64_prefix, ces)
     if ces != 1:
         raise ValueError(
-            f"ces = {ces} applies only to the br topology (the tester plays the CEs), not {name}"
+            f"ces = {ces} applies only to the {', '.join(TESTER_PLAYS_CES)} topologies (the tester plays "
+            f"the CEs), not {name}"
         )
     return TOPOLOGIES[name](nat64_prefix)

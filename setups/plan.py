@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 from .backends import Backend, Counters, Deployment, RenderContext, Renderer, Runtime, linux, registry
 from .steps import Cmd, Comment, Daemon, Step
-from .topology import TRANSLATOR_ROLES, Host, MapBrRole, Plat, Topology, Translator
+from .topology import TRANSLATOR_ROLES, Host, Item, MapBrRole, Plat, Topology, Translator, TunnelEnd
 
-ROLES = ("clat", "plat", "ce", "br")
+ROLES = tuple(TRANSLATOR_ROLES.values())  # clat, plat, ce, br, mape-ce, mape-br, lwb4, lwaftr
 
 
 def _defaults() -> dict[str, Backend]:
-    backend = registry.make(registry.EMULATION_DEFAULT)
-    return dict.fromkeys(ROLES, backend)
+    """The emulation's default backend for every role it serves, the registry's default for the others."""
+    return {role: registry.make(registry.default_for(role)) for role in ROLES}
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,13 @@ class BackendChoice:
     @classmethod
     def parse(cls, text: str, variants: Mapping[str, str] | None = None,
               default: str = registry.EMULATION_DEFAULT) -> BackendChoice:
-        """ "NAME" (every role) or "clat=NAME,plat=OTHER" (per role; unnamed roles keep `default`);
+        """ "NAME" (every role it serves; the others their default, registry.default_for) or
+        "clat=NAME,plat=OTHER" (per role, as named; unnamed roles keep `default` where it serves them);
         `variants`: backend name -> its variant (a bad one: ValueError naming the choices)."""
-        names = dict.fromkeys(ROLES, default)
+        names = {role: _serving(default, role) for role in ROLES}
         if "=" not in text:
             registry.make(text)
-            names = dict.fromkeys(ROLES, text)
+            names = {role: _serving(text, role) for role in ROLES}
         else:
             for part in text.split(","):
                 role, _, name = part.partition("=")
@@ -71,8 +72,9 @@ class BackendChoice:
     def spec(self) -> str:
         """The text `parse` reads back into this choice (with `variants()`)."""
         names = {role: backend.name for role, backend in self.by_role.items()}
-        if len(set(names.values())) == 1:
-            return next(iter(names.values()))
+        for name in dict.fromkeys(names.values()):
+            if all(names[role] == _serving(name, role) for role in ROLES):
+                return name
         return ",".join(f"{role}={name}" for role, name in names.items())
 
     def variants(self) -> dict[str, str]:
@@ -95,12 +97,30 @@ class BackendChoice:
     def _of(self, role: Translator) -> Backend:
         return self.by_role[TRANSLATOR_ROLES[type(role)]]
 
+    def refusal(self, topology: Topology) -> str | None:
+        """Why this choice cannot serve `topology` (a chosen backend does not play one of its roles), one
+        line naming the backends that do; None when it can. Asked before anything is brought up."""
+        for role in topology.translators().values():
+            name = TRANSLATOR_ROLES[type(role)]
+            backend = self._of(role)
+            if name not in backend.roles:
+                serving = [b for b in registry.names() if name in registry.make(b).roles]
+                return (f"backend {backend.name} does not serve the {name} role of the {topology.name} "
+                        f"topology: choose {' or '.join(serving)} (--backend {name}=NAME)")
+            reason = backend.refusal(role)
+            if reason:
+                return f"{topology.name}: {name} by {backend.name}: {reason}"
+        return None
+
     def used(self, topology: Topology) -> list[Renderer]:
         """Each backend serving a role of `topology`, once."""
         found: dict[str, Renderer] = {}
         for role in topology.translators().values():
             backend = self.renderer(role)
             found.setdefault(backend.name, backend)
+        if any(h.tester_tunnel is not None for h in topology.hosts):
+            tunnel = registry.tunnel_end()
+            found.setdefault(tunnel.name, tunnel)
         return list(found.values())
 
     def machine_steps(self, topology: Topology, ctx: RenderContext) -> list[Step]:
@@ -119,6 +139,11 @@ class BackendChoice:
         return None
 
 
+def _serving(name: str, role: str) -> str:
+    """`name` when that backend serves `role`, else the role's default backend."""
+    return name if role in registry.make(name).roles else registry.default_for(role)
+
+
 def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: RenderContext) -> list[Step]:
     """The steps of one host, its configuration items in order; on a real host its sub-hosts first."""
     steps: list[Step] = []
@@ -129,9 +154,19 @@ def render_host(topology: Topology, host: Host, choice: BackendChoice, ctx: Rend
         role = host.translator
         if role is not None and item is role:
             steps += choice.renderer(role).render(role, host, ctx)
+        elif isinstance(item, TunnelEnd):
+            steps += registry.tunnel_end().render(item, host, ctx)  # type: ignore[arg-type]
         else:
-            steps += linux.render_item(item)
+            steps += network_steps(item, host, choice, ctx)
     return steps
+
+
+def network_steps(item: Item, host: Host, choice: BackendChoice, ctx: RenderContext) -> list[Step]:
+    """A host's non-translator item: its translator's backend's steps where that backend owns the host's
+    network (a user-space data plane such as VPP's: `Renderer.render_item`), else Linux's."""
+    role = host.translator
+    own = choice.renderer(role).render_item(item, host, ctx) if role is not None else None
+    return own if own is not None else linux.render_item(item)
 
 
 def _nested_subhost(

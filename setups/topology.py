@@ -2,7 +2,9 @@
 
 A host's `items` are its configuration in the order the paper lists it; a backend turns each item into
 commands. Three kinds of item exist: plain network configuration (Interface, Route, Forwarding, Nat44)
-that Linux does itself, and translator roles (Clat, Plat, MapCe, MapBr) that a chosen backend renders.
+that Linux does itself, and translator roles (Clat, Plat, MapCe, MapBr; the encapsulating MapeCe, MapeBr,
+LwB4, LwAftr) that a chosen backend renders. A TunnelEnd is the tester's own part (it encapsulates what a
+socket tester sends as the CEs it plays), not a DUT.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from .lw4o6 import Binding, Lw4o6Rule, binding, bindings
 from .mapt import Bmr, MapCe, map_ce, tester_max_sockets
 
 DUT_HOSTS = {"dut1": ("dut1", "napt"), "dut2": ("dut2",)}  # the hosts each DUT consists of (MAP-T CE: + napt)
@@ -156,10 +159,100 @@ class MapBrRole:
         ]
 
 
-Translator = Clat | Plat | MapCeRole | MapBrRole
-Item = Interface | Route | Forwarding | Nat44 | Translator
+@dataclass(frozen=True)
+class MapeCeRole:
+    """MAP-E CE (RFC 7597): IPv4 from the napt's NAT44 (the CE's IPv4 address, ports in its set) goes into
+    IPv6 from the CE's MAP address to `br_address` (next header 4); encapsulated replies to the MAP address
+    come out as IPv4. The CE is the one its BMR assigns to `end_user_prefix`."""
 
-TRANSLATOR_ROLES = {Clat: "clat", Plat: "plat", MapCeRole: "ce", MapBrRole: "br"}
+    end_user_prefix: str
+    bmr: Bmr
+    br_address: str
+    ipv4_interface: str
+    ipv6_interface: str
+
+    @property
+    def ce(self) -> MapCe:
+        return map_ce(self.bmr, self.end_user_prefix)
+
+
+@dataclass(frozen=True)
+class MapeBrRole:
+    """MAP-E BR (RFC 7597): decapsulates IPv6 to `br_address` whose source is the MAP address that the inner
+    IPv4 source and source port give under a rule of `fmrs` (else drops it: port outside the CE's port set,
+    or wrong address), and encapsulates IPv4 to a rule's IPv4 prefix to the MAP address that the IPv4
+    destination and the PSID of its destination port give. Stateless: it serves every CE of its rules."""
+
+    br_address: str
+    fmrs: tuple[Bmr, ...]
+    ipv4_interface: str
+    ipv6_interface: str
+
+
+@dataclass(frozen=True)
+class LwB4Role:
+    """lw4o6 B4 (RFC 7596): subscriber `subscriber` of `rule` (setups/lw4o6.py): IPv4 from the napt's NAT44
+    (its IPv4 address, ports in its set) goes into IPv6 from its lwB4 address to `aftr_address`."""
+
+    rule: Lw4o6Rule
+    subscriber: int
+    aftr_address: str
+    ipv4_interface: str
+    ipv6_interface: str
+
+    @property
+    def binding(self) -> Binding:
+        return binding(self.rule, self.subscriber)
+
+
+@dataclass(frozen=True)
+class LwAftrRole:
+    """lwAFTR (RFC 7596): a binding table of `subscribers` entries of `rule` ((IPv4, PSID) <-> lwB4 IPv6
+    address); decapsulates IPv6 to `aftr_address` whose (inner IPv4 source, PSID of its source port) is bound
+    to the outer source (else drops it), encapsulates IPv4 to the bound lwB4 of (destination, PSID)."""
+
+    aftr_address: str
+    rule: Lw4o6Rule
+    subscribers: int
+    ipv4_interface: str
+    ipv6_interface: str
+
+    def bindings(self) -> list[Binding]:
+        return list(bindings(self.rule, self.subscribers))
+
+
+Translator = Clat | Plat | MapCeRole | MapBrRole | MapeCeRole | MapeBrRole | LwB4Role | LwAftrRole
+TRANSLATOR_TYPES = (Clat, Plat, MapCeRole, MapBrRole, MapeCeRole, MapeBrRole, LwB4Role, LwAftrRole)
+
+TRANSLATOR_ROLES = {Clat: "clat", Plat: "plat", MapCeRole: "ce", MapBrRole: "br",
+                    MapeCeRole: "mape-ce", MapeBrRole: "mape-br", LwB4Role: "lwb4", LwAftrRole: "lwaftr"}
+
+
+@dataclass(frozen=True)
+class TunnelEnd:
+    """The tester's end of the tunnel in an encapsulating single-DUT topology. side "ce" (`mape-br`,
+    `lwaftr`): a socket tester's sockets send IPv4 from the CEs' (subscribers') IPv4 addresses and ports,
+    and this encapsulates them on the client host as those CEs would: from the MAP address that (source,
+    source port) give under `bmr` (MAP-E), or from the bound lwB4 address (lw4o6: `rule`), to `tunnel_end`
+    (the DUT's); it decapsulates the replies. An AF_XDP tester builds the encapsulated frames itself (its
+    frames pass this end by). `subscribers`: how many CEs (lwB4s) the DUT serves, 0 .. subscribers - 1.
+    side "br" (`mape-ce`, `lwb4`): on the server host, the BR's (lwAFTR's) end at `tunnel_end` in front of
+    Knot's IPv4 address. Not a DUT: always the emulation's own."""
+
+    side: str
+    tunnel_end: str
+    ipv4_interface: str
+    ipv6_interface: str
+    bmr: Bmr | None = None
+    rule: Lw4o6Rule | None = None
+    subscribers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.side not in ("ce", "br") or (self.bmr is None) == (self.rule is None):
+            raise ValueError("a tester tunnel has side ce or br and either a MAP rule or a lw4o6 rule")
+
+
+Item = Interface | Route | Forwarding | Nat44 | Translator | TunnelEnd
 
 
 @dataclass(frozen=True)
@@ -177,7 +270,12 @@ class Host:
 
     @property
     def translator(self) -> Translator | None:
-        found = [i for i in self.items if isinstance(i, Clat | Plat | MapCeRole | MapBrRole)]
+        found = [i for i in self.items if isinstance(i, TRANSLATOR_TYPES)]
+        return found[0] if found else None
+
+    @property
+    def tester_tunnel(self) -> TunnelEnd | None:
+        found = [i for i in self.items if isinstance(i, TunnelEnd)]
         return found[0] if found else None
 
 
@@ -205,7 +303,9 @@ class Topology:
     tester_ces: the MAP-T CEs the tester itself plays (the `br` topology): it sends from their MAP addresses
     and from ports inside their port sets. check_links: links `setup check` captures on. client_sources:
     how many consecutive addresses from client_address the chain carries to the server and back (a tester
-    with AF_XDP flows may send from all of them; 1: only client_address)."""
+    with AF_XDP flows may send from all of them; 1: only client_address). tester_subscribers: the MAP-E CEs
+    (MapCe) or lw4o6 subscribers (Binding) the tester plays (`mape-br`, `lwaftr`): it sends IPv4 from their
+    addresses and ports inside their port sets, encapsulated toward the DUT (the client's TunnelEnd)."""
 
     name: str
     description: str
@@ -221,6 +321,7 @@ class Topology:
     tester_ces: tuple[MapCe, ...] = ()
     check_links: tuple[str, ...] = ("dut1-dut2",)
     client_sources: int = 1
+    tester_subscribers: tuple[MapCe | Binding, ...] = ()
 
     @property
     def knot_address(self) -> str:
@@ -250,12 +351,28 @@ class Topology:
         port-set size. A tester playing CEs (`br`): one socket per port of the CEs' sets, dealt round-robin
         over the CEs (mapt.tester_max_sockets). Through a PLAT whose clients share one public address (the
         paper's): NAT44_PORTS, its ports toward the one server address and port."""
-        sizes = [t.ce.port_count for t in self.translators().values() if isinstance(t, MapCeRole)]
+        roles = self.translators().values()
+        sizes = [t.ce.port_count for t in roles if isinstance(t, MapCeRole | MapeCeRole)]
+        sizes += [t.binding.port_count for t in self.translators().values() if isinstance(t, LwB4Role)]
         sizes += [NAT44_PORTS for t in self.translators().values()
                   if isinstance(t, Plat) and t.pool4_netmap is None]
         if self.tester_ces:
             sizes.append(tester_max_sockets(self.tester_ces))
+        if self.tester_subscribers:
+            sizes.append(len(self.tester_subscribers) * min(s.port_count for s in self.tester_subscribers))
         return min(sizes) if sizes else None
+
+
+def tunnel_address(subscriber: MapCe | Binding) -> str:
+    """The IPv6 address a MAP-E CE (its MAP address) or a lwB4 (its bound address) tunnels from."""
+    return subscriber.map_address if isinstance(subscriber, MapCe) else subscriber.b4_address
+
+
+def tester_port_range(subscriber: MapCe | Binding) -> tuple[int, int]:
+    """The ports a socket tester playing a MAP-E CE or lwB4 sends from: the first range of its port set,
+    without the system ports 0-1023 when the range reaches above them (port 0 cannot be bound at all)."""
+    first, last = subscriber.port_ranges[0]
+    return (max(first, 1024), last) if last >= 1024 else (max(first, 1), last)
 
 
 def embed_ipv4(prefix: str, address: str) -> str:

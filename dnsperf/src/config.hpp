@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "address.hpp"
+#include "xdp/encap.hpp"
 
 namespace xlatperf {
 
@@ -53,6 +54,11 @@ struct Config {
     std::string flow_order = "sequential"; // --io xdp: the order of the flows in each round: sequential, pseudorandom
     std::uint64_t flow_seed = 0;          // key of the pseudorandom order; 0: a random one (recorded)
     unsigned vlan = 0;                    // --io xdp: 802.1Q VLAN ID of the frames (1..4094); 0: untagged
+    std::string encap;                    // --io xdp: map-e or lw4o6 (simulated CEs); empty: no encapsulation
+    std::string encap_rule;               // IPV6PREFIX,IPV4PREFIX,BITS,PSIDOFFSET (xdp/encap.hpp)
+    std::uint64_t encap_ces = 0;          // CEs simulated
+    std::uint64_t encap_ports = 0;        // ports per CE (0: the whole set, less port 0's place)
+    std::string encap_br;                 // the BR's (lwAFTR's) IPv6 address
 };
 
 // --io xdp: most flows (--ports-per-thread) one thread may have (sockets: 65535).
@@ -95,6 +101,9 @@ struct Plan {
     std::vector<std::uint32_t> xdp_queues; // --io xdp: the interface queue of thread i (one AF_XDP socket each)
     bool flow_pseudorandom = false;        // --flow-order pseudorandom
     std::uint64_t flow_seed = 0;           // its key (never 0: --flow-seed, else drawn at random)
+    bool encap = false;                    // --encap: the flows are the simulated CEs' (xdp/encap.hpp)
+    xdp::EncapRule encap_rule;
+    SockAddr encap_br;                     // the BR's address (port 0): where the frames are routed
 };
 
 // Queries one socket may have waiting for a reply: half the 16-bit ID space, so

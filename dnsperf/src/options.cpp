@@ -152,6 +152,26 @@ void add_options(CLI::App& app, Config& config) {
     app.add_option("--flow-seed", config.flow_seed,
                    "--io xdp: key of the pseudorandom flow order (0: a random one; the JSON records it)")
         ->type_name("N")->check(not_negative)->group(io);
+    app.add_option("--encap", config.encap,
+                   "--io xdp: play simulated CEs: send the IPv4 queries inside IPv6 (next header 4) from each CE's "
+                   "MAP address (map-e, RFC 7597) or lwB4 address (lw4o6, RFC 7596) to --encap-br, from ports in "
+                   "the CE's port set, and take the encapsulated replies (empty: no encapsulation)")
+        ->type_name("MODE")->group(io);
+    app.add_option("--encap-rule", config.encap_rule,
+                   "--encap: IPV6PREFIX,IPV4PREFIX,BITS,PSIDOFFSET: map-e the basic mapping rule (BITS: EA-bits "
+                   "length), lw4o6 the lwB4s' IPv6 prefix, the IPv4 pool and the PSID length; CE i has "
+                   "IPv4 = prefix + (i >> PSID length), PSID = i mod 2^PSID length")
+        ->type_name("RULE")->group(io);
+    app.add_option("--encap-ces", config.encap_ces, "--encap: CEs (lwB4s) simulated, numbers 0 .. N-1")
+        ->type_name("N")->group(io);
+    app.add_option("--encap-ports", config.encap_ports,
+                   "--encap: ports each CE sends from, the last N of its port set (0: the whole set, less one "
+                   "with PSID offset 0 so that no CE sends from port 0)")
+        ->type_name("N")->group(io);
+    app.add_option("--encap-br", config.encap_br,
+                   "--encap: the BR's (lwAFTR's) IPv6 address, the queries' outer destination and the replies' "
+                   "outer source")
+        ->type_name("ADDR")->group(io);
 
     add_verdict_and_output_options(app, config);
 }
@@ -417,6 +437,30 @@ void plan_xdp_queues(const Config& c, Plan& plan) {
     }
 }
 
+// --encap: the rule of the simulated CEs, checked whole before anything is brought up.
+void plan_encap(const Config& c, Plan& plan) {
+    plan.encap = !c.encap.empty();
+    if (!plan.encap) {
+        check(c.encap_rule.empty() && c.encap_ces == 0 && c.encap_ports == 0 && c.encap_br.empty(),
+              "--encap-rule, --encap-ces, --encap-ports and --encap-br describe the CEs of --encap: add --encap "
+              "map-e or --encap lw4o6");
+        return;
+    }
+    check(plan.server.family() == AF_INET, "--encap sends IPv4 queries inside IPv6: --server must be IPv4, got " +
+                                               c.server);
+    check(c.sources.empty() && c.bind.empty() && c.first_port == 0,
+          "--encap sends from the CEs' addresses and port sets: drop --source, --bind and --first-port");
+    check(!c.encap_rule.empty(), "--encap needs --encap-rule (example: 2001:db8:ce::/51,192.0.2.0/24,13,0)");
+    check(!c.encap_br.empty(), "--encap needs --encap-br, the BR's IPv6 address (example: 2001:db8:6::1)");
+    check(c.encap_ces != 0, "--encap needs --encap-ces, the number of CEs (1 or more)");
+    try {
+        plan.encap_rule = xdp::parse_encap_rule(c.encap, c.encap_rule, c.encap_ces, c.encap_ports, c.encap_br);
+    } catch (const std::invalid_argument& e) {
+        throw OptionError(e.what());
+    }
+    plan.encap_br = parse_address(c.encap_br, "--encap-br", "2001:db8:6::1");
+}
+
 // --io and the AF_XDP settings: flows need explicit ports (a flow is an address and a port without a
 // socket), one thread pair binds one queue, and the flow table holds every query in flight.
 void plan_io(const Config& c, Plan& plan) {
@@ -433,6 +477,8 @@ void plan_io(const Config& c, Plan& plan) {
     check(plan.xdp || c.vlan == 0,
           "--vlan tags the frames of --io xdp; with sockets send through a VLAN interface instead (--bind its "
           "address)");
+    check(plan.xdp || c.encap.empty(), "--encap plays the CEs over AF_XDP: add --io xdp");
+    plan_encap(c, plan);
     if (!plan.xdp) return;
     plan.flow_pseudorandom = c.flow_order == "pseudorandom";
     plan.flow_seed = c.flow_seed;
@@ -444,7 +490,7 @@ void plan_io(const Config& c, Plan& plan) {
     check(c.xdp_frames >= 64 && c.xdp_frames <= (1u << 20) && (c.xdp_frames & (c.xdp_frames - 1)) == 0,
           "--xdp-frames must be a power of two, 64..1048576");
     check(c.batch <= c.xdp_frames, "--batch must not exceed --xdp-frames");
-    for (const Source& source : plan.sources) {
+    for (const Source& source : plan.encap ? std::vector<Source>{} : plan.sources) {
         check(!source.ranges.empty() && source.address.family() == plan.server.family() &&
                   !(plan.server.family() == AF_INET
                         ? reinterpret_cast<const sockaddr_in*>(&source.address.storage)->sin_addr.s_addr == 0

@@ -200,6 +200,13 @@ Verdict judge(const Plan& plan, const TrialResult& trial, const Totals& t, const
             " replies landed on another queue and went to the kernel, so part of the loss is the tester's: bind "
             "every queue (--threads, --xdp-queue) or steer the replies to the bound ones");
     }
+    if (x.encap.wrong_ce > 0) {
+        v.warnings.push_back(
+            std::to_string(x.encap.wrong_ce) + " replies were encapsulated to another CE than the one their inner "
+            "destination and port give (io.encap.wrong_ce): the BR built the wrong " +
+            (x.encap.mode == "lw4o6" ? std::string("lwB4 address (binding)") : std::string("MAP address")) +
+            "; they match no query, whose loss is the BR's");
+    }
     // Most replies failing their checksum is rarely a DUT that computes checksums wrong: a peer across a
     // veth with tx checksum offload on sends partial checksums, which a reader of raw frames sees as bad.
     if (t.checksum_errors > 0 && t.checksum_errors > t.received) {

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ..mapt import MapCe
 from ..steps import Step
-from ..topology import Host, MapBrRole, Translator
+from ..topology import Host, Item, MapBrRole, Translator
 from .statetable import StateTable
 
 # How a translator spends CPU: what a per-process CPU reading covers and whether one instance can use
@@ -134,10 +134,14 @@ class Renderer(Named, Declared, Protocol):
     accepts_zero_udp_checksum: bool
 
     def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]: ...
+    # A host whose network the backend owns (a user-space data plane): its steps for a non-translator item
+    # of that host (interface, route, forwarding); None: Linux renders it.
+    def render_item(self, item: Item, host: Host, ctx: RenderContext) -> list[Step] | None: ...
     def describe(self, role: Translator) -> dict[str, object]: ...  # carries declared()
     def notes(self, role: Translator) -> list[str]: ...  # lines for a rendering's header
     def version(self) -> str: ...
     def machine_steps(self, ctx: RenderContext) -> list[Step]: ...
+    def refusal(self, role: Translator) -> str | None: ...  # why this machine cannot hold this role
 
 
 class Runtime(Named, Protocol):
@@ -199,6 +203,10 @@ class BackendBase:
     def version(self) -> str:
         return "unknown"
 
+    def render_item(self, item: Item, host: Host, ctx: RenderContext) -> list[Step] | None:
+        """None: the host's interfaces, routes and forwarding are the kernel's (Linux renders them)."""
+        return None
+
     def notes(self, role: Translator) -> list[str]:
         return []
 
@@ -207,6 +215,10 @@ class BackendBase:
 
     def machine_steps(self, ctx: RenderContext) -> list[Step]:
         return []
+
+    def refusal(self, role: Translator) -> str | None:
+        """Why this machine cannot hold `role` as configured (one line, before anything is brought up)."""
+        return None
 
     def devices(self, ctx: RenderContext) -> tuple[str, ...]:
         return ()

@@ -1,4 +1,6 @@
-"""bpf: a stateless SIIT (RFC 7915) in the kernel, as a tc-BPF classifier (setups/backends/bpf/siit.bpf.c).
+"""bpf: a stateless SIIT (RFC 7915) in the kernel, as a tc-BPF classifier (setups/backends/bpf/siit.bpf.c),
+and the IPv4-in-IPv6 tunnel ends of MAP-E and lw4o6 (setups/backends/bpf/encap.bpf.c): CE, BR, lwB4, lwAFTR
+and the emulation's own tunnel ends (TunnelEnd) of the single-DUT topologies.
 
 It plays every translator role the way tayga does, with the kernel in place of tayga's TUN and user-space
 loop: the role's routes point to `<prefix>-siit0`, one end of a veth pair; the program on the ingress
@@ -10,17 +12,26 @@ pool (an LRU table in the program) and the kernel's nftables SNAT to its public 
 An IPv4 UDP datagram without a checksum gets one computed when it becomes IPv6 (RFC 7915 section 4.5), so
 it can carry the replies of Knot's XDP mode, which have none (counter `udp_zero_checksum_computed`).
 
-The object is built by CMake (build/bpf/siit.bpf.o). `bpftool prog loadall` loads it and pins the program and
-its maps under a bpffs mounted at `<rundir>/bpf` (one directory per host), `bpftool map update` writes the
-configuration, `tc filter ... bpf da pinned` attaches it. The bpffs is mounted outside the namespaces
-(`machine_steps`): `ip netns exec` mounts its own /sys, which hides /sys/fs/bpf. In emulation `down` unmounts
-it with the run directory and the tc filters go with the namespaces' interfaces. On a testbed host the object
-is a file of that host (the inventory's `bpf_binary`, else the controller's build path), which preflight
-looks for beside bpftool and the kernel's bpffs; every step has its own undo line in the host's journal
-(`undo`): the tc filter and the clsact qdisc deleted, the pins removed, the bpffs unmounted. The translated
-IPv4 packets enter the host on the inner end while their sources route to the outer one, so a testbed host's
-strict reverse-path filter would drop them: the inner end gets rp_filter 0, and preflight refuses a host
-whose `all.rp_filter` is 1 (strict), which overrides it.
+The tunnel ends load, attach and route the same way (the pair, `encap` pinned beside its maps): a packet
+routed into the pair is encapsulated (IPv4) or decapsulated (IPv6, next header 4). A CE or lwB4 keeps its
+one binding (IPv4, PSID) -> its MAP / lwB4 address in the program's binding table, a MAP-E BR applies its
+rule arithmetically, a lwAFTR's binding table is a hash map created for the run's size (`bpftool map create`,
+reused by the program at load; filled with `bpftool batch`), which a run refuses beforehand when it would
+not fit the memory this machine has. Drops are counted per reason in `encap_stats` (ENCAP_STATS).
+Test-only faults (`BpfBackend(fault=...)`): a BR that drops packets from odd ports as outside the port set,
+and one that encapsulates replies to odd ports to the next CE.
+
+The objects are built by CMake (build/bpf/siit.bpf.o, build/bpf/encap.bpf.o). `bpftool prog loadall` loads one
+and pins the program and its maps under a bpffs mounted at `<rundir>/bpf` (one directory per host), `bpftool
+map update` writes the configuration, `tc filter ... bpf da pinned` attaches it. The bpffs is mounted outside
+the namespaces (`machine_steps`): `ip netns exec` mounts its own /sys, which hides /sys/fs/bpf. In emulation
+`down` unmounts it with the run directory and the tc filters go with the namespaces' interfaces. On a testbed
+host the object is a file of that host (the inventory's `bpf_binary`, else the controller's build path), which
+preflight looks for beside bpftool and the kernel's bpffs; every step has its own undo line in the host's
+journal (`undo`): the tc filter and the clsact qdisc deleted, the pins removed, the bpffs unmounted. The
+translated IPv4 packets enter the host on the inner end while their sources route to the outer one, so a
+testbed host's strict reverse-path filter would drop them: the inner end gets rp_filter 0, and preflight
+refuses a host whose `all.rp_filter` is 1 (strict), which overrides it.
 """
 
 from __future__ import annotations
@@ -34,11 +45,26 @@ import shutil
 import struct
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...paths import build_dir
-from ..steps import Cmd, Step
-from ..topology import Clat, Host, MapBrRole, MapCeRole, Plat, Translator
+from ..lw4o6 import Binding
+from ..mapt import Bmr
+from ..steps import Cmd, Step, WriteFile
+from ..topology import (
+    Clat,
+    Host,
+    LwAftrRole,
+    LwB4Role,
+    MapBrRole,
+    MapCeRole,
+    MapeBrRole,
+    MapeCeRole,
+    Plat,
+    Translator,
+    TunnelEnd,
+)
 from . import IN_KERNEL_SOFTIRQ, BackendBase, RenderContext, declared, linux, whole_address_ces
 
 Argv = tuple[str, ...]
@@ -63,6 +89,36 @@ STATS = (
     "udp_zero_checksum_computed",  # translated too: a part of translated_4to6
 )
 CFG_PREFIX, CFG_POOL = 1, 2
+# Counter names of the tunnel ends, in the order of `enum stat` in encap.bpf.c.
+ENCAP_STATS = (
+    "encapsulated",
+    "decapsulated",
+    "drop_fragment",
+    "drop_protocol",
+    "drop_malformed",
+    "drop_not_tunnel",
+    "drop_unknown_peer",
+    "drop_outside_rule",
+    "drop_no_binding",  # the port is outside every bound port set (CE, lwB4, lwAFTR)
+    "drop_source_mismatch",  # BR / lwAFTR: outer source not the CE's address for inner source and port
+    "drop_destination_mismatch",
+    "drop_helper_error",
+    "drop_not_ip",
+    "drop_multicast",
+    "fault_port_dropped",
+    "fault_wrong_ce",  # encapsulated too: a part of `encapsulated`
+)
+F_BR_SIDE, F_RULE = 1, 2
+# Test-only faults of a BR / lwAFTR (the known-answer tests): name -> flag of encap.bpf.c.
+FAULTS = {"odd-port-drop": 4, "wrong-ce": 8}
+# Kernel memory of one binding of the lwAFTR's hash map (BPF_F_NO_PREALLOC): the element (an htab_elem
+# header of about 48 bytes, the 8-byte key, the 16-byte value, rounded by the allocator to 96) plus its
+# bucket (16 bytes, buckets rounded up to a power of two): 128 bytes is our upper estimate.
+BINDING_BYTES = 128
+# A binding table may take at most this share of the memory available (MemAvailable) when a run starts.
+BINDING_MEMORY_SHARE = 0.5
+# Bindings written one `bpftool map update` each up to this many; above, one `bpftool batch` file.
+BINDINGS_INLINE = 16
 # Both ends of the translator's veth pair (locally administered unicast address).
 SIIT_MAC = "02:00:5e:51:17:01"
 EXECUTION_MODEL = IN_KERNEL_SOFTIRQ
@@ -109,13 +165,135 @@ def config_value(prefix: str | None, pool: str | None) -> bytes:
     return prefix_bytes + pool_bytes + struct.pack("=II", pool_size, flags)
 
 
+def encap_object_path() -> Path:
+    """Where CMake puts the compiled tunnel ends."""
+    return build_dir() / "bpf" / "encap.bpf.o"
+
+
+TunnelRole = MapeCeRole | MapeBrRole | LwB4Role | LwAftrRole | TunnelEnd
+
+
+@dataclass(frozen=True)
+class TunnelPlan:
+    """What a tunnel end's program is given: its side (BR or CE), its own and its peer's tunnel addresses,
+    the MAP rule it applies (BR: arithmetically) or its bindings (IPv4, PSID, IPv6), the PSID length and
+    offset, and the IPv4 and IPv6 prefixes the host routes into it."""
+
+    br_side: bool
+    local6: str | None
+    peer6: str | None
+    bmr: Bmr | None
+    psid_len: int
+    psid_offset: int
+    bindings: tuple[Binding, ...] | tuple[tuple[str, int, str], ...]
+    binding_count: int
+    ipv4_routes: tuple[str, ...]
+    ipv6_routes: tuple[str, ...]
+
+
+def tunnel_plan(role: TunnelRole) -> TunnelPlan:
+    """The tunnel end a role (or the emulation's own TunnelEnd) is."""
+    if isinstance(role, MapeCeRole):
+        ce = role.ce
+        return TunnelPlan(False, None, role.br_address, None, ce.psid_len, role.bmr.psid_offset,
+                          ((ce.ipv4_address, ce.psid, ce.map_address),), 1, ("default",),
+                          (f"{ce.map_address}/128",))
+    if isinstance(role, LwB4Role):
+        b = role.binding
+        return TunnelPlan(False, None, role.aftr_address, None, role.rule.psid_len, role.rule.psid_offset,
+                          (b,), 1, ("default",), (f"{b.b4_address}/128",))
+    if isinstance(role, MapeBrRole):
+        if len(role.fmrs) != 1:
+            raise ValueError(f"the bpf MAP-E BR applies one rule, got {len(role.fmrs)}")
+        fmr = role.fmrs[0]
+        return TunnelPlan(True, role.br_address, None, fmr, fmr.psid_len(), fmr.psid_offset, (), 0,
+                          (fmr.ipv4_prefix,), (f"{role.br_address}/128",))
+    if isinstance(role, LwAftrRole):
+        return TunnelPlan(True, role.aftr_address, None, None, role.rule.psid_len, role.rule.psid_offset,
+                          tuple(role.bindings()), role.subscribers, (role.rule.ipv4_pool,),
+                          (f"{role.aftr_address}/128",))
+    if isinstance(role, TunnelEnd):
+        br = role.side == "br"
+        local, peer = (role.tunnel_end, None) if br else (None, role.tunnel_end)
+        if role.bmr is not None:
+            return TunnelPlan(br, local, peer, role.bmr, role.bmr.psid_len(), role.bmr.psid_offset, (), 0,
+                              (role.bmr.ipv4_prefix,) if br else ("default",),
+                              (f"{role.tunnel_end}/128",) if br else (role.bmr.ipv6_prefix,))
+        assert role.rule is not None
+        from ..lw4o6 import bindings
+        return TunnelPlan(br, local, peer, None, role.rule.psid_len, role.rule.psid_offset,
+                          tuple(bindings(role.rule, role.subscribers)), role.subscribers,
+                          (role.rule.ipv4_pool,) if br else ("default",),
+                          (f"{role.tunnel_end}/128",) if br else (role.rule.b4_prefix,))
+    raise TypeError(f"bpf backend has no tunnel end for {type(role).__name__}")
+
+
+def encap_config_value(plan: TunnelPlan, fault: str | None = None) -> bytes:
+    """`struct config` of encap.bpf.c: local6[16], peer6[16], rule6[16], rule4 (network order), then
+    rule4_len, rule6_len, ea_len, psid_len, psid_offset, flags (host order)."""
+    flags = (F_BR_SIDE if plan.br_side else 0) | (F_RULE if plan.bmr is not None else 0)
+    if fault is not None:
+        flags |= FAULTS[fault]
+    rule6, rule4, len4, len6, ea_len = bytes(16), bytes(4), 0, 0, 0
+    if plan.bmr is not None:
+        net6, net4 = ipaddress.IPv6Network(plan.bmr.ipv6_prefix), ipaddress.IPv4Network(plan.bmr.ipv4_prefix)
+        rule6, rule4, len6, len4 = net6.network_address.packed, net4.network_address.packed, net6.prefixlen, \
+            net4.prefixlen
+        ea_len = plan.bmr.ea_bits_len
+    local = v6(plan.local6) if plan.local6 else bytes(16)
+    peer = v6(plan.peer6) if plan.peer6 else bytes(16)
+    return local + peer + rule6 + rule4 + struct.pack("=IIIIII", len4, len6, ea_len, plan.psid_len,
+                                                      plan.psid_offset, flags)
+
+
+def binding_entry(ipv4: str, psid: int, ipv6: str) -> tuple[bytes, bytes]:
+    """(key, value) of encap_bindings: IPv4 (network order) + PSID (host order), the IPv6 address."""
+    return v4(ipv4) + struct.pack("=I", psid), v6(ipv6)
+
+
+def binding_memory_refusal(count: int, available: int | None = None) -> str | None:
+    """Why a binding table of `count` entries does not fit this machine's memory (one line), or None."""
+    if available is None:
+        available = mem_available()
+    need = count * BINDING_BYTES
+    if available is not None and need > available * BINDING_MEMORY_SHARE:
+        return (f"a lwAFTR binding table of {count} entries needs about {need / 2**20:.0f} MiB of kernel "
+                f"memory ({BINDING_BYTES} bytes each), more than {BINDING_MEMORY_SHARE:.0%} of the "
+                f"{available / 2**20:.0f} MiB available here: ask for at most "
+                f"{int(available * BINDING_MEMORY_SHARE // BINDING_BYTES)} subscribers")
+    return None
+
+
+def mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None when unreadable)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 class BpfBackend(BackendBase):
     name = "bpf"
-    roles = frozenset({"clat", "plat", "ce", "br"})
+    roles = frozenset({"clat", "plat", "ce", "br", "mape-ce", "mape-br", "lwb4", "lwaftr"})
     execution_model = EXECUTION_MODEL
     own_build = "the compiled program object (build/bpf/siit.bpf.o of the same commit)"
     # siit.bpf.c computes the checksum of IPv4 UDP without one (to 1536 bytes; longer: dropped).
     accepts_zero_udp_checksum = True
+
+    def __init__(self, fault: str | None = None) -> None:
+        """fault: a test-only BR / lwAFTR fault of FAULTS (known-answer tests), None for a correct one."""
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown bpf fault {fault!r}: choose {' or '.join(FAULTS)}")
+        self.fault = fault
+
+    def refusal(self, role: Translator) -> str | None:
+        """Why this machine cannot hold `role` (a lwAFTR binding table beyond its memory), or None."""
+        if isinstance(role, LwAftrRole):
+            return binding_memory_refusal(role.subscribers)
+        return None
 
     def devices(self, ctx: RenderContext) -> tuple[str, str]:
         """The veth pair: routes point to the first, the program sits on the second's ingress."""
@@ -181,27 +359,39 @@ class BpfBackend(BackendBase):
         return found if isinstance(found, str) else None
 
     def with_binary(self, argv: Argv, binary: str) -> Argv:
-        """The host's own object in `bpftool prog loadall OBJECT PINS ...`."""
-        return (*argv[:3], binary, *argv[4:]) if argv[:3] == ("bpftool", "prog", "loadall") else argv
+        """The host's own object in `bpftool prog loadall OBJECT PINS ...`: `binary` (the host's siit.bpf.o)
+        for the SIIT, the encap.bpf.o beside it for a tunnel end."""
+        if argv[:3] != ("bpftool", "prog", "loadall"):
+            return argv
+        if Path(argv[3]).name == encap_object_path().name:
+            binary = str(Path(binary).parent / encap_object_path().name)
+        return (*argv[:3], binary, *argv[4:])
 
     def pins(self, host: str, ctx: RenderContext) -> str:
         """Directory of this host's pinned program (`siit`) and maps (`maps/siit_*`)."""
         return f"{bpffs(ctx)}/{host}"
 
     def counters_script(self, host: str, ctx: RenderContext) -> str:
-        """siit_stats of `host`'s program: what it translated and what it dropped, per reason."""
-        stats = f"{self.pins(host, ctx)}/maps/siit_stats"
-        return shlex.join(("bpftool", "-j", "map", "dump", "pinned", stats))
+        """siit_stats of `host`'s program: what it translated and what it dropped, per reason; for a
+        tunnel end its encap_stats, after the word `encap`."""
+        maps = f"{self.pins(host, ctx)}/maps"
+        siit = shlex.join(("bpftool", "-j", "map", "dump", "pinned", f"{maps}/siit_stats"))
+        encap = shlex.join(("bpftool", "-j", "map", "dump", "pinned", f"{maps}/encap_stats"))
+        return f"if [ -e {shlex.quote(maps + '/encap_stats')} ]; then echo encap; {encap}; else {siit}; fi"
 
     def parse_counters(self, text: str) -> dict[str, int]:
         try:
+            if text.startswith("encap"):
+                return parse_stats(text[len("encap"):], ENCAP_STATS)
             return parse_stats(text)
         except (ValueError, TypeError, KeyError, AttributeError):
             return {}
 
     def run_time(self, host: str, ctx: RenderContext) -> tuple[int, int] | None:
         """`run_time_ns` and `run_cnt` of the pinned program (bpftool prog show)."""
-        argv = ["bpftool", "-j", "prog", "show", "pinned", f"{self.pins(host, ctx)}/siit"]
+        pins = self.pins(host, ctx)
+        program = "encap" if Path(f"{pins}/encap").exists() else "siit"
+        argv = ["bpftool", "-j", "prog", "show", "pinned", f"{pins}/{program}"]
         try:
             info = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
             return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
@@ -213,7 +403,9 @@ class BpfBackend(BackendBase):
         where = bpffs(ctx)
         return [Cmd(("mkdir", "-p", where)), Cmd(("mount", "-t", "bpf", "bpf", where))]
 
-    def render(self, role: Translator, host: Host, ctx: RenderContext) -> list[Step]:
+    def render(self, role: Translator | TunnelEnd, host: Host, ctx: RenderContext) -> list[Step]:
+        if isinstance(role, MapeCeRole | MapeBrRole | LwB4Role | LwAftrRole | TunnelEnd):
+            return self.render_tunnel(role, host, ctx)
         outer, inner = self.devices(ctx)
         pins = self.pins(host.name, ctx)
         prefix = role.pool6 if isinstance(role, Clat | Plat) else role.dmr
@@ -248,6 +440,51 @@ class BpfBackend(BackendBase):
                                      role.pool4, role.pool4_netmap)
         return steps
 
+    def render_tunnel(self, role: TunnelRole, host: Host, ctx: RenderContext) -> list[Step]:
+        """A tunnel end: the veth pair, the program with its configuration (and binding table), the routes
+        into it. Faults apply to a BR / lwAFTR only (never to the emulation's own tunnel ends)."""
+        outer, inner = self.devices(ctx)
+        pins = self.pins(host.name, ctx)
+        plan = tunnel_plan(role)
+        fault = self.fault if isinstance(role, MapeBrRole | LwAftrRole) else None
+        table = f"{pins}-bindings"  # bpffs refuses names with a dot
+        steps: list[Step] = [] if ctx.world == "netns" else self.machine_steps(ctx)
+        steps += [
+            Cmd(("ip", "link", "add", outer, "address", SIIT_MAC, "type", "veth",
+                 "peer", "name", inner, "address", SIIT_MAC)),
+            Cmd(("ip", "link", "set", outer, "arp", "off", "addrgenmode", "none")),
+            # What the host itself sends into the tunnel (Knot's replies, kdig) gets its checksum now: a
+            # partial one would travel encapsulated to a receiver that checks it.
+            Cmd(("ethtool", "-K", outer, "tx", "off")),
+            Cmd(("ip", "link", "set", outer, "up")),
+            Cmd(("ip", "link", "set", inner, "up")),
+            Cmd(("bpftool", "map", "create", table, "type", "hash", "key", "8", "value", "16",
+                 "entries", str(max(plan.binding_count, 1)), "name", "encap_bindings", "flags", "1")),
+            Cmd(("bpftool", "prog", "loadall", str(encap_object_path()), pins, "type", "classifier",
+                 "map", "name", "encap_bindings", "pinned", table, "pinmaps", f"{pins}/maps")),
+            self._update(pins, "encap_config", bytes(4), encap_config_value(plan, fault)),
+        ]
+        entries = [binding_entry(b.ipv4_address, b.psid, b.b4_address) if isinstance(b, Binding)
+                   else binding_entry(*b) for b in plan.bindings]
+        if len(entries) <= BINDINGS_INLINE:
+            steps += [Cmd(("bpftool", "map", "update", "pinned", table, "key", *hex_bytes(k),
+                           "value", *hex_bytes(v))) for k, v in entries]
+        else:
+            batch = f"{ctx.rundir}/{host.name}-bindings.batch"
+            lines = [" ".join(("map", "update", "pinned", table, "key", *hex_bytes(k),
+                               "value", *hex_bytes(v))) for k, v in entries]
+            steps += [WriteFile(batch, "\n".join(lines) + "\n"), Cmd(("bpftool", "batch", "file", batch))]
+        if ctx.world != "netns":
+            steps.append(Cmd(("sysctl", "-w", f"net.ipv4.conf.{inner}.rp_filter=0")))
+        steps += [
+            Cmd(("tc", "qdisc", "add", "dev", inner, "clsact")),
+            Cmd(("tc", "filter", "add", "dev", inner, "ingress", "bpf", "direct-action",
+                 "object-pinned", f"{pins}/encap")),
+        ]
+        steps += [Cmd(("ip", "route", "add", prefix, "dev", outer)) for prefix in plan.ipv4_routes]
+        steps += [Cmd(("ip", "-6", "route", "add", prefix, "dev", outer)) for prefix in plan.ipv6_routes]
+        return steps
+
     @staticmethod
     def _update(pins: str, table: str, key: bytes, value: bytes) -> Cmd:
         return Cmd(("bpftool", "map", "update", "pinned", f"{pins}/maps/{table}",
@@ -280,14 +517,17 @@ class BpfBackend(BackendBase):
         raise TypeError(f"bpf backend cannot render {type(role).__name__}")
 
     def unavailable(self) -> str | None:
-        if not object_path().is_file():
-            return f"bpf translator not built at {object_path()}: run tools/install-deps, then make build"
+        for path in (object_path(), encap_object_path()):
+            if not path.is_file():
+                return f"bpf translator not built at {path}: run tools/install-deps, then make build"
         for tool in ("bpftool", "tc"):
             if shutil.which(tool) is None:
                 return f"{tool} not found: run tools/install-deps (Debian packages bpftool, iproute2)"
         return None
 
     def describe(self, role: Translator) -> dict[str, object]:
+        if isinstance(role, MapeCeRole | MapeBrRole | LwB4Role | LwAftrRole):
+            return self._describe_tunnel(role)
         info: dict[str, object] = {
             "implementation": "bpf",
             **declared(self),
@@ -305,6 +545,30 @@ class BpfBackend(BackendBase):
         return info
 
 
+    def _describe_tunnel(self, role: MapeCeRole | MapeBrRole | LwB4Role | LwAftrRole) -> dict[str, object]:
+        plan = tunnel_plan(role)
+        info: dict[str, object] = {
+            "implementation": "bpf",
+            **declared(self),
+            "version": encap_version(),
+            "object": str(encap_object_path()),
+            "source": "setups/backends/bpf/encap.bpf.c",
+            "hook": "tc clsact ingress (cls_bpf direct-action) of the inner end of a veth pair",
+            "tunnel": "IPv4 in IPv6 (next header 4), hop limit 64",
+            "side": "BR" if plan.br_side else "CE",
+            "tunnel_end": plan.local6 or plan.peer6,
+        }
+        if plan.bmr is not None:
+            info["rule"] = " ".join(plan.bmr.rule_fields())
+            info["port_set_check"] = "outer source = MAP address of (inner source, PSID of its port)"
+        else:
+            info["bindings"] = plan.binding_count
+            info["port_set_check"] = "outer address = binding of (inner IPv4, PSID of its port)"
+        if self.fault is not None and plan.br_side:
+            info["fault"] = self.fault
+        return info
+
+
 def bpf_version() -> str:
     """The object's sha256 prefix and the kernel that runs it."""
     try:
@@ -312,6 +576,15 @@ def bpf_version() -> str:
     except FileNotFoundError:
         digest = "unbuilt"
     return f"siit.bpf.o sha256 {digest}, Linux {platform.release()}"
+
+
+def encap_version() -> str:
+    """The tunnel ends' object's sha256 prefix and the kernel that runs it."""
+    try:
+        digest = hashlib.sha256(encap_object_path().read_bytes()).hexdigest()[:12]
+    except FileNotFoundError:
+        digest = "unbuilt"
+    return f"encap.bpf.o sha256 {digest}, Linux {platform.release()}"
 
 
 def undo_of(argv: Argv) -> str | None | bool:
@@ -322,8 +595,12 @@ def undo_of(argv: Argv) -> str | None | bool:
         return f"umount {q(argv[4])}"
     if argv[:3] == ("bpftool", "prog", "loadall") and len(argv) > 4:
         return f"rm -rf {q(argv[4])}"  # unpins the program and its maps (pinmaps lies inside)
-    if argv[:3] == ("bpftool", "map", "update"):
+    if argv[:3] == ("bpftool", "map", "update") or argv[:2] == ("bpftool", "batch"):
         return None  # the maps go with their pins
+    if argv[:3] == ("bpftool", "map", "create") and len(argv) > 3:
+        return f"rm -f {q(argv[3])}"  # a binding table pinned beside the program's directory
+    if argv[:2] == ("ethtool", "-K") and argv[3:] == ("tx", "off"):
+        return None  # the device's own settings go with the device
     if argv[:3] == ("tc", "qdisc", "add") and argv[-1] == "clsact" and len(argv) == 6:
         return f"tc qdisc del dev {q(argv[4])} clsact"
     if argv[:3] == ("tc", "filter", "add") and argv[5:7] == ("ingress", "bpf"):
@@ -333,9 +610,10 @@ def undo_of(argv: Argv) -> str | None | bool:
     return False
 
 
-def parse_stats(text: str) -> dict[str, int]:
-    """The program's counters (summed over CPUs) from `bpftool -j map dump` of its `siit_stats` map."""
-    totals = dict.fromkeys(STATS, 0)
+def parse_stats(text: str, names: tuple[str, ...] = STATS) -> dict[str, int]:
+    """The program's counters (summed over CPUs) from `bpftool -j map dump` of its `siit_stats` map (or
+    `encap_stats`, with names=ENCAP_STATS)."""
+    totals = dict.fromkeys(names, 0)
     for entry in json.loads(text):
         index = entry.get("key", 0)
         if isinstance(index, list):
@@ -343,14 +621,18 @@ def parse_stats(text: str) -> dict[str, int]:
         values = entry.get("values", [])
         total = sum(int(v["value"]) if not isinstance(v["value"], list)
                     else int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in values)
-        if 0 <= index < len(STATS):
-            totals[STATS[index]] = total
+        if 0 <= index < len(names):
+            totals[names[index]] = total
     return totals
 
 
 def read_stats(pins: str, netns: str | None = None) -> dict[str, int]:
-    """The program's counters from its pinned `siit_stats` map, read on this machine."""
-    argv = ["bpftool", "-j", "map", "dump", "pinned", f"{pins}/maps/siit_stats"]
+    """The program's counters from its pinned `siit_stats` map (a tunnel end's `encap_stats`), read on
+    this machine."""
+    encap = Path(f"{pins}/maps/encap_stats").exists()
+    stats = "encap_stats" if encap else "siit_stats"
+    argv = ["bpftool", "-j", "map", "dump", "pinned", f"{pins}/maps/{stats}"]
     if netns:
         argv = ["ip", "netns", "exec", netns, *argv]
-    return parse_stats(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return parse_stats(out, ENCAP_STATS if encap else STATS)

@@ -8,8 +8,10 @@ from collections.abc import Callable
 
 from . import Backend, VariantOption
 from .bpf import BpfBackend
+from .ip6tnl import Ip6tnlBackend
 from .jool import JoolBackend
 from .tayga import VARIANT_OPTION, TaygaBackend
+from .vpp import VppBackend
 
 
 def _tayga(variant: str | None) -> Backend:
@@ -24,10 +26,33 @@ def _bpf(variant: str | None) -> Backend:
     return BpfBackend()
 
 
+def _vpp(variant: str | None) -> Backend:
+    return VppBackend()
+
+
+def _ip6tnl(variant: str | None) -> Backend:
+    return Ip6tnlBackend()
+
+
 # name -> factory(variant or None), in the order choices are offered.
-REGISTRY: dict[str, Callable[[str | None], Backend]] = {"jool": _jool, "tayga": _tayga, "bpf": _bpf}
+REGISTRY: dict[str, Callable[[str | None], Backend]] = {"jool": _jool, "tayga": _tayga, "bpf": _bpf,
+                                                       "vpp": _vpp, "ip6tnl": _ip6tnl}
 EMULATION_DEFAULT = "tayga"  # runs on this machine (no kernel modules needed)
 TESTBED_DEFAULT = "jool"  # the paper's implementation
+
+
+def default_for(role: str) -> str:
+    """The emulation's default backend for `role` when it serves it, else the first one that does."""
+    for name in (EMULATION_DEFAULT, *REGISTRY):
+        if role in make(name).roles:
+            return name
+    raise ValueError(f"no backend serves the {role} role")
+
+
+def tunnel_end() -> Backend:
+    """The backend that renders the emulation's own tunnel ends (topology.TunnelEnd) of the single-DUT
+    MAP-E and lw4o6 topologies: the tester's side, not a DUT."""
+    return BpfBackend()
 
 
 def names() -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""A packet capture with tcpdump and a small pcap reader for the UDP datagrams in it."""
+"""A packet capture with tcpdump and a small pcap reader for the UDP datagrams in it, also inside IPv4-in-IPv6
+(MAP-E, lw4o6): such a datagram carries its outer IPv6 addresses too."""
 
 from __future__ import annotations
 
@@ -11,17 +12,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ETH_IPV4, ETH_IPV6, ETH_VLAN = 0x0800, 0x86DD, 0x8100
-UDP = 17
+UDP, IPIP = 17, 4
+# What `setup check` captures: DNS over UDP, and IPv4 in IPv6 (whatever it carries: filtered when read).
+DNS_AND_TUNNELS = "udp port 53 or ip6 proto 4"
 
 
 @dataclass(frozen=True)
 class Datagram:
-    """One UDP datagram seen on the wire (addresses as compressed text)."""
+    """One UDP datagram seen on the wire (addresses as compressed text); outer_src / outer_dst: the IPv6
+    header it travelled in (IPv4 in IPv6), None when not encapsulated."""
 
     src: str
     sport: int
     dst: str
     dport: int
+    outer_src: str | None = None
+    outer_dst: str | None = None
 
 
 def read_pcap(path: Path) -> list[Datagram]:
@@ -65,6 +71,13 @@ def _parse_ethernet(frame: bytes) -> Datagram | None:
             ipaddress.IPv4Address(frame[at + 16 : at + 20]),
         )
         udp = at + ihl
+    elif ethertype == ETH_IPV6 and len(frame) >= at + 40 and frame[at + 6] == IPIP:
+        inner = _parse_ip4(frame, at + 40)
+        if inner is None:
+            return None
+        outer_src = ipaddress.IPv6Address(frame[at + 8 : at + 24])
+        outer_dst = ipaddress.IPv6Address(frame[at + 24 : at + 40])
+        return Datagram(inner.src, inner.sport, inner.dst, inner.dport, str(outer_src), str(outer_dst))
     elif ethertype == ETH_IPV6 and len(frame) >= at + 40:
         if frame[at + 6] != UDP:
             return None
@@ -79,6 +92,18 @@ def _parse_ethernet(frame: bytes) -> Datagram | None:
         return None
     sport, dport = struct.unpack("!HH", frame[udp : udp + 4])
     return Datagram(str(src), sport, str(dst), dport)
+
+
+def _parse_ip4(frame: bytes, at: int) -> Datagram | None:
+    """The UDP datagram of the IPv4 packet at `at` (inside IPv4-in-IPv6), or None."""
+    if len(frame) < at + 20 or frame[at] >> 4 != 4 or frame[at + 9] != UDP:
+        return None
+    udp = at + (frame[at] & 0x0F) * 4
+    if len(frame) < udp + 4:
+        return None
+    sport, dport = struct.unpack("!HH", frame[udp : udp + 4])
+    return Datagram(str(ipaddress.IPv4Address(frame[at + 12 : at + 16])), sport,
+                    str(ipaddress.IPv4Address(frame[at + 16 : at + 20])), dport)
 
 
 class Capture:

@@ -105,7 +105,7 @@ class EmulatedChain:
         place = place_tester(topology, io, flows, first_port)
         if io != "xdp":
             return place
-        if not place.ce:
+        if not place.ce and place.encap is None:  # encapsulating CEs: the DUT routes their prefixes to us
             addresses, _ = xdp_flow_sources(topology, flows, first_port)
             self._own_addresses(addresses[1:])
         # A kernel without conntrack has no table to size (and its DUTs no stateful NAT44 to run).

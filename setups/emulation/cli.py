@@ -117,6 +117,7 @@ def _config(args: argparse.Namespace) -> EmulationConfig:
         dut_cpus=args.dut_cpus,
         ces=args.ces,
         plat_netmap=args.plat_netmap,
+        ea_bits=args.ea_bits,
     )
 
 
@@ -200,6 +201,7 @@ def _config_for_render(args: argparse.Namespace, choice: BackendChoice) -> Emula
         prefix=args.prefix,
         ces=args.ces,
         plat_netmap=args.plat_netmap,
+        ea_bits=args.ea_bits,
     )
 
 

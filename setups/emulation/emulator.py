@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...procs import alive
 from ...zones import KnotConfig, KnotServer, check_io
-from ..backends import Process, RenderContext, linux
+from ..backends import Process, RenderContext, linux, registry
 from ..backends.registry import EMULATION_DEFAULT
 from ..chain import client_interface, server_interface
 from ..paper import WELL_KNOWN_PREFIX, is_well_known, topology
@@ -56,7 +56,8 @@ class EmulationConfig:
     gateway's new connections per second, the rest dropped (nftables). conntrack_max / conntrack_buckets:
     the kernel's conntrack table size and hash buckets, set exactly in the root namespace (one table serves
     every namespace) under the chain's lease, restored by `down` (None: the machine's, or what an AF_XDP
-    tester's flows need).
+    tester's flows need). ea_bits (`mape-br` only): the MAP-E rule's EA-bits length (paper.mape_rule;
+    None: 13).
     """
 
     topology: str
@@ -76,6 +77,7 @@ class EmulationConfig:
     new_connection_cap: int | None = None
     conntrack_max: int | None = None
     conntrack_buckets: int | None = None
+    ea_bits: int | None = None
 
     def __post_init__(self) -> None:
         check_io(self.knot_io, "knot_io")
@@ -94,7 +96,7 @@ class EmulationConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive number of entries, got {value!r}")
         return topology(self.topology, self.effective_nat64_prefix, self.ces, self.plat_netmap,
-                        self.new_connection_cap)
+                        ea_bits=self.ea_bits, new_connection_cap=self.new_connection_cap)
 
     @property
     def effective_nat64_prefix(self) -> str:
@@ -235,6 +237,9 @@ class Emulation:
     def preflight(self) -> None:
         if os.geteuid() != 0:
             raise EmulationError("setup up needs root (namespaces, sysctls, cgroups)")
+        refusal = self.choice.refusal(self.topology)
+        if refusal:
+            raise EmulationError(refusal)
         for role in self.topology.translators().values():
             reason = self.choice.runtime(role).unavailable()
             if reason:
@@ -361,12 +366,19 @@ class Emulation:
         return found
 
     def translator_counters(self) -> dict[str, dict[str, int]]:
-        """"host:translator" -> the translator's own counters, for the backends that keep any."""
+        """"host:translator" -> the translator's own counters, for the backends that keep any; and
+        "host:tunnel_end" -> those of the emulation's own tunnel end of a host (the tester's side of an
+        encapsulating single-DUT topology)."""
         found = {}
         for host, role in self.topology.translators().items():
             counts = self.choice.counters(role).counters(host, self.ctx)
             if counts:
                 found[f"{host}:translator"] = counts
+        for host in self.topology.hosts:
+            if host.tester_tunnel is not None:
+                counts = registry.tunnel_end().counters(host.name, self.ctx)
+                if counts:
+                    found[f"{host.name}:tunnel_end"] = counts
         return found
 
     def translator_run_times(self) -> dict[str, tuple[int, int]]:

@@ -2,8 +2,10 @@
 DUT1-DUT2, or for a single-DUT topology the DUT's server-side link.
 
 Queries are the UDP datagrams to port 53 that DUT1 forwards onto the link; replies are those from port 53
-that DUT2 forwards onto it. Each fault lives in a table `<prefix>_fault` of the DUT's namespace, with a
-counter, so a test can compare what the tester saw with what the rule did.
+that DUT2 forwards onto it. Where the link carries IPv4 in IPv6 (MAP-E, lw4o6) the rule matches the UDP
+port of the inner IPv4 datagram (`meta l4proto 4`, then the inner header at @th). Each fault lives in a
+table `<prefix>_fault` of the DUT's namespace, with a counter, so a test can compare what the tester saw
+with what the rule did.
 """
 
 from __future__ import annotations
@@ -13,22 +15,49 @@ import json
 import subprocess
 from dataclasses import dataclass
 
+from ..topology import LwAftrRole, LwB4Role, MapeBrRole, MapeCeRole, Topology
 from .emulator import Emulation
+
+# The inner UDP ports of IPv4 in IPv6 (next header 4): the transport header nftables sees is the inner
+# IPv4 header (20 bytes, no options), the UDP source port 160 bits on, the destination port 176.
+TUNNELLED_DPORT_53 = "meta l4proto 4 @th,176,16 53"
+TUNNELLED_SPORT_53 = "meta l4proto 4 @th,160,16 53"
+
+
+def dns_match(topology: Topology, family: str, reply: bool = False) -> str:
+    """The nftables match of DNS queries (replies) on `topology`'s inner link of `family`."""
+    tunnelled = family == "ip6" and any(
+        isinstance(role, MapeCeRole | MapeBrRole | LwB4Role | LwAftrRole)
+        for role in topology.translators().values())
+    if tunnelled:
+        return TUNNELLED_SPORT_53 if reply else TUNNELLED_DPORT_53
+    return "udp sport 53" if reply else "udp dport 53"
 
 
 @dataclass(frozen=True)
 class Fault:
     """kind: "random-loss" (drop each query with probability permyriad/10000), "nth-loss" (drop query
-    0, n, 2n, ...: exactly one in n), "dup-replies" (duplicate reply 0, n, 2n, ... toward DUT1)."""
+    0, n, 2n, ...: exactly one in n), "dup-replies" (duplicate reply 0, n, 2n, ... toward DUT1),
+    "rate-cap" (drop the queries beyond n per second: a token bucket of RATE_CAP_BURST_S x n packets,
+    full at the start)."""
 
     kind: str
     n: int
 
     def __post_init__(self) -> None:
-        if self.kind not in ("random-loss", "nth-loss", "dup-replies"):
+        if self.kind not in ("random-loss", "nth-loss", "dup-replies", "rate-cap"):
             raise ValueError(f"unknown fault {self.kind!r}")
         if self.n < 1 or (self.kind == "random-loss" and self.n > 10000):
             raise ValueError(f"fault parameter {self.n} out of range")
+
+
+# The rate cap's bucket: what passes after a sender stall the tester still accepts (its --max-lag, 20 ms).
+RATE_CAP_BURST_S = 0.02
+
+
+def rate_cap_burst(per_second: int) -> int:
+    """The rate cap's bucket (packets) for a cap of `per_second` packets per second."""
+    return max(1, round(per_second * RATE_CAP_BURST_S))
 
 
 def _table(emulation: Emulation) -> str:
@@ -50,14 +79,16 @@ def inject(emulation: Emulation, fault: Fault) -> dict[str, str]:
                 "the server sends them: use random-loss or nth-loss"
             )
         host, oif = dut2.host, dut2.interface
-        match = "udp sport 53"
+        match = dns_match(emulation.topology, family, reply=True)
         action = f'numgen inc mod {fault.n} == 0 counter dup to {address} device "{oif}"'
     else:
         host, oif = dut1.host, dut1.interface
-        match = "udp dport 53"
+        match = dns_match(emulation.topology, family)
         test = (
             f"numgen random mod 10000 < {fault.n}"
             if fault.kind == "random-loss"
+            else f"limit rate over {fault.n}/second burst {rate_cap_burst(fault.n)} packets"
+            if fault.kind == "rate-cap"
             else f"numgen inc mod {fault.n} == 0"
         )
         action = f"{test} counter drop"

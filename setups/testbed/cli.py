@@ -239,12 +239,12 @@ def dry_run(inventory: Inventory, out: TextIO, tester_io: str = "socket", server
 
 
 def _shown(step: HostStep, limit: int = 8) -> str:
-    """A step as shell; a long file (the zone) cut to its first lines."""
+    """A step as shell; a long file (the zone, a lwAFTR's binding table) cut to its first lines."""
     if isinstance(step, WriteFile) and step.text.count("\n") > 100:
         lines = step.text.splitlines()
         head = "\n".join(lines[:limit])
         return (f"cat > {step.path} <<'EOF'\n{head}\n# ... {len(lines) - limit} more lines "
-                "(the generated zone)\nEOF")
+                "(generated)\nEOF")
     return step.shell()
 
 

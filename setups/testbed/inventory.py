@@ -32,7 +32,7 @@ from ...cpulist import parse_user_cpu_list
 from ..backends import Backend, registry
 from ..paper import TOPOLOGIES, WELL_KNOWN_PREFIX, topology
 from ..plan import BackendChoice
-from ..topology import Interface, Nat44, Topology
+from ..topology import TRANSLATOR_ROLES, Interface, Nat44, Topology
 
 ROLES = ("client", "dut1", "dut2", "server")
 DUTS = ("dut1", "dut2")
@@ -139,7 +139,8 @@ class Inventory:
     def backends(self) -> BackendChoice:
         """The DUTs' backend instances per translator role: CLAT/CE are dut1's, PLAT/BR dut2's."""
         d1, d2 = self.hosts["dut1"].backend, self.hosts["dut2"].backend
-        return BackendChoice.of_roles({"clat": d1, "ce": d1, "plat": d2, "br": d2})
+        return BackendChoice.of_roles({"clat": d1, "ce": d1, "mape-ce": d1, "lwb4": d1,
+                                       "plat": d2, "br": d2, "mape-br": d2, "lwaftr": d2})
 
 
 def nat44_gateway(topo: Topology) -> Topology:
@@ -330,6 +331,12 @@ def _offline_cpus(raw: Any, key: str, fail: Any) -> tuple[int, ...]:
 
 
 def _check_whole(inventory: Inventory, fail: Any) -> None:
+    topo, choice = inventory.topology(), inventory.backends()
+    for host, role in topo.translators().items():  # a DUT's backend must play its roles (the napt is dut1's)
+        if TRANSLATOR_ROLES[type(role)] not in choice.renderer(role).roles:
+            dut = topo.host(host).parent or host
+            why = str(choice.refusal(topo)).split(" (--backend ")[0]
+            raise fail(f"hosts.{dut}.backend", f"{why} (hosts.{dut}.backend)")
     seen: dict[str, str] = {}
     for role, host in inventory.hosts.items():
         if host.ssh in seen:

@@ -166,7 +166,8 @@ FILES = [
         "unknown topology",
         render(setup='kind = "chain"\ntopology = "foo"'),
         ("[[setup]] #1 topology",
-         "one of ['baseline', '464xlat', 'mapt', 'plat', 'clat', 'ce', 'br', 'nat44']", "'foo'"),
+         "one of ['baseline', '464xlat', 'mapt', 'mape', 'lw4o6', 'plat', 'clat', 'ce', "
+         "'br', 'nat44', 'mape-br', 'mape-ce', 'lwaftr', 'lwb4']", "'foo'"),
     ),
     Bad("chain without topology", render(setup='kind = "chain"'), ("[[setup]] #1", "needs topology")),
     Bad(

@@ -82,15 +82,21 @@ def test_a_choice_and_a_chain_take_only_backend_instances() -> None:
     with pytest.raises(TypeError, match="not a BackendChoice"):
         EmulationConfig("464xlat", backends=registry.EMULATION_DEFAULT)  # type: ignore[arg-type]
     choice = BackendChoice.parse(registry.EMULATION_DEFAULT)
-    assert len({id(b) for b in choice.by_role.values()}) == 1, "one instance per backend, shared by its roles"
-    assert all(b.name == registry.EMULATION_DEFAULT for b in choice.by_role.values())
+    instances = {id(b) for b in choice.by_role.values()}
+    assert len(instances) == len({b.name for b in choice.by_role.values()}), "one instance per backend"
+    default = registry.make(registry.EMULATION_DEFAULT)
+    assert all(b.name == registry.EMULATION_DEFAULT
+               for role, b in choice.by_role.items() if role in default.roles)
+    assert all(b.name == registry.default_for(role) for role, b in choice.by_role.items())
 
 
 @pytest.mark.parametrize("name", registry.names())
 def test_the_choice_spells_itself_back_and_a_state_file_round_trips(name: str) -> None:
     other = next(n for n in registry.names() if n != name)
     mixed = BackendChoice.parse(f"clat={name},plat={other}", default=name)
-    assert mixed.spec() == f"clat={name},plat={other},ce={name},br={name}"
+    rest = ",".join(f"{role}={name if role in registry.make(name).roles else registry.default_for(role)}"
+                    for role in ROLES[2:])
+    assert mixed.spec() == f"clat={name},plat={other},{rest}"
     assert BackendChoice.parse(mixed.spec()).spec() == mixed.spec()
     assert BackendChoice.parse(name).spec() == name
     variants = {n: o.choices[-1] for n, o in registry.variant_options().items()}

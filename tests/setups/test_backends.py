@@ -24,8 +24,9 @@ def test_every_backend_describes_its_execution_model_for_every_role(name: str) -
 
 
 def test_the_choice_comes_from_the_registry_and_variants_go_through_the_backend() -> None:
-    with pytest.raises(ValueError, match="unknown backend 'vpp': choose jool or tayga or bpf"):
-        BackendChoice.parse("vpp")
+    with pytest.raises(ValueError,
+                       match="unknown backend 'snabb': choose jool or tayga or bpf or vpp or ip6tnl"):
+        BackendChoice.parse("snabb")
     with pytest.raises(ValueError, match="unknown tayga variant 'old'"):
         BackendChoice.parse("tayga", {"tayga": "old"})
     assert BackendChoice.parse("tayga", {"tayga": "stock"}).default_prefix() == "2001:db8:64::/96"
@@ -90,6 +91,8 @@ def test_bpf_steps_have_their_undo_and_take_a_hosts_own_object() -> None:
     assert undo_line(Cmd(load)) == f"rm -rf {pins}"
     assert bpf.with_binary(load, "/opt/o.o")[3] == "/opt/o.o" and bpf.with_binary(load, "/opt/o.o")[4] == pins
     assert bpf.with_binary(("tc", "qdisc"), "/opt/o.o") == ("tc", "qdisc")
+    encap = ("bpftool", "prog", "loadall", "/build/bpf/encap.bpf.o", pins, "type", "classifier")
+    assert bpf.with_binary(encap, "/opt/siit.bpf.o")[3] == "/opt/encap.bpf.o"
     assert undo_line(Cmd(("bpftool", "map", "update", "pinned", f"{pins}/maps/siit_config", "key"))) is None
     assert undo_line(Cmd(("tc", "qdisc", "add", "dev", "xlatbench-siit1", "clsact"))) == \
         "tc qdisc del dev xlatbench-siit1 clsact"
@@ -97,13 +100,21 @@ def test_bpf_steps_have_their_undo_and_take_a_hosts_own_object() -> None:
                           "object-pinned", f"{pins}/siit"))) == "tc filter del dev xlatbench-siit1 ingress"
     assert undo_line(Cmd(("ip", "link", "set", "xlatbench-siit0", "arp", "off", "addrgenmode", "none"))) \
         is None
-    assert bpf.counters_script("dut1", RenderContext(rundir="/run/t/dut1")) == \
-        f"bpftool -j map dump pinned {pins}/maps/siit_stats"
+    script = bpf.counters_script("dut1", RenderContext(rundir="/run/t/dut1"))
+    assert f"else bpftool -j map dump pinned {pins}/maps/siit_stats; fi" in script
+    assert f"then echo encap; bpftool -j map dump pinned {pins}/maps/encap_stats;" in script
     dump = ('[{"key": 1, "values": [{"cpu": 0, "value": 5}, {"cpu": 1, "value": 2}]}, '
             '{"key": 8, "values": []}]')
     counts = bpf.parse_counters(dump)
     assert counts["translated_6to4"] == 7 and counts["drop_unmapped_source"] == 0
     assert bpf.parse_counters("not json") == {}
+    tunnel = bpf.parse_counters("encap\n" + dump)  # a tunnel end's encap_stats
+    assert tunnel["decapsulated"] == 7 and tunnel["drop_no_binding"] == 0 and "translated_6to4" not in tunnel
+    # The tunnel ends' own steps: the binding table pinned beside the program, its batch, the device setting.
+    assert undo_line(Cmd(("bpftool", "map", "create", f"{pins}-bindings", "type", "hash"))) == \
+        f"rm -f {pins}-bindings"
+    assert undo_line(Cmd(("bpftool", "batch", "file", "/run/t/b"))) is None
+    assert undo_line(Cmd(("ethtool", "-K", "xlatbench-siit0", "tx", "off"))) is None
 
 
 REFUSING = [("464xlat", "tayga"), ("464xlat", "clat=bpf,plat=tayga"), ("mapt", "ce=bpf,br=tayga"),
@@ -131,4 +142,5 @@ def test_knot_xdp_is_accepted_where_no_translator_drops_its_replies(chain: str, 
 
 def test_which_backends_accept_zero_udp_checksums() -> None:
     assert {b.name: b.accepts_zero_udp_checksum for b in registry.every()} == {
-        "jool": False, "tayga": False, "bpf": True}
+        "jool": False, "tayga": False, "bpf": True,
+        "vpp": True, "ip6tnl": True}  # an encapsulation carries the IPv4 datagram as it is

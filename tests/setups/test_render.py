@@ -102,7 +102,10 @@ def test_cli_render_prints_the_papers_commands(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["setup", "render", "mapt", "--backend", "vpp"], "unknown backend 'vpp'"),
+        (["setup", "render", "mapt", "--backend", "snabb"], "unknown backend 'snabb'"),
+        (["setup", "render", "mapt", "--backend", "ce=vpp"],
+         "backend vpp does not serve the ce role of the mapt topology: choose jool or tayga or bpf "
+         "(--backend ce=NAME)"),
         (["setup", "render", "mapt", "--backend", "cpe=tayga"], "unknown role 'cpe'"),
         (
             [

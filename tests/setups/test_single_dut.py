@@ -90,7 +90,7 @@ def test_br_with_several_ces_gives_the_tester_each_ces_map_address_and_port_set(
 
 
 def test_ce_count_is_checked_up_front():
-    with pytest.raises(ValueError, match="applies only to the br topology"):
+    with pytest.raises(ValueError, match="applies only to the br, "):
         EmulationConfig("plat", ces=2)
     with pytest.raises(ValueError, match="ask for 1 to 256"):
         EmulationConfig("br", ces=300)
@@ -105,7 +105,7 @@ def test_cli_renders_n_ces_and_refuses_ces_elsewhere_in_one_line(capsys):
     assert out.count("via 2001:db8:6::11b") == 3, "the BR routes each CE's end-user prefix to the tester"
     assert main(["setup", "render", "plat", "--ces", "3"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "applies only to the br topology" in err and len(err.splitlines()) == 1
+    assert "applies only to the br, " in err and len(err.splitlines()) == 1
 
 
 # -- in namespaces (root) -------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ def test_good_inventory_parses() -> None:
     assert inv.hosts["dut1"].backend.name == "jool"
     assert inv.hosts["dut2"].backend.name == "tayga"
     choice = inv.backends()  # the hosts' instances, per role: CLAT/CE dut1's, PLAT/BR dut2's
-    assert choice.spec() == "clat=jool,ce=jool,plat=tayga,br=tayga"
+    assert choice.spec() == ("clat=jool,ce=jool,mape-ce=jool,lwb4=jool,plat=tayga,br=tayga,mape-br=tayga,"
+                             "lwaftr=tayga")
     assert choice.by_role["clat"] is inv.hosts["dut1"].backend
     assert choice.by_role["br"] is inv.hosts["dut2"].backend
     assert inv.statefile("dut2") == "/run/xlatbench-testbed/lab/dut2/undo.sh"
@@ -64,8 +65,8 @@ BAD = [
     ("topology", "nat46", "topology: set it to one of baseline, 464xlat, mapt"),
     # Single-DUT topologies: one line before anything (was a KeyError traceback in dry-run, up, campaign).
     *[("topology", single, f"topology: {single} has a single DUT, which the four-host testbed path does not "
-       "run yet: use one of baseline, 464xlat, mapt, or measure")
-      for single in ("plat", "clat", "ce", "br")],
+       "run yet: use one of baseline, 464xlat, mapt, mape, lw4o6, or measure")
+      for single in ("plat", "clat", "ce", "br", "mape-br", "mape-ce", "lwaftr", "lwb4")],
     ("colour", "red", "colour: unknown key"),
     ("hosts.router", {"ssh": "r"}, "hosts.router: unknown role"),
     ("hosts.server", None, "hosts.server: missing"),
@@ -76,7 +77,10 @@ BAD = [
     ("hosts.dut1.interfaces.dut2-server", "eth9", "dut1 has no link 'dut2-server'"),
     ("hosts.dut1.interfaces.dut1-dut2", "eth1", "two links on one interface"),
     ("hosts.dut1.interfaces.dut1-dut2", "a-very-long-interface", "is not an interface name"),
-    ("hosts.dut1.backend", "vpp", "hosts.dut1.backend: choose jool or tayga or bpf"),
+    ("hosts.dut1.backend", "snabb", "hosts.dut1.backend: choose jool or tayga or bpf or vpp or ip6tnl"),
+    # a backend that does not play the DUT's role (issue 34: VPP plays the MAP-E BR and the lwAFTR only)
+    ("hosts.dut1.backend", "vpp", "hosts.dut1.backend: backend vpp does not serve the clat role of the "
+     "464xlat topology: choose jool or tayga or bpf (hosts.dut1.backend)"),
     ("hosts.client.backend", "jool", "hosts.client.backend: only dut1 and dut2 run a translator"),
     ("hosts.dut1.offline_cpus", "0-3", "CPU 0 cannot go offline"),
     ("hosts.dut1.offline_cpus", "one", "give CPU numbers"),

@@ -15,6 +15,11 @@ from xlatbench.paths import REPO_ROOT
 SERVER = "--server 127.0.0.1"
 DOC = REPO_ROOT / "docs" / "tester-bad-input.md"
 
+# --encap (xlatperf --io xdp plays MAP-E CEs or lw4o6 subscribers): the reference document's rule and BR.
+RULE = "2001:db8:ce::/51,192.0.2.0/24,13,0"
+BR = "--encap-br 2001:db8:6::1"
+MAPE = "S --io xdp --encap map-e --encap-rule "
+
 # (arguments, "S" standing for --server 127.0.0.1; expected exit code; text the error line must contain)
 CASES = [
     ('--rate 1000', 2, '--server'),
@@ -95,6 +100,36 @@ CASES = [
     ('S --json /dev/null --queries 10', 1, '--json /dev/null is a character device'),
     ('S --json /tmp --queries 10', 1, '--json /tmp is a directory'),
     ('S --json /tmp/ --queries 10', 1, '--json /tmp/ names a directory'),
+    (f'{MAPE}2001:db8:ce::/51,192.0.2.0/24,20,0 --encap-ces 10 {BR}', 2,
+     'longer than the /64'),
+    (f'{MAPE}2001:db8:ce::/51,192.0.2.0/24,5,0 --encap-ces 1 {BR}', 2,
+     'do not cover'),
+    (f'{MAPE}{RULE} --encap-ces 8193 {BR}', 2,
+     '--encap-ces 8193 is more CEs than the rule holds'),
+    (f'S --io xdp --encap lw4o6 --encap-rule 2001:db8:b4::/64,192.0.2.0/24,5,0 --encap-ces 9000 {BR}', 2,
+     'more subscribers than the IPv4 pool'),
+    (f'{MAPE}2001:db8::/40,192.0.2.0/24,24,0 --encap-ces 1 {BR}', 2,
+     'port 0'),
+    (f'{MAPE}{RULE} --encap-ces 1 --encap-ports 4096 {BR}', 2,
+     '--encap-ports 4096'),
+    (f'{MAPE}2001:db8:ce::/51 --encap-ces 1 {BR}', 2,
+     '--encap-rule must be'),
+    (f'S --io xdp --encap map-t --encap-rule {RULE} --encap-ces 1 {BR}', 2,
+     '--encap must be map-e or lw4o6'),
+    (f'{MAPE}{RULE} --encap-ces 1', 2,
+     '--encap-br'),
+    (f'{MAPE}{RULE} --encap-ces 1 --encap-br 192.0.2.1', 2,
+     '--encap-br'),
+    (f'{MAPE}{RULE} {BR}', 2,
+     '--encap-ces'),
+    (f'S --encap map-e --encap-rule {RULE} --encap-ces 1 {BR}', 2,
+     'add --io xdp'),
+    ('S --io xdp --encap-ces 10', 2,
+     'add --encap'),
+    (f'--server ::1 --io xdp --encap map-e --encap-rule {RULE} --encap-ces 1 {BR}', 2,
+     '--server must be IPv4'),
+    (f'{MAPE}{RULE} --encap-ces 1 {BR} --source 127.0.0.1,1000-2000', 2,
+     'drop --source'),
     ('S --no-such-option', 2, '--no-such-option'),
     ('S extra-positional', 2, 'extra-positional'),
 ]

@@ -117,6 +117,15 @@ nlohmann::json to_json(const IoReport& report) {
                           {"bad_checksum", x.frame_bad_checksum},
                           {"not_our_flow", x.frame_not_our_flow}}},
     };
+    if (!x.encap.mode.empty()) {
+        const EncapReport& e = x.encap;
+        out["frame_errors"]["wrong_ce"] = e.wrong_ce;
+        out["encap"] = {{"mode", e.mode},           {"rule", e.rule},
+                        {"br", e.br},               {"ces", e.ces},
+                        {"ports_per_ce", e.ports_per_ce}, {"psid_length", e.psid_length},
+                        {"psid_offset", e.psid_offset},   {"table_bytes", e.table_bytes},
+                        {"wrong_ce", e.wrong_ce}};
+    }
     out.update(counters_json(sums));
     out.update(io_counters_json(report.counters));  // the tester's drops: the sockets' own, as summed above
     return out;

@@ -39,6 +39,19 @@ struct XdpQueueReport {
     XdpSocketCounters counters;
 };
 
+// --encap: the simulated CEs (xdp/encap.hpp) and the replies the BR encapsulated to another CE.
+struct EncapReport {
+    std::string mode;                    // "map-e" or "lw4o6"; empty: no encapsulation
+    std::string rule;                    // IPV6PREFIX,IPV4PREFIX,BITS,PSIDOFFSET
+    std::string br;
+    std::uint64_t ces = 0;
+    std::uint64_t ports_per_ce = 0;
+    unsigned psid_length = 0;
+    unsigned psid_offset = 0;
+    std::uint64_t table_bytes = 0;       // what the CEs take: the rule only, whatever their number
+    std::uint64_t wrong_ce = 0;          // replies whose outer destination is not their inner destination's CE
+};
+
 // The AF_XDP backend's setup and counters over the trial; the counters are the sums over the queues.
 struct XdpReport {
     std::string interface;
@@ -79,6 +92,7 @@ struct XdpReport {
     std::uint64_t frame_bad_header = 0;
     std::uint64_t frame_bad_checksum = 0;
     std::uint64_t frame_not_our_flow = 0;
+    EncapReport encap;                   // --encap only (mode empty otherwise)
 };
 
 // What every backend counts of its own over the trial, in one shape.

@@ -1,7 +1,10 @@
 #include "io/xdp_io.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <net/if.h>
 #include <poll.h>
@@ -10,6 +13,7 @@
 #include "net.hpp"
 #include "pacing.hpp"
 #include "sources.hpp"
+#include "xdp/encap.hpp"
 #include "xdp/flows.hpp"
 #include "xdp/frame.hpp"
 #include "xdp/neighbour.hpp"
@@ -51,8 +55,16 @@ struct XdpLink::Queue {
     // Written by the pair's receiver.
     std::uint64_t frames_received = 0;     // frames read from the RX ring
     std::uint64_t other_queue_replies = 0; // replies to a flow whose queries another queue sent
-    std::uint64_t frame_errors[6] = {};    // FrameStatus 1..5, then not our flow
+    std::uint64_t frame_errors[7] = {};    // FrameStatus 1..5, then not our flow, then (--encap) wrong CE
 };
+
+namespace {
+
+xdp::FlowOrder flow_order(const Plan& plan) {
+    return plan.flow_pseudorandom ? xdp::FlowOrder::pseudorandom : xdp::FlowOrder::sequential;
+}
+
+}  // namespace
 
 struct XdpLink::State {
     State(const Plan& plan_, const QueryTemplate& query_, std::string ifname_, const xdp::NextHop& hop_,
@@ -61,16 +73,22 @@ struct XdpLink::State {
           query(query_),
           ifname(std::move(ifname_)),
           hop(hop_),
-          flows(sources, plan_.flow_pseudorandom ? xdp::FlowOrder::pseudorandom : xdp::FlowOrder::sequential,
-                plan_.flow_seed),
-          table(flows.size(), flow_slots(plan_.xdp_slots, flows.size())),
+          flows(plan_.encap ? std::nullopt
+                            : std::optional<xdp::FlowSpace>(std::in_place, sources, flow_order(plan_), plan_.flow_seed)),
+          ces(plan_.encap ? std::optional<xdp::CeSpace>(std::in_place, plan_.encap_rule) : std::nullopt),
+          flow_count(flows ? flows->size() : ces->flows()),
+          permutation(flow_count, flow_order(plan_), plan_.flow_seed),
+          table(flow_count, flow_slots(plan_.xdp_slots, flow_count)),
           frame(query_, spec) {}
 
     const Plan& plan;
     const QueryTemplate& query;
     std::string ifname;
     xdp::NextHop hop;
-    xdp::FlowSpace flows;
+    std::optional<xdp::FlowSpace> flows;  // the --source flows, or
+    std::optional<xdp::CeSpace> ces;      // --encap: the simulated CEs' (computed from the flow number)
+    std::uint64_t flow_count;
+    xdp::FlowPermutation permutation;     // position in a round <-> flow (the same as FlowSpace's own)
     FlowTable table;                   // one for every queue: any receiver may match any reply
     xdp::FrameTemplate frame;          // read only once the threads run
     std::uint32_t interface_queues = 0;  // the interface's receive queues
@@ -114,9 +132,12 @@ std::string device_name(int index) {
 // Where the next hop is resolved: the interface, or with --vlan the VLAN device over it that the route
 // to the server leaves by (where the kernel keeps the neighbour entry). On a kernel without 802.1Q
 // devices the route leaves by the interface itself.
+// Where the frames go: the server, or with --encap the BR.
+const SockAddr& frame_target(const Plan& plan) { return plan.encap ? plan.encap_br : plan.server; }
+
 std::string hop_interface(const Plan& plan, const std::string& ifname) {
     if (plan.config.vlan == 0) return ifname;
-    const std::vector<int> devices = egress_devices(plan.server, {SockAddr{}});
+    const std::vector<int> devices = egress_devices(frame_target(plan), {SockAddr{}});
     const std::string routed = device_name(devices.empty() ? 0 : devices.front());
     if (routed.empty() || routed == ifname) return ifname;
     std::string lower;
@@ -129,11 +150,13 @@ std::string hop_interface(const Plan& plan, const std::string& ifname) {
 std::string interface_for(const Plan& plan) {
     if (!plan.config.xdp_interface.empty()) return plan.config.xdp_interface;
     std::vector<SockAddr> sources;
-    for (const Source& s : plan.sources) sources.push_back(s.address);
-    std::vector<int> devices = egress_devices(plan.server, sources);
+    if (!plan.encap) {
+        for (const Source& s : plan.sources) sources.push_back(s.address);
+    }
+    std::vector<int> devices = sources.empty() ? std::vector<int>{} : egress_devices(frame_target(plan), sources);
     // Flow addresses need not be the host's (the server routes them back through it): then
     // the route to the server from any address says.
-    if (devices.empty()) devices = egress_devices(plan.server, {SockAddr{}});
+    if (devices.empty()) devices = egress_devices(frame_target(plan), {SockAddr{}});
     if (devices.size() != 1) {
         throw StartError("--io xdp: the route to the server leaves by " + std::to_string(devices.size()) +
                          " interfaces; name one with --xdp-interface");
@@ -159,6 +182,8 @@ xdp::FrameSpec frame_spec(const std::string& ifname, const xdp::NextHop& hop, co
     spec.destination_mac = hop.mac;
     spec.server = plan.server;
     spec.vlan = static_cast<std::uint16_t>(plan.config.vlan);
+    spec.encapsulate = plan.encap;
+    spec.outer_destination = plan.encap_rule.br;
     return spec;
 }
 
@@ -196,10 +221,17 @@ public:
             const std::int64_t sent_at = monotonic_ns();
             for (std::uint32_t i = 0; i < n; ++i) {
                 const std::uint64_t k = context.query_index(j + done + i);
-                const auto endpoint = state_.flows.endpoint(state_.flows.permutation().forward(state_.table.position(k)));
+                const std::uint64_t flow = state_.permutation.forward(state_.table.position(k));
                 const std::uint64_t sequence = state_.table.sequence(k);
-                state_.frame.write(xsk.tx_slot(i), endpoint.address, endpoint.port, FlowTable::id_of(sequence),
-                                   plan.subnet.address(k), sequence >> 16);
+                if (state_.ces) {
+                    const auto ce = state_.ces->endpoint(flow);
+                    state_.frame.write(xsk.tx_slot(i), ce.ipv4.data(), ce.port, FlowTable::id_of(sequence),
+                                       plan.subnet.address(k), sequence >> 16, ce.ipv6.data());
+                } else {
+                    const auto endpoint = state_.flows->endpoint(flow);
+                    state_.frame.write(xsk.tx_slot(i), endpoint.address, endpoint.port, FlowTable::id_of(sequence),
+                                       plan.subnet.address(k), sequence >> 16);
+                }
                 if (state_.table.publish(k, sent_at, plan.timeout_ns)) ++stats.ring_overruns;
             }
             xsk.tx_submit(n, static_cast<std::uint32_t>(state_.frame.size()));
@@ -263,17 +295,31 @@ public:
 private:
     void handle(const xdp::RxFrame& frame, std::int64_t received_ns, ReplySink& sink) {
         xdp::ParsedReply reply;
-        const xdp::FrameStatus status = xdp::parse_reply(frame.data, frame.length, reply);
+        const xdp::FrameStatus status = state_.ces ? xdp::parse_encapsulated_reply(frame.data, frame.length, reply)
+                                                   : xdp::parse_reply(frame.data, frame.length, reply);
         if (status != xdp::FrameStatus::ok) {
             ++queue_.frame_errors[static_cast<int>(status) - 1];
             return;
         }
         std::uint64_t flow = 0;
-        if (!state_.flows.flow_of(reply.destination, reply.destination_port, flow)) {
+        if (state_.ces) {
+            // The inner destination names the CE; the BR must have sent the reply from its own address to
+            // that CE's (a reply encapsulated to another CE is invalid: never matched, counted on its own).
+            xdp::Ipv6 ce_address{};
+            if (!state_.ces->flow_of(reply.destination, reply.destination_port, flow, ce_address) ||
+                std::memcmp(reply.outer_source, state_.ces->rule().br.data(), 16) != 0) {
+                ++queue_.frame_errors[5];
+                return;
+            }
+            if (std::memcmp(reply.outer_destination, ce_address.data(), 16) != 0) {
+                ++queue_.frame_errors[6];
+                return;
+            }
+        } else if (!state_.flows->flow_of(reply.destination, reply.destination_port, flow)) {
             ++queue_.frame_errors[5];
             return;
         }
-        const std::uint64_t position = state_.flows.permutation().inverse(flow);
+        const std::uint64_t position = state_.permutation.inverse(flow);
         // Query k goes to position k mod F and is pair (k mod T)'s; F = T x K, so the position says
         // which pair (queue) sent this flow's queries.
         if (position % state_.queues.size() != pair_) ++queue_.other_queue_replies;
@@ -310,14 +356,14 @@ std::uint32_t receive_queues(const std::string& ifname) {
 
 XdpLink::XdpLink(const Plan& plan, const QueryTemplate& query) {
     const std::string ifname = interface_for(plan);
-    const std::vector<Source> sources = flow_sources(plan);
+    const std::vector<Source> sources = plan.encap ? std::vector<Source>{} : flow_sources(plan);
     try {
         const std::string hop_if = hop_interface(plan, ifname);
-        const xdp::NextHop hop = xdp::resolve_next_hop(hop_if, plan.server);
+        const xdp::NextHop hop = xdp::resolve_next_hop(hop_if, frame_target(plan));
         state_ = std::make_unique<State>(plan, query, ifname, hop, sources, frame_spec(hop_if, hop, plan));
         // Pair i's flows are the positions i, i + T, ...: F = T x K, so each flow is one pair's.
-        if (state_->flows.size() % plan.xdp_queues.size() != 0) {
-            throw StartError("--io xdp: " + std::to_string(state_->flows.size()) + " flows do not divide over " +
+        if (state_->flow_count % plan.xdp_queues.size() != 0) {
+            throw StartError("--io xdp: " + std::to_string(state_->flow_count) + " flows do not divide over " +
                              std::to_string(plan.xdp_queues.size()) + " thread pairs");
         }
         state_->interface_queues = receive_queues(ifname);
@@ -332,8 +378,14 @@ XdpLink::XdpLink(const Plan& plan, const QueryTemplate& query) {
         }
         const xdp::XskSizes sizes{2048, plan.config.xdp_frames, plan.config.xdp_frames,
                                   std::max<std::uint32_t>(plan.config.xdp_frames / 2, 64)};
-        state_->program = std::make_unique<xdp::XdpProgram>(ifname, xdp::FilterSpec{plan.server, sources, static_cast<std::uint16_t>(plan.config.vlan)},
-                                                            attach_mode(plan.config.xdp_mode));
+        xdp::FilterSpec filter{plan.server, sources, static_cast<std::uint16_t>(plan.config.vlan)};
+        if (state_->ces) {
+            filter.encap = true;
+            filter.outer_server = plan.encap_rule.br;
+            filter.first_ipv4 = state_->ces->first_ipv4();
+            filter.last_ipv4 = state_->ces->last_ipv4();
+        }
+        state_->program = std::make_unique<xdp::XdpProgram>(ifname, filter, attach_mode(plan.config.xdp_mode));
         for (const std::uint32_t id : plan.xdp_queues) {
             auto queue = std::make_unique<Queue>();
             queue->id = id;
@@ -366,13 +418,20 @@ std::unique_ptr<ReceiveIo> XdpLink::receiver(unsigned pair, ReceiverStats& stats
 }
 
 std::uint64_t XdpLink::channels(unsigned /*pair: every pair's are all the flows*/) const {
-    return state_->flows.size();
+    return state_->flow_count;
 }
 
 Flow XdpLink::channel(unsigned /*pair*/, std::uint64_t position) const {
     const State& s = *state_;
-    const xdp::FlowSpace::Endpoint e = s.flows.endpoint(s.flows.permutation().forward(position % s.flows.size()));
-    return Flow{s.flows.source_text(e.source), e.port};
+    const std::uint64_t flow = s.permutation.forward(position % s.flow_count);
+    if (s.ces) {
+        const xdp::CeSpace::Endpoint e = s.ces->endpoint(flow);
+        char text[INET_ADDRSTRLEN] = {};
+        inet_ntop(AF_INET, e.ipv4.data(), text, sizeof text);
+        return Flow{text, e.port};
+    }
+    const xdp::FlowSpace::Endpoint e = s.flows->endpoint(flow);
+    return Flow{s.flows->source_text(e.source), e.port};
 }
 
 // No ports: the flows are counted in io.flows.
@@ -403,13 +462,24 @@ IoReport XdpLink::finish(const UdpErrorCounters& namespace_udp) {
     r.tx_frames = sizes.tx_frames;
     r.ring_size = sizes.ring;
     r.query_frame_bytes = s.frame.size();
-    r.flows = s.flows.size();
+    r.flows = s.flow_count;
     r.flow_order = s.plan.flow_pseudorandom ? "pseudorandom" : "sequential";
     r.flow_seed = s.plan.flow_seed;
     r.in_flight = s.plan.xdp_in_flight;
     r.slots = s.table.slots();
     r.slot_bytes = xdp::kFlowSlotBytes;
-    r.flow_space_bytes = s.flows.memory_bytes();
+    r.flow_space_bytes = s.flows ? s.flows->memory_bytes() : sizeof(xdp::CeSpace);
+    if (s.ces) {
+        const xdp::EncapRule& rule = s.ces->rule();
+        r.encap.mode = rule.kind == xdp::EncapKind::map_e ? "map-e" : "lw4o6";
+        r.encap.rule = xdp::rule_text(rule);
+        r.encap.br = xdp::ipv6_text(rule.br);
+        r.encap.ces = rule.ces;
+        r.encap.ports_per_ce = rule.ports_per_ce;
+        r.encap.psid_length = rule.psid_length;
+        r.encap.psid_offset = rule.psid_offset;
+        r.encap.table_bytes = sizeof(xdp::CeSpace);
+    }
     for (const ReceiverStats* receiver : s.receivers) r.case_bitmap_bytes += receiver->case_bitmap_bytes;
     const auto delta = [](std::uint64_t after, std::uint64_t before) { return after - std::min(after, before); };
     // Per queue, and the sums the single-queue fields always gave.
@@ -436,6 +506,7 @@ IoReport XdpLink::finish(const UdpErrorCounters& namespace_udp) {
         r.frame_bad_header += queue->frame_errors[3];
         r.frame_bad_checksum += queue->frame_errors[4];
         r.frame_not_our_flow += queue->frame_errors[5];
+        r.encap.wrong_ce += queue->frame_errors[6];
         r.per_queue.push_back(q);
     }
     const xdp::FilterStats filter = s.program->stats();

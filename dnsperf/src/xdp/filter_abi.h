@@ -28,6 +28,8 @@ struct xlb_config {
     __u16 server_port;     /* network order */
     __u16 vlan;            /* 802.1Q VLAN ID the replies carry, host order; 0: untagged (or priority-tagged) */
     __u32 owner_pid;       /* the process that attached it (a later run checks it is gone) */
+    __u32 encap;           /* 1: replies are IPv4 (family 4) inside IPv6 (next header 4) from outer_server */
+    __u8 outer_server[16]; /* encap: the BR's (lwAFTR's) IPv6 address, the replies' outer source */
 };
 
 /* A key of the prefix trie (BPF_MAP_TYPE_LPM_TRIE): the tester's address, then the port, both in network

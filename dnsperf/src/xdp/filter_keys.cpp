@@ -57,6 +57,24 @@ std::vector<xlb_key> filter_keys(const std::vector<Source>& sources) {
     return keys;
 }
 
+std::vector<xlb_key> ipv4_range_keys(std::uint32_t first, std::uint32_t last) {
+    std::vector<xlb_key> keys;
+    std::uint64_t at = first;
+    const std::uint64_t end = std::uint64_t{last} + 1;
+    while (at < end) {
+        unsigned free_bits = 0;
+        while (free_bits < 32 && (at & ((std::uint64_t{2} << free_bits) - 1)) == 0 &&
+               at + (std::uint64_t{2} << free_bits) <= end) {
+            ++free_bits;
+        }
+        const std::uint8_t address[4] = {static_cast<std::uint8_t>(at >> 24), static_cast<std::uint8_t>(at >> 16),
+                                         static_cast<std::uint8_t>(at >> 8), static_cast<std::uint8_t>(at)};
+        keys.push_back(make_key(address, 4, 0, 32 - free_bits));
+        at += std::uint64_t{1} << free_bits;
+    }
+    return keys;
+}
+
 xlb_key lookup_key(const std::uint8_t* address, std::size_t length, std::uint16_t port) {
     return make_key(address, length, port, static_cast<std::uint32_t>(length * 8 + 16));
 }

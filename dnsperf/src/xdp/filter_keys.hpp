@@ -26,6 +26,10 @@ std::vector<PortPrefix> port_prefixes(std::uint16_t first, std::uint16_t last);
 // The trie keys of every source's ranges (a source without ranges: ports 1-65535).
 std::vector<xlb_key> filter_keys(const std::vector<Source>& sources);
 
+// --encap: the keys of the IPv4 addresses first .. last (host order), every port of each: the fewest
+// aligned address blocks (at most 62 keys), prefixlen the block's address bits.
+std::vector<xlb_key> ipv4_range_keys(std::uint32_t first, std::uint32_t last);
+
 // The key the program looks up for a reply to (address, port); `address` is 4 or 16 bytes, network order.
 xlb_key lookup_key(const std::uint8_t* address, std::size_t length, std::uint16_t port);
 

@@ -17,6 +17,7 @@ constexpr std::uint16_t kEtherIpv6 = 0x86dd;
 constexpr std::uint16_t kEtherVlan = 0x8100;
 constexpr std::uint16_t kEtherQinQ = 0x88a8;
 constexpr std::uint8_t kProtoUdp = 17;
+constexpr std::uint8_t kProtoIpip = 4;
 
 void put16(std::uint8_t* p, std::uint32_t v) {
     p[0] = static_cast<std::uint8_t>(v >> 8);
@@ -48,10 +49,12 @@ std::uint16_t fold_complement(std::uint64_t sum) {
 }
 
 FrameTemplate::FrameTemplate(const QueryTemplate& query, const FrameSpec& spec)
-    : query_(query), family_(spec.server.family()) {
+    : query_(query), family_(spec.server.family()), encapsulate_(spec.encapsulate) {
     if (family_ != AF_INET && family_ != AF_INET6) throw std::invalid_argument("frame: server must be IPv4 or IPv6");
+    if (encapsulate_ && family_ != AF_INET) throw std::invalid_argument("frame: only IPv4 is encapsulated (in IPv6)");
     address_length_ = family_ == AF_INET ? 4 : 16;
-    ip_ = kEthernet + (spec.vlan != 0 ? kVlanTag : 0);
+    outer_ = kEthernet + (spec.vlan != 0 ? kVlanTag : 0);
+    ip_ = outer_ + (encapsulate_ ? kIpv6 : 0);
     udp_ = ip_ + (family_ == AF_INET ? kIpv4 : kIpv6);
     dns_ = udp_ + kUdp;
     const std::size_t dns_length = query.size();
@@ -65,7 +68,15 @@ FrameTemplate::FrameTemplate(const QueryTemplate& query, const FrameSpec& spec)
         put16(f + 12, kEtherVlan);
         put16(f + 14, spec.vlan & 0x0fffu);
     }
-    put16(f + ip_ - 2, family_ == AF_INET ? kEtherIpv4 : kEtherIpv6);
+    put16(f + outer_ - 2, family_ == AF_INET && !encapsulate_ ? kEtherIpv4 : kEtherIpv6);
+    if (encapsulate_) {
+        std::uint8_t* outer = f + outer_;
+        outer[0] = 0x60;
+        put16(outer + 4, static_cast<std::uint32_t>(kIpv4 + udp_length));
+        outer[6] = kProtoIpip;
+        outer[7] = spec.hop_limit;
+        std::memcpy(outer + 24, spec.outer_destination.data(), 16);  // source (8..23) varies
+    }
 
     const std::uint8_t* server_address = nullptr;
     std::uint16_t server_port = 0;
@@ -108,7 +119,8 @@ FrameTemplate::FrameTemplate(const QueryTemplate& query, const FrameSpec& spec)
 void FrameTemplate::write_template(std::uint8_t* frame) const { std::memcpy(frame, frame_.data(), frame_.size()); }
 
 void FrameTemplate::write(std::uint8_t* frame, const std::uint8_t* source, std::uint16_t port, std::uint16_t id,
-                          std::uint32_t name_address, std::uint64_t epoch) const {
+                          std::uint32_t name_address, std::uint64_t epoch, const std::uint8_t* outer_source) const {
+    if (encapsulate_ && outer_source != nullptr) std::memcpy(frame + outer_ + 8, outer_source, 16);
     std::uint8_t* dns = frame + dns_;
     put16(dns, id);
     write_label(name_address, reinterpret_cast<char*>(dns + kLabelOffset));
@@ -146,15 +158,11 @@ const char* to_string(FrameStatus status) {
     return "?";
 }
 
-FrameStatus parse_reply(const std::uint8_t* frame, std::size_t length, ParsedReply& out) {
-    if (length < kEthernet) return FrameStatus::truncated;
-    std::size_t l3 = kEthernet;
-    std::uint16_t type = get16(frame + 12);
-    if (type == kEtherVlan || type == kEtherQinQ) {
-        if (length < kEthernet + kVlanTag) return FrameStatus::truncated;
-        type = get16(frame + 16);
-        l3 += kVlanTag;
-    }
+namespace {
+
+// The IP packet at `l3` of EtherType `type` (the frame's `length` bytes), as parse_reply describes.
+FrameStatus parse_ip(const std::uint8_t* frame, std::size_t length, std::size_t l3, std::uint16_t type,
+                     ParsedReply& out) {
     const std::uint8_t* udp = nullptr;
     std::size_t available = 0;  // bytes from the UDP header to the end of the IP packet
     std::uint64_t pseudo = 0;
@@ -211,6 +219,50 @@ FrameStatus parse_reply(const std::uint8_t* frame, std::size_t length, ParsedRep
     out.destination_port = get16(udp + 2);
     out.message = udp + kUdp;
     out.length = udp_length - kUdp;
+    return FrameStatus::ok;
+}
+
+
+// The Ethernet header (and one VLAN tag): the L3 offset and EtherType, false when truncated.
+bool parse_ethernet(const std::uint8_t* frame, std::size_t length, std::size_t& l3, std::uint16_t& type) {
+    if (length < kEthernet) return false;
+    l3 = kEthernet;
+    type = get16(frame + 12);
+    if (type == kEtherVlan || type == kEtherQinQ) {
+        if (length < kEthernet + kVlanTag) return false;
+        type = get16(frame + 16);
+        l3 += kVlanTag;
+    }
+    return true;
+}
+
+}  // namespace
+
+FrameStatus parse_reply(const std::uint8_t* frame, std::size_t length, ParsedReply& out) {
+    std::size_t l3 = 0;
+    std::uint16_t type = 0;
+    if (!parse_ethernet(frame, length, l3, type)) return FrameStatus::truncated;
+    out.outer_source = out.outer_destination = nullptr;
+    return parse_ip(frame, length, l3, type, out);
+}
+
+FrameStatus parse_encapsulated_reply(const std::uint8_t* frame, std::size_t length, ParsedReply& out) {
+    std::size_t l3 = 0;
+    std::uint16_t type = 0;
+    if (!parse_ethernet(frame, length, l3, type)) return FrameStatus::truncated;
+    if (type != kEtherIpv6) return FrameStatus::not_udp;
+    if (length < l3 + kIpv6) return FrameStatus::truncated;
+    const std::uint8_t* outer = frame + l3;
+    if ((outer[0] >> 4) != 6) return FrameStatus::bad_header;
+    if (outer[6] != kProtoIpip) return FrameStatus::not_udp;
+    const std::size_t payload = get16(outer + 4);
+    if (length < l3 + kIpv6 + payload) return FrameStatus::truncated;
+    // The inner packet must end where the outer payload does (no padding counted as the packet's).
+    const FrameStatus inner = parse_ip(frame, l3 + kIpv6 + payload, l3 + kIpv6, kEtherIpv4, out);
+    if (inner != FrameStatus::ok) return inner;
+    if (payload < kIpv4 || get16(outer + kIpv6 + 2) != payload) return FrameStatus::bad_header;
+    out.outer_source = outer + 8;
+    out.outer_destination = outer + 24;
     return FrameStatus::ok;
 }
 

@@ -130,7 +130,8 @@ void XdpProgram::ObjectDeleter::operator()(bpf_object* o) const { bpf_object__cl
 
 XdpProgram::XdpProgram(const std::string& ifname, const FilterSpec& spec, AttachMode mode) {
     ifindex_ = interface_index(ifname);
-    const std::vector<xlb_key> keys = xdp::filter_keys(spec.sources);
+    const std::vector<xlb_key> keys =
+        spec.encap ? xdp::ipv4_range_keys(spec.first_ipv4, spec.last_ipv4) : xdp::filter_keys(spec.sources);
     if (keys.size() > std::numeric_limits<std::uint32_t>::max()) {
         throw XdpError("the XDP filter would need " + std::to_string(keys.size()) +
                        " (address, port prefix) keys, more than a BPF map holds; use fewer sources or wider ranges");
@@ -171,6 +172,8 @@ XdpProgram::XdpProgram(const std::string& ifname, const FilterSpec& spec, Attach
     config.server_port = port_of(spec.server);
     config.vlan = spec.vlan;
     config.owner_pid = static_cast<std::uint32_t>(getpid());
+    config.encap = spec.encap ? 1 : 0;
+    std::memcpy(config.outer_server, spec.outer_server.data(), 16);
     // A full trie or memory for it is the kernel's limit: say which, and after how many keys.
     const std::uint8_t present = 1;
     for (std::size_t i = 0; i < keys.size(); ++i) {

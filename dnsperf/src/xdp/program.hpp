@@ -7,6 +7,7 @@
 // (found by its name, its owner process gone) is removed first; anyone else's
 // program is never touched.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -31,6 +32,11 @@ struct FilterSpec {
     SockAddr server;                 // address and port the replies come from
     std::vector<Source> sources;     // the tester's addresses with their port ranges
     std::uint16_t vlan = 0;          // the 802.1Q VLAN ID the replies carry; 0: untagged
+    // --encap: replies are IPv4 in IPv6 from `outer_server`, to the CEs' IPv4 addresses first_ipv4 ..
+    // last_ipv4 (host order; any port: user space checks the port sets), instead of `sources`.
+    bool encap = false;
+    std::array<std::uint8_t, 16> outer_server{};
+    std::uint32_t first_ipv4 = 0, last_ipv4 = 0;
 };
 
 // Counters of the kernel program, summed over CPUs.

@@ -6,15 +6,23 @@
 // (filter_keys.hpp, matched here as the kernel's LPM trie would): the filter
 // must take a frame exactly when the flows' own lookup finds its flow.
 // Seeds (tests/fuzz/frame_corpus) are the real knotd replies of fuzz_reply's
-// corpus wrapped in IPv4 and IPv6 frames from the server to flow 0.
+// corpus wrapped in IPv4 and IPv6 frames from the server to flow 0, and (enc-*)
+// the IPv4 ones inside IPv6 from the BR to a CE's MAP address (--encap).
+// Every input also goes to the encapsulated parser: it must never crash or
+// point outside the frame; what it accepts must be taken by the encapsulating
+// filter's keys exactly when its inner destination is one of the CEs' IPv4
+// addresses, and a reply the CEs' arithmetic maps to a flow must map back
+// (the flow's endpoint is the reply's destination, its CE address one value).
 #include <arpa/inet.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <netinet/in.h>
 
 #include "query.hpp"
 #include "reply.hpp"
+#include "xdp/encap.hpp"
 #include "xdp/filter_keys.hpp"
 #include "xdp/flows.hpp"
 #include "xdp/frame.hpp"
@@ -106,6 +114,10 @@ struct World {
               ReplyClassifier{query, subnet, make(AF_INET6, "2001:db8::53", 53), kTimeout}};
     FilterCheck filter_v4{filter_sources(AF_INET, "192.0.2.1", "192.0.2.3")};
     FilterCheck filter_v6{filter_sources(AF_INET6, "2001:db8:1::1", "2001:db8:1::3")};
+    // --encap: the reference document's rule, 8192 CEs (192.0.2.0 .. 192.0.2.255), every port but one of each set.
+    CeSpace ces{parse_encap_rule("map-e", "2001:db8:ce::/51,192.0.2.0/24,13,0", 6000, 0, "2001:db8:6::1")};
+    std::vector<xlb_key> encap_keys = ipv4_range_keys(ces.first_ipv4(), ces.last_ipv4());
+    ReplyClassifier encap_classifier{query, subnet, make(AF_INET, "198.51.100.2", 53), kTimeout};
 };
 
 void check(bool ok) {
@@ -114,8 +126,42 @@ void check(bool ok) {
 
 }  // namespace
 
+namespace {
+
+bool inside(const std::uint8_t* p, std::size_t n, const std::uint8_t* data, std::size_t size) {
+    return p >= data && p + n <= data + size;
+}
+
+void check_encapsulated(const World& world, const std::uint8_t* data, std::size_t size) {
+    ParsedReply reply;
+    if (parse_encapsulated_reply(data, size, reply) != FrameStatus::ok) return;
+    check(inside(reply.message, reply.length, data, size) && inside(reply.outer_source, 16, data, size) &&
+          inside(reply.outer_destination, 16, data, size) && inside(reply.destination, 4, data, size));
+    check(reply.source.family() == AF_INET);
+    const std::uint32_t host = (std::uint32_t{reply.destination[0]} << 24) | (std::uint32_t{reply.destination[1]} << 16) |
+                               (std::uint32_t{reply.destination[2]} << 8) | reply.destination[3];
+    const bool in_range = host >= world.ces.first_ipv4() && host <= world.ces.last_ipv4();
+    check(filter_takes(world.encap_keys, lookup_key(reply.destination, 4, reply.destination_port)) == in_range);
+    std::uint64_t flow = 0;
+    Ipv6 ce_address{};
+    if (!world.ces.flow_of(reply.destination, reply.destination_port, flow, ce_address)) return;
+    check(in_range && flow < world.ces.flows());
+    const CeSpace::Endpoint e = world.ces.endpoint(flow);
+    check(e.port == reply.destination_port && std::memcmp(e.ipv4.data(), reply.destination, 4) == 0 &&
+          e.ipv6 == ce_address);
+    FlowTable table(world.ces.flows(), 1024);
+    for (std::uint64_t k = 0; k < kQueries; ++k) table.publish(k, kSent + static_cast<std::int64_t>(k), kTimeout);
+    auto view = table.view(flow);
+    const Outcome out = world.encap_classifier.classify(view, reply.message, reply.length, false, reply.source.get(),
+                                                        reply.source.length, kSent + 1'000'000);
+    check(out.kind != ReplyKind::late);
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static const World world;
+    check_encapsulated(world, data, size);
     ParsedReply reply;
     const FrameStatus status = parse_reply(data, size, reply);
     if (status != FrameStatus::ok) return 0;

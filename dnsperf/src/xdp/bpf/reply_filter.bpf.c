@@ -4,7 +4,11 @@
  * tester's (address, port range) pairs, on the tester's VLAN (or untagged). Every other frame (ARP, ICMP, the
  * client's SSH, anything not understood) goes on to the kernel with XDP_PASS.
  * The pairs are an LPM trie of (address, port prefix) keys, so a reply costs one
- * lookup however many sources and ranges there are. The loader (program.cpp)
+ * lookup however many sources and ranges there are. With encap set (xlatperf
+ * --encap) the replies are IPv4 inside IPv6 (next header 4) from the BR's
+ * address: the outer header is checked and skipped, and the inner one is
+ * looked up as above (the keys then hold the CEs' IPv4 addresses, all ports:
+ * user space checks the port sets and the outer destination). The loader (program.cpp)
  * sizes the trie, fills it and the config map before it attaches the program. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -106,6 +110,15 @@ int xlb_reply_filt(struct xdp_md *ctx) {
     __u8 src[16] = {0}, dst[16] = {0};
     int n;
     struct udphdr *udp;
+    if (c->encap) {
+        struct ipv6hdr *outer = next;
+        if (proto != bpf_htons(ETH_P_IPV6) || (void *)(outer + 1) > end || outer->nexthdr != IPPROTO_IPIP)
+            return count(XLB_STAT_PASSED, XDP_PASS);
+        __builtin_memcpy(src, &outer->saddr, 16);
+        if (!same16(src, c->outer_server, 16)) return count(XLB_STAT_PASSED, XDP_PASS);
+        next = outer + 1;
+        proto = bpf_htons(ETH_P_IP);
+    }
     if (proto == bpf_htons(ETH_P_IP) && c->family == 4) {
         struct iphdr *ip = next;
         if ((void *)(ip + 1) > end || ip->ihl != 5 || ip->protocol != IPPROTO_UDP ||
