@@ -6,7 +6,8 @@ and goes down leaving nothing; and the two test-only BR faults through `mape-br`
 - a BR that drops packets from odd source ports as outside the CE's port set: the tester loses exactly the
   queries the BR counted, half of them (its 8 sockets: 4 odd ports);
 - a BR that encapsulates replies to odd ports to the next CE: the tester's tunnel end (the CE the tester
-  plays) drops each such reply as not addressed to it; lost = the BR's wrong-CE count = the tunnel end's.
+  plays) drops each such reply as not addressed to it; lost = the BR's wrong-CE count = the tunnel end's;
+- the socket tester playing 8 CEs of one IPv4 address (one socket in each CE's port set): all answered.
 Needs root.
 """
 
@@ -86,3 +87,15 @@ def test_a_br_encapsulating_replies_to_the_wrong_ce(chain_factory, trial):
           f"{br['fault_wrong_ce']}, the tester's tunnel end refused {tester['drop_destination_mismatch']}")
     assert sent - valid == br["fault_wrong_ce"] == tester["drop_destination_mismatch"], explain_loss(result)
     assert abs((sent - valid) - sent / 2) <= 0.02 * sent
+
+
+def test_the_socket_tester_plays_8_ces_of_one_address(chain_factory, trial):
+    """8 CEs share 192.0.2.0 (PSIDs 0-7): one --source with one socket in each CE's port set; every query
+    is answered, the client's tunnel end encapsulating each from its CE's MAP address (the BR checks it)."""
+    chain = chain_factory("mape-br", backend="bpf", ces=8)
+    result = trial(chain, 2000, 2, threads=1, ports_per_thread=8, extra=LENIENT)
+    sent, valid = result["totals"]["sent"], result["totals"]["valid"]
+    ranges = result["config"]["sources"][0]["port_ranges"]
+    assert [first >> 11 for first, _ in ranges] == list(range(8)), ranges
+    br = result["chain_deltas"]["dut1:translator"]
+    assert sent >= 3600 and valid == sent == br["decapsulated"], explain_loss(result)
