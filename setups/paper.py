@@ -697,18 +697,9 @@ def mape_br(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1, ea_bits: int | 
                      f"the rule IPv6 prefix shortened from {MAPE_BMR.ipv6_prefix} so end-user prefixes stay "
                      "within /64)" if bmr.ipv6_prefix != MAPE_BMR.ipv6_prefix else
                      f"rule {' '.join(bmr.rule_fields())} ({ea_bits} EA bits)")
-    return _single(
-        "mape-br",
-        f"IPv4-in-IPv6 tester as {ces} MAP-E CE(s) -> BR (MAP-E BR) -> IPv4 server",
-        "mape",
-        (_tester_client(played, tunnel),
-         _encap_br("dut1", _mape_br_role(bmr), (Route(bmr.ipv6_prefix, MAPT_CE_INNER),)),
-         _server_plain(Route(bmr.ipv4_prefix, SERVER_GATEWAY))),
-        client_address=played[0].ipv4_address,
-        server_address=SERVER,
-        tester_subscribers=tuple(played),
-        notes=(*notes, _link_note()),
-    )
+    return _played_single("mape-br",
+                          f"IPv4-in-IPv6 tester as {ces} MAP-E CE(s) -> BR (MAP-E BR) -> IPv4 server", "mape",
+                          played, tunnel, _mape_br_role(bmr), bmr.ipv6_prefix, bmr.ipv4_prefix, notes)
 
 
 def lwaftr(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
@@ -718,13 +709,22 @@ def lwaftr(nat64_prefix: str = WELL_KNOWN_PREFIX, ces: int = 1) -> Topology:
     tunnel = TunnelEnd("ce", BR_ADDRESS, "enp5s0f0", "enp5s0f0", rule=rule, subscribers=ces)
     notes = [_b4_note(b) for b in played[:4]] + ([f"... {ces - 4} more subscribers"] if ces > 4 else [])
     notes += [_played_note(ces)] if ces > PLAYED_MAX else []
+    return _played_single("lwaftr", f"IPv4-in-IPv6 tester as {ces} lwB4(s) -> lwAFTR -> IPv4 server", "lw4o6",
+                          played, tunnel, _lwaftr_role(ces), rule.b4_prefix, rule.ipv4_pool, notes)
+
+
+def _played_single(name: str, description: str, of: str, played: list[MapCe] | list[Binding],
+                   tunnel: TunnelEnd, role: MapeBrRole | LwAftrRole, tunnel_prefix: str, ipv4_prefix: str,
+                   notes: list[str]) -> Topology:
+    """A single-DUT BR (lwAFTR) whose CEs (lwB4s) the tester plays: the client with the CEs' IPv4 addresses
+    and tunnel end, the DUT routing `tunnel_prefix` back to it, Knot routing `ipv4_prefix` to the DUT."""
     return _single(
-        "lwaftr",
-        f"IPv4-in-IPv6 tester as {ces} lwB4(s) -> lwAFTR -> IPv4 server",
-        "lw4o6",
+        name,
+        description,
+        of,
         (_tester_client(played, tunnel),
-         _encap_br("dut1", _lwaftr_role(ces), (Route(rule.b4_prefix, MAPT_CE_INNER),)),
-         _server_plain(Route(rule.ipv4_pool, SERVER_GATEWAY))),
+         _encap_br("dut1", role, (Route(tunnel_prefix, MAPT_CE_INNER),)),
+         _server_plain(Route(ipv4_prefix, SERVER_GATEWAY))),
         client_address=played[0].ipv4_address,
         server_address=SERVER,
         tester_subscribers=tuple(played),
