@@ -170,6 +170,25 @@ def xlat464(nat64_prefix: str = WELL_KNOWN_PREFIX) -> Topology:
     )
 
 
+def _napt(ce: MapCe | Binding) -> Host:
+    """The CE's (lwB4's) `napt` namespace under dut1: the client's gateway, NAT44 of the client network into
+    the CE's IPv4 address and its one contiguous port range (ValueError otherwise)."""
+    if len(ce.port_ranges) != 1:
+        raise ValueError("the napt's iptables SNAT takes one contiguous port range: use PSID offset 0")
+    return Host(
+        "napt",
+        (
+            Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
+            Interface("to_global", ("10.0.0.2/24",)),
+            Route("default", "10.0.0.1"),
+            Forwarding(ipv4=True),
+            Nat44(source=CLIENT_NET, out_interface="to_global", to_address=ce.ipv4_address,
+                  ports=ce.port_ranges[0]),
+        ),
+        parent="dut1",
+    )
+
+
 def _mapt_ce(nat64_prefix: str) -> tuple[MapCeRole, Host, Host]:
     """The paper's CE: its role, the `napt` namespace (NAT44 into the port set) and the CE host `dut1`."""
     ce_role = MapCeRole(
@@ -181,24 +200,7 @@ def _mapt_ce(nat64_prefix: str) -> tuple[MapCeRole, Host, Host]:
         ipv6_interface="enp5s0f1",
     )
     ce = ce_role.ce
-    if len(ce.port_ranges) != 1:
-        raise ValueError("the napt's iptables SNAT takes one contiguous port range: use PSID offset 0")
-    napt = Host(
-        "napt",
-        (
-            Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
-            Interface("to_global", ("10.0.0.2/24",)),
-            Route("default", "10.0.0.1"),
-            Forwarding(ipv4=True),
-            Nat44(
-                source=CLIENT_NET,
-                out_interface="to_global",
-                to_address=ce.ipv4_address,
-                ports=ce.port_ranges[0],
-            ),
-        ),
-        parent="dut1",
-    )
+    napt = _napt(ce)
     dut1 = Host(
         "dut1",
         (
@@ -504,20 +506,7 @@ B4_LINK = "2001:db8:6::b4"  # the lwB4's address on its link to the lwAFTR (our 
 
 def _encap_ce(role: MapeCeRole | LwB4Role, subscriber: MapCe | Binding, link: str) -> tuple[Host, Host]:
     """A CE (lwB4): the `napt` namespace (NAT44 into the port set) and the host `dut1` with the tunnel end."""
-    if len(subscriber.port_ranges) != 1:
-        raise ValueError("the napt's SNAT takes one contiguous port range: use PSID offset 0")
-    napt = Host(
-        "napt",
-        (
-            Interface("enp5s0f0", (f"{CLIENT_GATEWAY}/24",)),
-            Interface("to_global", ("10.0.0.2/24",)),
-            Route("default", "10.0.0.1"),
-            Forwarding(ipv4=True),
-            Nat44(source=CLIENT_NET, out_interface="to_global", to_address=subscriber.ipv4_address,
-                  ports=subscriber.port_ranges[0]),
-        ),
-        parent="dut1",
-    )
+    napt = _napt(subscriber)
     dut1 = Host(
         "dut1",
         (
